@@ -1,0 +1,164 @@
+"""One exception tree for locpriv, and the stable error codes used on the wire.
+
+::
+
+    LocprivError
+    ├── ConfigError(ValueError)            bad configuration or CLI arguments
+    ├── DecodeError(ValueError)            a wire message we cannot accept (has .code, .field)
+    ├── InfeasibleError(ValueError)        privacy parameters that cannot be met
+    │   ├── CloakInfeasible                no region meets (k, A_min, A_max) now
+    │   ├── CloakTimeout                   temporal cloaking gave up after max_delay_s
+    │   └── GroupInfeasible                Protocol 4: no group of k fits the area window
+    ├── DataError(ValueError)              tabular input unusable (missing column, NaN, ...)
+    ├── ProtocolError
+    │   ├── RemoteError                    the other side answered with an error reply
+    │   └── LocalProtocolError             we were asked to do something out of protocol
+    └── TransportError(ConnectionError)    broker unreachable or gone
+        └── RequestTimeout(TimeoutError)   no reply within the caller's timeout
+
+Every error that crosses the wire carries one :class:`ErrorCode` (stable, machine
+readable) and a human ``reason``. :meth:`LocprivError.code` maps an exception to it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """Stable error codes of :class:`locpriv.messages.ErrorReply`; documented in docs/protocol.md."""
+
+    MALFORMED = "malformed"
+    """Payload is not JSON, not an object, or too large."""
+    INVALID_FIELD = "invalid_field"
+    """A field is missing, extra, of the wrong type or out of range."""
+    UNSUPPORTED_VERSION = "unsupported_version"
+    """The schema version is not one this service speaks."""
+    UNKNOWN_TYPE = "unknown_type"
+    """The ``type`` discriminator names no known message."""
+    WRONG_TYPE = "wrong_type"
+    """A valid message sent to a topic that does not take that type."""
+    TOO_LARGE = "too_large"
+    """The payload exceeds the service's size limit."""
+    BAD_PARAMETERS = "bad_parameters"
+    """Privacy parameters outside the operator's bounds (k, areas, delay)."""
+    UNKNOWN_USER = "unknown_user"
+    """No current location is known for the requesting user."""
+    CLOAK_INFEASIBLE = "cloak_infeasible"
+    """No region can satisfy the request (for example A_max too small for k)."""
+    CLOAK_TIMEOUT = "cloak_timeout"
+    """Temporal cloaking waited max_delay_s without finding a region."""
+    GROUP_INFEASIBLE = "group_infeasible"
+    """Protocol 4 found no group of k peers fitting the area window."""
+    OVERLOADED = "overloaded"
+    """A bounded queue is full; retry later."""
+    RATE_LIMITED = "rate_limited"
+    """The sender exceeded a rate limit."""
+    UPSTREAM_TIMEOUT = "upstream_timeout"
+    """The database server did not answer the mediator in time."""
+    UNAVAILABLE = "unavailable"
+    """The service is shutting down or a dependency is unreachable."""
+    INTERNAL = "internal"
+    """An unexpected failure inside the service (logged there)."""
+
+
+class LocprivError(Exception):
+    """Base of every exception raised by locpriv."""
+
+    default_code: ErrorCode = ErrorCode.INTERNAL
+
+    @property
+    def code(self) -> ErrorCode:
+        """The wire error code that represents this exception."""
+        return self.default_code
+
+
+class ConfigError(LocprivError, ValueError):
+    """Invalid configuration, CLI argument or operator bound."""
+
+    default_code = ErrorCode.BAD_PARAMETERS
+
+
+class DecodeError(LocprivError, ValueError):
+    """A wire message was rejected.
+
+    ``field`` names the offending field (dotted path) when there is one.
+    """
+
+    def __init__(self, code: ErrorCode, reason: str, field: str | None = None) -> None:
+        super().__init__(f"{field}: {reason}" if field else reason)
+        self._code = code
+        self.reason = reason
+        self.field = field
+
+    @property
+    def code(self) -> ErrorCode:
+        return self._code
+
+
+class InfeasibleError(LocprivError, ValueError):
+    """Privacy parameters that cannot be met on the given data or population."""
+
+    default_code = ErrorCode.BAD_PARAMETERS
+
+
+class CloakInfeasible(InfeasibleError):
+    """No cloaking region satisfies (k, A_min, A_max) for this user now."""
+
+    default_code = ErrorCode.CLOAK_INFEASIBLE
+
+
+class CloakTimeout(InfeasibleError):
+    """Temporal cloaking gave up after the request's tolerance."""
+
+    default_code = ErrorCode.CLOAK_TIMEOUT
+
+
+class GroupInfeasible(InfeasibleError):
+    """Protocol 4: no k-group of replies spans A_min < A < A_max."""
+
+    default_code = ErrorCode.GROUP_INFEASIBLE
+
+
+class DataError(LocprivError, ValueError):
+    """Tabular input that cannot be anonymised as asked (names the column)."""
+
+    default_code = ErrorCode.INVALID_FIELD
+
+
+class ProtocolError(LocprivError):
+    """A protocol-level failure."""
+
+
+class RemoteError(ProtocolError):
+    """The other side answered with an error reply."""
+
+    def __init__(self, code: ErrorCode | str, reason: str, field: str | None = None) -> None:
+        super().__init__(f"{code}: {reason}")
+        try:
+            self._code = ErrorCode(code)
+        except ValueError:
+            self._code = ErrorCode.INTERNAL
+        self.raw_code = str(code)
+        self.reason = reason
+        self.field = field
+
+    @property
+    def code(self) -> ErrorCode:
+        return self._code
+
+
+class LocalProtocolError(ProtocolError):
+    """This side was asked to act out of protocol (a programming error)."""
+
+
+class TransportError(LocprivError, ConnectionError):
+    """The MQTT broker is unreachable or the connection was lost."""
+
+    default_code = ErrorCode.UNAVAILABLE
+
+
+class RequestTimeout(TransportError, TimeoutError):
+    """No reply arrived within the caller's timeout."""
+
+    default_code = ErrorCode.UPSTREAM_TIMEOUT

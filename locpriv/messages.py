@@ -1,0 +1,477 @@
+"""Wire messages of Protocols 1-4: pydantic v2 models, one discriminated union.
+
+Every message is a JSON object with a ``type`` discriminator and a schema version ``v``.
+Models are frozen and forbid extra fields. Coordinates on the wire are WGS84 degrees
+(``lat`` in [-90, 90], ``lon`` in [-180, 180], finite); distances are metres (``_m``),
+areas square metres (``_m2``), durations seconds (``_s``) and instants Unix seconds (``t``).
+
+Request/reply rides in the payload (``reply_to`` topic and ``correlation_id``) so that
+MQTT 3.1.1 brokers such as amqtt work; services may add MQTT 5 properties where available.
+
+Use :func:`decode` to turn bytes into a message (raising :class:`~locpriv.errors.DecodeError`
+with a stable code and the offending field) and :func:`encode` for the reverse.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any, Final, Literal, TypeAlias
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from locpriv.errors import DecodeError, ErrorCode
+
+SCHEMA_VERSION: Final = 1
+"""The wire schema version this code speaks."""
+SUPPORTED_VERSIONS: Final = frozenset({SCHEMA_VERSION})
+MAX_PAYLOAD_BYTES: Final = 64 * 1024
+"""Default size limit of one payload in bytes; services may lower it."""
+
+Lat = Annotated[
+    float, Field(ge=-90.0, le=90.0, allow_inf_nan=False, description="Latitude, WGS84 degrees")
+]
+Lon = Annotated[
+    float, Field(ge=-180.0, le=180.0, allow_inf_nan=False, description="Longitude, WGS84 degrees")
+]
+Seconds = Annotated[
+    float, Field(ge=0.0, allow_inf_nan=False, description="Unix time or duration, seconds")
+]
+Metres = Annotated[float, Field(ge=0.0, allow_inf_nan=False, description="Distance, metres")]
+SquareMetres = Annotated[float, Field(ge=0.0, allow_inf_nan=False, description="Area, m²")]
+Identifier = Annotated[
+    str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@+-]+$")
+]
+CorrelationId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="Opaque id echoed in the reply",
+    ),
+]
+ReplyTopic = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=256,
+        pattern=r"^[^#+\x00$][^#+\x00]*$",
+        description="MQTT topic for the reply (no wildcards, not a $-topic)",
+    ),
+]
+Category = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_-]+$")]
+
+
+class WireModel(BaseModel):
+    """Base of every wire model: frozen, extra fields forbidden, finite floats."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class Message(WireModel):
+    """Base of every top-level message: carries the schema version ``v``."""
+
+    v: int = Field(default=SCHEMA_VERSION, description="Schema version")
+
+
+# --------------------------------------------------------------------------- parts
+
+
+class LonLat(WireModel):
+    """A WGS84 position in degrees."""
+
+    lat: Lat
+    lon: Lon
+
+
+class Region(WireModel):
+    """A simple polygon in WGS84 degrees: ``ring`` is ``[[lon, lat], ...]``, not closed.
+
+    At least 3 distinct vertices; the area is given separately in m² by the producer.
+    """
+
+    ring: list[tuple[Lon, Lat]] = Field(min_length=3, max_length=1024)
+
+    @field_validator("ring")
+    @classmethod
+    def _distinct(cls, ring: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        if len(set(ring)) < 3:
+            raise ValueError("a region needs at least 3 distinct vertices")
+        return ring
+
+
+class PrivacyProfile(WireModel):
+    """Per-request cloaking parameters; the service clamps them to operator bounds."""
+
+    k: int = Field(ge=1, le=10_000, description="Users in the region, requester included")
+    a_min_m2: SquareMetres = Field(description="Region area lower bound, m² (strict)")
+    a_max_m2: SquareMetres = Field(description="Region area upper bound, m² (strict)")
+    max_delay_s: Seconds = Field(default=0.0, le=3600.0, description="Temporal tolerance, s")
+
+    @model_validator(mode="after")
+    def _window(self) -> PrivacyProfile:
+        if not self.a_min_m2 < self.a_max_m2:
+            raise ValueError("a_min_m2 must be smaller than a_max_m2")
+        return self
+
+
+class POI(WireModel):
+    """A point of interest held by the location-based database server."""
+
+    id: Identifier
+    category: Category
+    lat: Lat
+    lon: Lon
+    name: str = Field(default="", max_length=256)
+
+
+class NearestQuery(WireModel):
+    """The ``n`` nearest POIs of ``category``."""
+
+    kind: Literal["nearest"] = "nearest"
+    category: Category
+    n: int = Field(ge=1, le=100)
+
+
+class WithinQuery(WireModel):
+    """POIs (of ``category`` when given) within ``radius_m`` metres."""
+
+    kind: Literal["within"] = "within"
+    category: Category | None = None
+    radius_m: Metres = Field(gt=0.0, le=100_000.0)
+
+
+Query: TypeAlias = Annotated[NearestQuery | WithinQuery, Field(discriminator="kind")]
+
+
+class PointLocation(WireModel):
+    """An exact point (Protocol 2)."""
+
+    kind: Literal["point"] = "point"
+    lat: Lat
+    lon: Lon
+
+
+class RegionLocation(WireModel):
+    """A cloaked region (Protocols 1 and 3): DS answers for every point inside it."""
+
+    kind: Literal["region"] = "region"
+    region: Region
+
+
+class CentroidLocation(WireModel):
+    """A group centroid (Protocol 4): DS answers for every point within ``radius_m`` of it."""
+
+    kind: Literal["centroid"] = "centroid"
+    lat: Lat
+    lon: Lon
+    radius_m: Metres = Field(default=0.0, le=100_000.0)
+
+
+DSLocation: TypeAlias = Annotated[
+    PointLocation | RegionLocation | CentroidLocation, Field(discriminator="kind")
+]
+
+
+# ------------------------------------------------------------------------ messages
+
+
+class LocationUpdate(Message):
+    """User -> anonymizer: the user's current exact position (retained per user)."""
+
+    type: Literal["location_update"] = "location_update"
+    user_id: Identifier
+    lat: Lat
+    lon: Lon
+    t: Seconds = Field(description="When the position was taken, Unix seconds")
+    accuracy_m: Metres | None = None
+
+
+class CloakRequest(Message):
+    """User -> anonymizer (Protocol 3): ask for a cloaked region around the user.
+
+    Without ``lat``/``lon`` the anonymizer uses the user's latest location update.
+    """
+
+    type: Literal["cloak_request"] = "cloak_request"
+    correlation_id: CorrelationId
+    reply_to: ReplyTopic
+    user_id: Identifier
+    lat: Lat | None = None
+    lon: Lon | None = None
+    profile: PrivacyProfile | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> CloakRequest:
+        if (self.lat is None) != (self.lon is None):
+            raise ValueError("give both lat and lon, or neither")
+        return self
+
+
+class CloakReply(Message):
+    """Anonymizer -> user: the region, its area and the interval [t1, t2] it covers."""
+
+    type: Literal["cloak_reply"] = "cloak_reply"
+    correlation_id: CorrelationId
+    region: Region
+    area_m2: SquareMetres
+    users: int = Field(ge=1, description="Current users inside the region (achieved k)")
+    t1: Seconds
+    t2: Seconds
+
+
+class QueryRequest(Message):
+    """User -> mediator (Protocols 1 and 2): a query with the user's exact location.
+
+    ``attributes`` are key (quasi-identifier) attributes the app may attach; the mediator
+    strips them, with ``user_id``, before anything reaches DS.
+    """
+
+    type: Literal["query_request"] = "query_request"
+    correlation_id: CorrelationId
+    reply_to: ReplyTopic
+    user_id: Identifier
+    protocol: Literal[1, 2]
+    lat: Lat
+    lon: Lon
+    query: Query
+    profile: PrivacyProfile | None = None
+    attributes: dict[Identifier, str | int | float] = Field(default_factory=dict, max_length=64)
+
+
+class QueryAnswer(Message):
+    """Mediator or DS -> user: the answer to a query.
+
+    ``candidates`` is true when ``pois`` is a superset to refine locally (region and
+    centroid queries); the client library refines it with the exact location.
+    """
+
+    type: Literal["query_answer"] = "query_answer"
+    correlation_id: CorrelationId
+    pois: list[POI] = Field(max_length=10_000)
+    candidates: bool = False
+    region: Region | None = None
+    area_m2: SquareMetres | None = None
+    t1: Seconds | None = None
+    t2: Seconds | None = None
+
+
+class DSQuery(Message):
+    """Anyone -> DS: a query at a point, region or centroid. Carries no user identity."""
+
+    type: Literal["ds_query"] = "ds_query"
+    correlation_id: CorrelationId
+    reply_to: ReplyTopic
+    query: Query
+    location: DSLocation
+
+
+class PeerRequest(Message):
+    """Device -> neighbours (Protocol 4): "send me your perturbed location".
+
+    ``lat``/``lon`` are the requester's *perturbed* position; ``requester`` is a rotating
+    pseudonym used only for responders' rate limits.
+    """
+
+    type: Literal["peer_request"] = "peer_request"
+    correlation_id: CorrelationId
+    reply_to: ReplyTopic
+    requester: Identifier
+    lat: Lat
+    lon: Lon
+    t: Seconds
+    max_distance_m: Metres | None = Field(default=None, le=100_000.0)
+
+
+class PeerReply(Message):
+    """Neighbour -> device (Protocol 4): the responder's perturbed location."""
+
+    type: Literal["peer_reply"] = "peer_reply"
+    correlation_id: CorrelationId
+    responder: Identifier
+    lat: Lat
+    lon: Lon
+    t: Seconds
+
+
+class ErrorReply(Message):
+    """Any service -> requester, or to the service's error topic: a rejected message."""
+
+    type: Literal["error"] = "error"
+    correlation_id: CorrelationId | None = None
+    code: ErrorCode
+    reason: str = Field(max_length=1024)
+    field: str | None = Field(default=None, max_length=256)
+
+
+AnyMessage: TypeAlias = Annotated[
+    LocationUpdate
+    | CloakRequest
+    | CloakReply
+    | QueryRequest
+    | QueryAnswer
+    | DSQuery
+    | PeerRequest
+    | PeerReply
+    | ErrorReply,
+    Field(discriminator="type"),
+]
+"""The discriminated union of every wire message."""
+
+MESSAGE_TYPES: Final[dict[str, type[Message]]] = {
+    m.model_fields["type"].default: m
+    for m in (
+        LocationUpdate,
+        CloakRequest,
+        CloakReply,
+        QueryRequest,
+        QueryAnswer,
+        DSQuery,
+        PeerRequest,
+        PeerReply,
+        ErrorReply,
+    )
+}
+
+_ADAPTER: Final[TypeAdapter[Message]] = TypeAdapter(AnyMessage)
+
+
+def encode(message: Message) -> bytes:
+    """Serialise a message to compact UTF-8 JSON bytes."""
+    return message.model_dump_json(exclude_none=True).encode()
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    # pydantic puts the discriminator value first in union locations: drop it.
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in MESSAGE_TYPES:
+        parts = parts[1:]
+    # likewise the tag of nested unions (query.<kind>.n, location.<kind>.lat)
+    out: list[str] = []
+    skipped = False
+    for part in parts:
+        if not skipped and out and part in _NESTED_UNIONS.get(out[-1], ()):
+            skipped = True
+            continue
+        skipped = False
+        out.append(part)
+    return ".".join(out)
+
+
+_NESTED_UNIONS: Final = {
+    "query": frozenset({"nearest", "within"}),
+    "location": frozenset({"point", "region", "centroid"}),
+}
+
+
+def decode(
+    payload: bytes | str,
+    *,
+    expect: tuple[type[Message], ...] | None = None,
+    max_bytes: int = MAX_PAYLOAD_BYTES,
+) -> Message:
+    """Parse and validate one wire message.
+
+    Raises :class:`~locpriv.errors.DecodeError` whose ``code`` is one of ``too_large``,
+    ``malformed``, ``unsupported_version``, ``unknown_type``, ``invalid_field`` or
+    ``wrong_type`` (when ``expect`` is given and the type is not in it), and whose
+    ``field`` names the offending field.
+    """
+    raw = payload.encode() if isinstance(payload, str) else payload
+    if len(raw) > max_bytes:
+        raise DecodeError(ErrorCode.TOO_LARGE, f"payload of {len(raw)} bytes exceeds {max_bytes}")
+    try:
+        obj: Any = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError(ErrorCode.MALFORMED, f"not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise DecodeError(ErrorCode.MALFORMED, "a message must be a JSON object")
+    version = obj.get("v", SCHEMA_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise DecodeError(ErrorCode.INVALID_FIELD, "must be an integer", field="v")
+    if version not in SUPPORTED_VERSIONS:
+        raise DecodeError(
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"schema version {version} is not supported (speaks {sorted(SUPPORTED_VERSIONS)})",
+            field="v",
+        )
+    kind = obj.get("type")
+    if kind is None:
+        raise DecodeError(ErrorCode.INVALID_FIELD, "missing message type", field="type")
+    if not isinstance(kind, str) or kind not in MESSAGE_TYPES:
+        raise DecodeError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {kind!r}", field="type")
+    _reject_non_finite(obj, ())
+    try:
+        message = _ADAPTER.validate_json(raw, strict=True)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        raise DecodeError(
+            ErrorCode.INVALID_FIELD, err["msg"], field=_field_path(err["loc"])
+        ) from None
+    if expect is not None and not isinstance(message, expect):
+        names = ", ".join(sorted(m.model_fields["type"].default for m in expect))
+        raise DecodeError(
+            ErrorCode.WRONG_TYPE, f"{kind!r} is not accepted here (expects {names})", field="type"
+        )
+    return message
+
+
+def _reject_non_finite(obj: Any, path: tuple[str, ...]) -> None:
+    """json.loads accepts NaN and Infinity; the wire does not."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        raise DecodeError(ErrorCode.INVALID_FIELD, "must be a finite number", field=".".join(path))
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            _reject_non_finite(value, (*path, str(key)))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            _reject_non_finite(value, (*path, str(i)))
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """JSON Schema of every message type, keyed by file stem (``message`` is the union)."""
+    schemas: dict[str, dict[str, Any]] = {"message": _ADAPTER.json_schema()}
+    for name, model in MESSAGE_TYPES.items():
+        schemas[name] = model.model_json_schema()
+    return schemas
+
+
+__all__ = [
+    "MAX_PAYLOAD_BYTES",
+    "MESSAGE_TYPES",
+    "POI",
+    "SCHEMA_VERSION",
+    "AnyMessage",
+    "CentroidLocation",
+    "CloakReply",
+    "CloakRequest",
+    "DSLocation",
+    "DSQuery",
+    "ErrorReply",
+    "LocationUpdate",
+    "LonLat",
+    "Message",
+    "NearestQuery",
+    "PeerReply",
+    "PeerRequest",
+    "PointLocation",
+    "PrivacyProfile",
+    "Query",
+    "QueryAnswer",
+    "QueryRequest",
+    "Region",
+    "RegionLocation",
+    "WithinQuery",
+    "WireModel",
+    "decode",
+    "encode",
+]

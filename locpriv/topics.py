@@ -1,0 +1,131 @@
+"""MQTT topic templates, in one place, under a configurable prefix.
+
+All topics live under ``{prefix}/v1/``; the default prefix is ``locpriv``. Service request
+topics may be subscribed through a shared subscription (``$share/{group}/...``) on brokers
+that support it (mosquitto) so that several service processes split the load.
+
+==========================  ====================================  =====  ========
+topic                       payload                               QoS    retained
+==========================  ====================================  =====  ========
+``loc/{user_id}``           LocationUpdate (user -> anonymizer)   0/1    no
+``p1/query``                QueryRequest protocol=1               1      no
+``p2/query``                QueryRequest protocol=2               1      no
+``p3/cloak``                CloakRequest                          1      no
+``ds/query``                DSQuery                               1      no
+``reply/{client_id}``       replies: CloakReply, QueryAnswer,     1      no
+                            ErrorReply, PeerReply
+``errors/{service}``        ErrorReply for unparseable requests   1      no
+``peer/cell/{cell}``        PeerRequest (Protocol 4 discovery)    0      no
+``status/{service}``        "online"/"offline" (last will)        1      yes
+==========================  ====================================  =====  ========
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+DEFAULT_PREFIX: Final = "locpriv"
+VERSION_SEGMENT: Final = "v1"
+_SEGMENT = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
+
+
+def _segment(value: str, what: str) -> str:
+    if not _SEGMENT.fullmatch(value):
+        raise ValueError(f"{what} {value!r} is not a valid topic segment")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """Topic names for one deployment; ``prefix`` may contain ``/`` but no wildcards."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        if not self.prefix or any(c in self.prefix for c in "#+\x00") or self.prefix[0] == "$":
+            raise ValueError(f"invalid topic prefix {self.prefix!r}")
+        if self.prefix.endswith("/"):
+            raise ValueError("topic prefix must not end with '/'")
+
+    @property
+    def root(self) -> str:
+        """``{prefix}/v1``."""
+        return f"{self.prefix}/{VERSION_SEGMENT}"
+
+    def location(self, user_id: str) -> str:
+        """Where a user publishes her location updates."""
+        return f"{self.root}/loc/{_segment(user_id, 'user id')}"
+
+    @property
+    def location_filter(self) -> str:
+        """Subscription filter for every user's location updates."""
+        return f"{self.root}/loc/+"
+
+    @property
+    def p1_query(self) -> str:
+        """Protocol 1 requests (mediator with cloaking)."""
+        return f"{self.root}/p1/query"
+
+    @property
+    def p2_query(self) -> str:
+        """Protocol 2 requests (mediator without cloaking)."""
+        return f"{self.root}/p2/query"
+
+    @property
+    def p3_cloak(self) -> str:
+        """Protocol 3 requests (anonymizer only returns a region)."""
+        return f"{self.root}/p3/cloak"
+
+    @property
+    def ds_query(self) -> str:
+        """Queries for the location-based database server."""
+        return f"{self.root}/ds/query"
+
+    def reply(self, client_id: str) -> str:
+        """A client's private reply topic."""
+        return f"{self.root}/reply/{_segment(client_id, 'client id')}"
+
+    def errors(self, service: str) -> str:
+        """Where a service reports requests it could not even address a reply to."""
+        return f"{self.root}/errors/{_segment(service, 'service')}"
+
+    @property
+    def errors_filter(self) -> str:
+        """Subscription filter for every service's error topic."""
+        return f"{self.root}/errors/+"
+
+    def peer_cell(self, cell: str) -> str:
+        """Protocol 4 discovery topic of one spatial cell."""
+        return f"{self.root}/peer/cell/{_segment(cell, 'cell')}"
+
+    def status(self, service: str) -> str:
+        """Retained liveness of a service (``online``/``offline``, set by last will)."""
+        return f"{self.root}/status/{_segment(service, 'service')}"
+
+
+def shared(topic_filter: str, group: str) -> str:
+    """A shared subscription (MQTT 5, and mosquitto for 3.1.1 too) splitting load in ``group``."""
+    return f"$share/{_segment(group, 'group')}/{topic_filter}"
+
+
+def matches(topic_filter: str, topic: str) -> bool:
+    """True when ``topic`` matches the MQTT filter (``+`` one level, ``#`` the rest)."""
+    if topic_filter.startswith("$share/"):
+        topic_filter = topic_filter.split("/", 2)[2]
+    f_parts = topic_filter.split("/")
+    t_parts = topic.split("/")
+    if topic.startswith("$") and f_parts[0] in ("+", "#"):
+        return False
+    for i, fp in enumerate(f_parts):
+        if fp == "#":
+            return True
+        if i >= len(t_parts):
+            return False
+        if fp not in ("+", t_parts[i]):
+            return False
+    return len(f_parts) == len(t_parts)
+
+
+__all__ = ["DEFAULT_PREFIX", "Topics", "matches", "shared"]

@@ -1,0 +1,1 @@
+"""Simulated mobile-user fleets that drive and measure locpriv services."""
