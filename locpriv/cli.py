@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def configure_logging(verbose: int, quiet: bool) -> None:
     """Log to stderr; ``LOCPRIV_LOG`` (a level name) overrides the flags."""
-    level = logging.WARNING if quiet else (logging.INFO, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    level = (
+        logging.WARNING if quiet else (logging.INFO, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    )
     env = os.environ.get("LOCPRIV_LOG")
     if env:
         level = logging.getLevelNamesMapping().get(env.upper(), level)

@@ -26,7 +26,7 @@ from enum import StrEnum
 
 
 class ErrorCode(StrEnum):
-    """Stable error codes of :class:`locpriv.messages.ErrorReply`; documented in docs/protocol.md."""
+    """Stable codes of :class:`locpriv.messages.ErrorReply`; listed in docs/protocol.md."""
 
     MALFORMED = "malformed"
     """Payload is not JSON, not an object, or too large."""

@@ -82,18 +82,14 @@ class LocalProjection:
         return shapely.transform(geom, lambda c: np.column_stack(self.to_lonlat(c[:, 0], c[:, 1])))
 
 
-def distance_m(
-    lon1: ArrayLike, lat1: ArrayLike, lon2: ArrayLike, lat2: ArrayLike
-) -> FloatArray:
+def distance_m(lon1: ArrayLike, lat1: ArrayLike, lon2: ArrayLike, lat2: ArrayLike) -> FloatArray:
     """Geodesic distance on WGS84 in metres (Karney's algorithm), broadcast over arrays."""
     a = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (lon1, lat1, lon2, lat2)))
     _, _, dist = WGS84.inv(a[0].ravel(), a[1].ravel(), a[2].ravel(), a[3].ravel())
     return np.asarray(dist, dtype=np.float64).reshape(a[0].shape)
 
 
-def haversine_m(
-    lon1: ArrayLike, lat1: ArrayLike, lon2: ArrayLike, lat2: ArrayLike
-) -> FloatArray:
+def haversine_m(lon1: ArrayLike, lat1: ArrayLike, lon2: ArrayLike, lat2: ArrayLike) -> FloatArray:
     """Great-circle distance on the mean sphere in metres (fast; ≤ 0.5 % off geodesic)."""
     p1, p2 = np.radians(lat1), np.radians(lat2)
     dp = p2 - p1

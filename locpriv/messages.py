@@ -47,9 +47,7 @@ Seconds = Annotated[
 ]
 Metres = Annotated[float, Field(ge=0.0, allow_inf_nan=False, description="Distance, metres")]
 SquareMetres = Annotated[float, Field(ge=0.0, allow_inf_nan=False, description="Area, m²")]
-Identifier = Annotated[
-    str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@+-]+$")
-]
+Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
 CorrelationId = Annotated[
     str,
     Field(
@@ -470,8 +468,8 @@ __all__ = [
     "QueryRequest",
     "Region",
     "RegionLocation",
-    "WithinQuery",
     "WireModel",
+    "WithinQuery",
     "decode",
     "encode",
 ]

@@ -28,7 +28,7 @@ from typing import Final
 
 DEFAULT_PREFIX: Final = "locpriv"
 VERSION_SEGMENT: Final = "v1"
-_SEGMENT = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
+_SEGMENT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
 
 def _segment(value: str, what: str) -> str:

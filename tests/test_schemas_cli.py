@@ -1,0 +1,39 @@
+"""Committed JSON Schemas equal the models; the CLI lists its commands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from locpriv import schemas
+from locpriv.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_schemas_match_models() -> None:
+    problems = schemas.diff(ROOT / "docs" / "schemas")
+    assert problems == [], f"run `locpriv schemas` and commit docs/schemas: {problems}"
+
+
+def test_schema_check_detects_drift(tmp_path: Path) -> None:
+    schemas.export(tmp_path)
+    assert schemas.diff(tmp_path) == []
+    (tmp_path / "error.schema.json").write_text("{}\n")
+    (tmp_path / "stale.schema.json").write_text("{}\n")
+    assert schemas.diff(tmp_path) == ["error.schema.json", "stale.schema.json"]
+    assert main(["schemas", "--check", "--out", str(tmp_path)]) == 1
+    assert main(["schemas", "--out", str(tmp_path)]) == 0
+    assert main(["schemas", "--check", "--out", str(tmp_path)]) == 0
+
+
+def test_help_lists_commands() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "locpriv", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    names = list(sub.choices)  # type: ignore[arg-type]
+    assert "schemas" in names
+    for name in names:
+        assert name in out
