@@ -1,0 +1,463 @@
+"""One transport adapter: MQTT over aiomqtt 2.5, or an in-process bus with MQTT topic matching.
+
+Everything in locpriv that talks to a broker goes through :func:`connect`; aiomqtt is imported
+in this module only (its 3.0 line changes the API).
+
+* ``mqtt://host:port`` / ``mqtts://host:port`` (optionally ``user:password@``) ->
+  :class:`MqttTransport`. MQTT 3.1.1 (amqtt rejects MQTT 5). It reconnects with capped,
+  jittered exponential backoff when the broker goes away and resubscribes to every filter it
+  had. :meth:`MqttTransport.publish` during an outage waits up to ``publish_timeout_s`` for the
+  connection to come back, then raises :class:`~locpriv.errors.TransportError`; it never drops a
+  message silently. Delivery is at least once for QoS 1 (a publish interrupted by a disconnect
+  is retried after the reconnect, so the receiver may see it twice).
+* ``memory://name`` -> :class:`MemoryTransport` on the process-wide :class:`MemoryBus` ``name``:
+  same topic matching (``+``, ``#``, ``$share/group/...`` delivered to one member per group,
+  retained messages), no network; for tests and simulators.
+
+Both are async context managers; :meth:`messages` yields :class:`Received` until the transport
+closes. Errors: :class:`~locpriv.errors.TransportError` (broker unreachable, publish on a closed
+transport or after the outage budget).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import random
+import ssl
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, Protocol, Self, runtime_checkable
+from urllib.parse import unquote, urlsplit
+
+import aiomqtt
+
+from locpriv.errors import ConfigError, TransportError
+from locpriv.topics import matches
+
+__all__ = [
+    "MemoryBus",
+    "MemoryTransport",
+    "MqttTransport",
+    "Received",
+    "Transport",
+    "connect",
+    "new_client_id",
+]
+
+log = logging.getLogger(__name__)
+
+_CLOSED: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One message as received: topic name and raw payload bytes."""
+
+    topic: str
+    payload: bytes
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """What services, clients and simulators need from a broker connection."""
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def publish(
+        self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False
+    ) -> None: ...
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None: ...
+
+    async def unsubscribe(self, topic_filter: str) -> None: ...
+
+    def messages(self) -> AsyncIterator[Received]: ...
+
+
+def new_client_id(prefix: str = "locpriv") -> str:
+    """A random MQTT client id usable as a topic segment (``prefix-<12 hex>``)."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def connect(
+    url: str,
+    *,
+    client_id: str | None = None,
+    will: tuple[str, bytes] | None = None,
+    **kw: Any,
+) -> MqttTransport | MemoryTransport:
+    """A transport for ``url`` (not yet connected: use it as an async context manager).
+
+    ``will`` is ``(topic, payload)`` published retained at QoS 1 by the broker if the connection
+    is lost without a clean disconnect. Extra keywords go to :class:`MqttTransport` (for
+    ``memory://`` URLs they are ignored except ``max_queue``).
+    """
+    parts = urlsplit(url)
+    if parts.scheme == "memory":
+        name = parts.netloc or parts.path.lstrip("/") or "default"
+        return MemoryTransport(
+            MemoryBus.named(name), client_id=client_id, will=will, max_queue=kw.get("max_queue", 0)
+        )
+    if parts.scheme not in ("mqtt", "mqtts", "tcp"):
+        raise ConfigError(f"unsupported broker URL scheme {parts.scheme!r} (mqtt, mqtts, memory)")
+    if not parts.hostname:
+        raise ConfigError(f"broker URL {url!r} has no host")
+    tls = parts.scheme == "mqtts"
+    try:
+        port = parts.port or (8883 if tls else 1883)
+    except ValueError as exc:
+        raise ConfigError(f"bad port in broker URL {url!r}") from exc
+    return MqttTransport(
+        host=parts.hostname,
+        port=port,
+        tls=tls,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        client_id=client_id,
+        will=will,
+        **kw,
+    )
+
+
+# ----------------------------------------------------------------------------- MQTT
+
+
+class MqttTransport:
+    """A reconnecting MQTT 3.1.1 connection over aiomqtt.
+
+    Parameters (seconds): ``connect_timeout_s`` bounds the *first* connection (raises
+    :class:`TransportError`); later outages are retried forever with backoff from
+    ``backoff_initial_s`` doubling up to ``backoff_max_s`` (jitter 50-100 %).
+    ``publish_timeout_s`` bounds how long a publish waits for a lost connection.
+    ``clean_session=False`` asks the broker for a persistent session (services use it so that
+    QoS 1 requests queued while they were away are delivered on reconnect).
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int = 1883,
+        tls: bool = False,
+        username: str | None = None,
+        password: str | None = None,
+        client_id: str | None = None,
+        will: tuple[str, bytes] | None = None,
+        clean_session: bool = True,
+        keepalive_s: int = 30,
+        connect_timeout_s: float = 10.0,
+        publish_timeout_s: float = 30.0,
+        backoff_initial_s: float = 0.1,
+        backoff_max_s: float = 5.0,
+        max_inflight: int = 100,
+    ) -> None:
+        self.client_id = client_id or new_client_id()
+        self.url = f"{'mqtts' if tls else 'mqtt'}://{host}:{port}"
+        self._connect_timeout_s = connect_timeout_s
+        self._publish_timeout_s = publish_timeout_s
+        self._backoff_initial_s = backoff_initial_s
+        self._backoff_max_s = backoff_max_s
+        self._client = aiomqtt.Client(
+            host,
+            port,
+            username=username,
+            password=password,
+            identifier=self.client_id,
+            protocol=aiomqtt.ProtocolVersion.V311,
+            will=aiomqtt.Will(will[0], will[1], qos=1, retain=True) if will else None,
+            clean_session=clean_session,
+            keepalive=keepalive_s,
+            timeout=connect_timeout_s,
+            tls_context=ssl.create_default_context() if tls else None,
+            max_inflight_messages=max_inflight,
+            logger=logging.getLogger("aiomqtt"),
+        )
+        self._subs: dict[str, int] = {}
+        self._queue: asyncio.Queue[Received | object] = asyncio.Queue()
+        self._connected = asyncio.Event()
+        self._first = asyncio.Event()
+        self._first_error: BaseException | None = None
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self.reconnects = 0
+        """How many times the connection was re-established after a loss."""
+
+    @property
+    def connected(self) -> bool:
+        """True while the broker connection is up."""
+        return self._connected.is_set()
+
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"mqtt-{self.client_id}"
+        )
+        try:
+            async with asyncio.timeout(self._connect_timeout_s):
+                await self._first.wait()
+        except TimeoutError:
+            await self._stop()
+            raise TransportError(
+                f"cannot connect to {self.url}: {self._first_error or 'timeout'}"
+            ) from None
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stop()
+
+    async def _stop(self) -> None:
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        if self._connected.is_set():
+            self._connected.clear()
+            with contextlib.suppress(aiomqtt.MqttError, OSError):
+                async with asyncio.timeout(2.0):
+                    await self._client.__aexit__(None, None, None)
+        self._queue.put_nowait(_CLOSED)
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self._backoff_max_s, self._backoff_initial_s * 2.0**attempt)
+        return cap * random.uniform(0.5, 1.0)  # jitter, not crypto
+
+    async def _run(self) -> None:
+        attempt = 0
+        while not self._closing:
+            try:
+                await self._client.__aenter__()
+            except aiomqtt.MqttError as exc:
+                self._first_error = exc
+                delay = self._backoff(attempt)
+                attempt += 1
+                log.debug("connect to %s failed (%s); retry in %.2f s", self.url, exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            if self._first.is_set():
+                self.reconnects += 1
+                log.info("reconnected to %s", self.url)
+            attempt = 0
+            try:
+                for topic_filter, qos in list(self._subs.items()):
+                    await self._client.subscribe(topic_filter, qos=qos)
+                self._connected.set()
+                self._first.set()
+                async for message in self._client.messages:
+                    payload = message.payload
+                    if isinstance(payload, bytes | bytearray):
+                        data = bytes(payload)
+                    elif payload is None:
+                        data = b""
+                    else:
+                        data = str(payload).encode()
+                    self._queue.put_nowait(Received(message.topic.value, data))
+            except aiomqtt.MqttError as exc:
+                if not self._closing:
+                    log.warning("lost connection to %s: %s", self.url, exc)
+            finally:
+                self._connected.clear()
+            with contextlib.suppress(aiomqtt.MqttError, OSError):
+                await self._client.__aexit__(None, None, None)
+            if not self._closing:
+                await asyncio.sleep(self._backoff(0))
+
+    async def _wait_connected(self, deadline: float) -> None:
+        if self._closing:
+            raise TransportError("transport is closed")
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            async with asyncio.timeout(max(0.0, remaining)):
+                await self._connected.wait()
+        except TimeoutError:
+            raise TransportError(f"broker {self.url} unavailable") from None
+
+    async def publish(
+        self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False
+    ) -> None:
+        """Publish; waits (bounded) through an outage, raises TransportError after it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._publish_timeout_s
+        while True:
+            await self._wait_connected(deadline)
+            try:
+                await self._client.publish(
+                    topic, payload, qos=qos, retain=retain, timeout=self._publish_timeout_s
+                )
+                return
+            except aiomqtt.MqttError as exc:
+                if loop.time() >= deadline or self._closing:
+                    raise TransportError(f"publish to {self.url} failed: {exc}") from exc
+                self._connected.clear()
+                await asyncio.sleep(0.01)
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+        """Subscribe now (if connected) and after every reconnect."""
+        self._subs[topic_filter] = qos
+        if self._connected.is_set():
+            try:
+                await self._client.subscribe(topic_filter, qos=qos)
+            except aiomqtt.MqttError as exc:
+                log.debug("subscribe deferred to reconnect: %s", exc)
+
+    async def unsubscribe(self, topic_filter: str) -> None:
+        """Forget a filter (also for future reconnects)."""
+        self._subs.pop(topic_filter, None)
+        if self._connected.is_set():
+            with contextlib.suppress(aiomqtt.MqttError):
+                await self._client.unsubscribe(topic_filter)
+
+    async def messages(self) -> AsyncIterator[Received]:
+        """Every received message, across reconnects, until the transport closes."""
+        while True:
+            item = await self._queue.get()
+            if item is _CLOSED:
+                self._queue.put_nowait(_CLOSED)
+                return
+            assert isinstance(item, Received)
+            yield item
+
+
+# --------------------------------------------------------------------------- memory
+
+
+@dataclass(eq=False)
+class MemoryBus:
+    """An in-process message bus with MQTT 3.1.1 topic semantics (no QoS, no network)."""
+
+    name: str
+    members: list[MemoryTransport] = field(default_factory=list)
+    retained: dict[str, bytes] = field(default_factory=dict)
+    _rr: itertools.count[int] = field(default_factory=itertools.count)
+
+    @classmethod
+    def named(cls, name: str) -> MemoryBus:
+        """The process-wide bus called ``name`` (created on first use)."""
+        bus = _BUSES.get(name)
+        if bus is None:
+            bus = _BUSES[name] = cls(name)
+        return bus
+
+    def deliver(self, topic: str, payload: bytes, *, retain: bool) -> None:
+        """Route one message to every matching subscription (one member per share group)."""
+        if retain:
+            if payload:
+                self.retained[topic] = payload
+            else:
+                self.retained.pop(topic, None)
+        groups: dict[str, list[MemoryTransport]] = {}
+        for member in self.members:
+            plain = False
+            for topic_filter in member.filters:
+                if not matches(topic_filter, topic):
+                    continue
+                if topic_filter.startswith("$share/"):
+                    group = topic_filter.split("/", 2)[1] + "\x00" + topic_filter.split("/", 2)[2]
+                    groups.setdefault(group, []).append(member)
+                else:
+                    plain = True
+            if plain:
+                member.enqueue(Received(topic, payload))
+        for candidates in groups.values():
+            candidates[next(self._rr) % len(candidates)].enqueue(Received(topic, payload))
+
+
+_BUSES: dict[str, MemoryBus] = {}
+
+
+class MemoryTransport:
+    """A client of a :class:`MemoryBus`; same interface as :class:`MqttTransport`.
+
+    ``max_queue`` > 0 bounds the incoming queue; overflow raises :class:`TransportError` in the
+    publisher (nothing is dropped silently).
+    """
+
+    def __init__(
+        self,
+        bus: MemoryBus,
+        *,
+        client_id: str | None = None,
+        will: tuple[str, bytes] | None = None,
+        max_queue: int = 0,
+    ) -> None:
+        self.bus = bus
+        self.client_id = client_id or new_client_id()
+        self.url = f"memory://{bus.name}"
+        self.will = will
+        self.filters: set[str] = set()
+        self._queue: asyncio.Queue[Received | object] = asyncio.Queue(max_queue)
+        self._open = False
+
+    async def __aenter__(self) -> Self:
+        self._open = True
+        self.bus.members.append(self)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._open:
+            self._open = False
+            self.bus.members.remove(self)
+            if exc is not None and self.will is not None:
+                self.bus.deliver(self.will[0], self.will[1], retain=True)
+            with contextlib.suppress(asyncio.QueueFull):
+                self._queue.put_nowait(_CLOSED)
+
+    def enqueue(self, item: Received) -> None:
+        """Deliver one message to this client (called by the bus)."""
+        try:
+            self._queue.put_nowait(item)
+        except asyncio.QueueFull:
+            raise TransportError(f"receiver {self.client_id} queue full") from None
+
+    async def publish(
+        self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False
+    ) -> None:
+        """Deliver to every matching subscriber on the bus (synchronously queued)."""
+        if not self._open:
+            raise TransportError("transport is closed")
+        self.bus.deliver(topic, bytes(payload), retain=retain)
+        await asyncio.sleep(0)
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+        """Subscribe; matching retained messages are delivered at once."""
+        self.filters.add(topic_filter)
+        if not topic_filter.startswith("$share/"):
+            for topic, payload in list(self.bus.retained.items()):
+                if matches(topic_filter, topic):
+                    self.enqueue(Received(topic, payload))
+
+    async def unsubscribe(self, topic_filter: str) -> None:
+        """Drop a subscription."""
+        self.filters.discard(topic_filter)
+
+    async def messages(self) -> AsyncIterator[Received]:
+        """Every delivered message until the transport closes."""
+        while True:
+            item = await self._queue.get()
+            if item is _CLOSED:
+                self._queue.put_nowait(_CLOSED)
+                return
+            assert isinstance(item, Received)
+            yield item
