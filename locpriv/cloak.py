@@ -1,0 +1,529 @@
+"""Sans-I/O spatio-temporal cloaking core of the trusted anonymizer.
+
+API notes for callers (deviations from / additions to the agreed contract):
+
+* Epoch/snapshot model. Time is cut into epochs of ``CloakConfig.epoch_s`` seconds
+  (epoch = ``floor(now / epoch_s)``). The first call in a new epoch takes a snapshot of all current
+  users; every region of that epoch is computed from that snapshot, so reciprocity holds within
+  an epoch: every user inside R asking with the same ``k`` (and an ``a_min_m2`` on the same rung,
+  see ``a_min_step``) in the same epoch gets the identical :class:`CloakRegion`. R contains the
+  requester's position *as of the snapshot*; ``t2`` is the snapshot time and ``t1`` the earliest
+  last-update time of the users inside R, so ``[t1, t2]`` is the interval the region covers.
+* A user whose first update came after the current snapshot is not in it: its request stays
+  pending until the next epoch (or fails with ``CloakInfeasible`` if ``max_delay_s == 0``).
+* Pending requests (temporal cloaking) are retried once per epoch, from :meth:`Cloaker.update`,
+  :meth:`Cloaker.update_many` or :meth:`Cloaker.on_deadline`, whichever first sees the new epoch;
+  :meth:`Cloaker.request` never returns other requests' outcomes.
+* Errors in :attr:`CloakOutcome.error` are instances of :class:`locpriv.errors.InfeasibleError`:
+  ``CloakInfeasible`` (``max_delay_s == 0`` and no region now), ``CloakTimeout``,
+  :class:`UnknownUser` (code ``unknown_user``) and :class:`Overloaded` (code ``overloaded``).
+  ``str(error)`` is the human reason; it names the failing constraint and never contains ids or
+  coordinates.
+* ``a_min_m2`` is rounded *up* to a power of ``a_min_step`` (default ``2**(1/8)``, at most 9 %
+  more area) so that the number of partitions per epoch stays bounded; the region still has area
+  strictly greater than the requested ``a_min_m2``.
+
+The partition itself is in :mod:`locpriv.cloak_partition`; docs/algorithms.md explains the choice.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import shapely
+from numpy.typing import NDArray
+from scipy.spatial import cKDTree
+
+from locpriv.cloak_partition import Partition, build_partition, shrink_toward
+from locpriv.errors import (
+    CloakInfeasible,
+    CloakTimeout,
+    ConfigError,
+    ErrorCode,
+    InfeasibleError,
+)
+from locpriv.index import UserTable
+
+__all__ = [
+    "CloakConfig",
+    "CloakOutcome",
+    "CloakParams",
+    "CloakRegion",
+    "Cloaker",
+    "Overloaded",
+    "UnknownUser",
+    "cloak_once",
+]
+
+log = logging.getLogger(__name__)
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+
+class Overloaded(InfeasibleError):
+    """Too many pending cloak requests (``CloakConfig.max_pending``); retry later."""
+
+    default_code = ErrorCode.OVERLOADED
+
+
+class UnknownUser(InfeasibleError):
+    """No current location is known for the requesting user."""
+
+    default_code = ErrorCode.UNKNOWN_USER
+
+
+@dataclass(frozen=True, slots=True)
+class CloakParams:
+    """A privacy profile: ``k`` users, area window ``(a_min_m2, a_max_m2)`` in m², delay in s."""
+
+    k: int
+    a_min_m2: float
+    a_max_m2: float
+    max_delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class CloakRegion:
+    """A cloaking region in local metres and the time interval ``[t1, t2]`` (s) it covers.
+
+    Invariants: the requester's snapshot position is covered by ``polygon``; ``users >= k``
+    current users lie in it; ``a_min_m2 < area_m2 < a_max_m2``; ``t1 <= t2``.
+    """
+
+    polygon: shapely.Polygon
+    area_m2: float
+    users: int
+    t1: float
+    t2: float
+
+
+@dataclass(frozen=True, slots=True)
+class CloakOutcome:
+    """Result of one request: exactly one of ``region`` and ``error`` is set."""
+
+    request_id: Hashable
+    region: CloakRegion | None
+    error: InfeasibleError | None
+
+
+def _default_params() -> CloakParams:
+    return CloakParams(k=10, a_min_m2=1.0e4, a_max_m2=4.0e6, max_delay_s=5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class CloakConfig:
+    """Operator configuration; lengths in metres, areas in m², times in seconds.
+
+    ``world = (xmin, ymin, xmax, ymax)`` is the extent partitioned (users outside it widen the
+    root rectangle of that snapshot). Requests must satisfy ``k_min <= k <= k_max``,
+    ``a_min_floor_m2 <= a_min_m2 < a_max_m2 <= a_max_ceiling_m2`` and
+    ``0 <= max_delay_s <= max_delay_s_bound``.
+    """
+
+    k_min: int = 2
+    k_max: int = 100
+    a_min_floor_m2: float = 0.0
+    a_max_ceiling_m2: float = 1.0e9
+    max_delay_s_bound: float = 60.0
+    default: CloakParams = field(default_factory=_default_params)
+    user_ttl_s: float = 300.0
+    world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
+    epoch_s: float = 1.0
+    max_pending: int = 10_000
+    a_min_step: float = 2.0**0.125
+    max_partitions: int = 64
+
+    def __post_init__(self) -> None:
+        x0, y0, x1, y1 = self.world
+        if not (x1 > x0 and y1 > y0):
+            raise ConfigError("world extent must have positive width and height")
+        if not 1 <= self.k_min <= self.k_max:
+            raise ConfigError("need 1 <= k_min <= k_max")
+        if not 0 <= self.a_min_floor_m2 < self.a_max_ceiling_m2:
+            raise ConfigError("need 0 <= a_min_floor_m2 < a_max_ceiling_m2")
+        if self.epoch_s <= 0 or self.user_ttl_s <= 0 or self.max_delay_s_bound < 0:
+            raise ConfigError("epoch_s and user_ttl_s must be > 0, max_delay_s_bound >= 0")
+        if self.max_pending < 0 or self.max_partitions < 1 or self.a_min_step < 1:
+            raise ConfigError("max_pending >= 0, max_partitions >= 1, a_min_step >= 1 required")
+        _check_params(self, self.default)
+
+    @property
+    def world_area_m2(self) -> float:
+        """Area of the world extent in m²."""
+        x0, y0, x1, y1 = self.world
+        return (x1 - x0) * (y1 - y0)
+
+
+def _check_params(cfg: CloakConfig, p: CloakParams) -> None:
+    if not isinstance(p.k, int) or isinstance(p.k, bool) or not cfg.k_min <= p.k <= cfg.k_max:
+        raise ConfigError(f"k must be an integer in [{cfg.k_min}, {cfg.k_max}]")
+    vals = (p.a_min_m2, p.a_max_m2, p.max_delay_s)
+    if not all(math.isfinite(v) for v in vals):
+        raise ConfigError("areas and max_delay_s must be finite")
+    if p.a_min_m2 < cfg.a_min_floor_m2:
+        raise ConfigError(f"a_min_m2 must be >= {cfg.a_min_floor_m2:g}")
+    if p.a_max_m2 > cfg.a_max_ceiling_m2:
+        raise ConfigError(f"a_max_m2 must be <= {cfg.a_max_ceiling_m2:g}")
+    if not p.a_min_m2 < p.a_max_m2:
+        raise ConfigError("a_min_m2 must be < a_max_m2")
+    if p.a_min_m2 >= cfg.world_area_m2:
+        raise ConfigError("a_min_m2 must be smaller than the world extent")
+    if not 0 <= p.max_delay_s <= cfg.max_delay_s_bound:
+        raise ConfigError(f"max_delay_s must be in [0, {cfg.max_delay_s_bound:g}]")
+
+
+def _rung(a_min: float, step: float) -> float:
+    """Round ``a_min`` (m²) up to the next power of ``step`` (identity when ``step == 1``)."""
+    if step <= 1.0 or a_min <= 0.0:
+        return a_min
+    e = math.ceil(math.log(a_min) / math.log(step) - 1e-12)
+    q = step**e
+    return q if q >= a_min else a_min
+
+
+def _box(rect: F64) -> shapely.Polygon:
+    return shapely.box(float(rect[0]), float(rect[1]), float(rect[2]), float(rect[3]))
+
+
+def _rect_area(r: F64) -> float:
+    return float((r[2] - r[0]) * (r[3] - r[1]))
+
+
+def _leaf_region(part: Partition, leaf: int, t2: float) -> CloakRegion:
+    """The whole leaf rectangle as a region (shared by every member)."""
+    r = part.rects[leaf]
+    return CloakRegion(_box(r), _rect_area(r), int(part.counts[leaf]), float(part.tmin[leaf]), t2)
+
+
+def _shrunk_region(part: Partition, leaf: int, p: CloakParams, t2: float) -> CloakRegion | None:
+    """A sub-rectangle of a leaf too large for ``a_max_m2``, or None if none fits.
+
+    Computed from the leaf's data and ``p`` only (reciprocal): the leaf is shrunk toward its
+    members' box down to ``max(a_min, min(4 * box area, a_max / 2))``. It still holds exactly the
+    leaf's members, so ``users`` is unchanged.
+    """
+    mbr = part.mbrs[leaf]
+    target = max(p.a_min_m2 * (1 + 1e-6), min(4.0 * _rect_area(mbr), 0.5 * p.a_max_m2))
+    if target >= p.a_max_m2:
+        return None
+    r = shrink_toward(part.rects[leaf], mbr, target)
+    area = _rect_area(r)
+    if not p.a_min_m2 < area < p.a_max_m2:
+        return None
+    return CloakRegion(_box(r), area, int(part.counts[leaf]), float(part.tmin[leaf]), t2)
+
+
+class _Snapshot:
+    """Positions of all current users at one epoch boundary, with shared sort orders."""
+
+    def __init__(self, table: UserTable, epoch: int, now: float, world: F64) -> None:
+        self.epoch = epoch
+        self.time = now
+        self.slots = table.active_slots()
+        self.gen = table.gen[self.slots].copy()
+        self.x = table.x[self.slots].copy()
+        self.y = table.y[self.slots].copy()
+        self.t = table.t[self.slots].copy()
+        self.n = len(self.slots)
+        # index into the snapshot by table slot (-1: not in snapshot)
+        self.index_of_slot = np.full(len(table.x), -1, dtype=np.int64)
+        self.index_of_slot[self.slots] = np.arange(self.n, dtype=np.int64)
+        self.order_x = np.argsort(self.x, kind="stable")
+        self.order_y = np.argsort(self.y, kind="stable")
+        b = world.copy()
+        if self.n:
+            b[0] = min(b[0], float(self.x[self.order_x[0]]))
+            b[1] = min(b[1], float(self.y[self.order_y[0]]))
+            b[2] = max(b[2], float(self.x[self.order_x[-1]]))
+            b[3] = max(b[3], float(self.y[self.order_y[-1]]))
+        self.bounds = (float(b[0]), float(b[1]), float(b[2]), float(b[3]))
+        self.partitions: OrderedDict[tuple[int, float], _CachedPartition] = OrderedDict()
+        self._tree: cKDTree | None = None
+
+    def index(self, table: UserTable, slot: int) -> int:
+        """Snapshot index of the user now in ``slot``, or -1 if it joined after the snapshot."""
+        if slot >= len(self.index_of_slot):
+            return -1
+        i = int(self.index_of_slot[slot])
+        if i < 0 or self.gen[i] != table.gen[slot]:
+            return -1
+        return i
+
+    def knn_area(self, i: int, k: int) -> float:
+        """Area (m²) of the smallest disc around user ``i`` holding ``k`` users of the snapshot."""
+        if self._tree is None:
+            self._tree = cKDTree(np.column_stack([self.x, self.y]))
+        d, _ = self._tree.query((self.x[i], self.y[i]), k=[k])
+        return math.pi * float(d[0]) ** 2
+
+
+@dataclass(slots=True)
+class _CachedPartition:
+    part: Partition
+    regions: dict[int, CloakRegion]
+
+
+@dataclass(slots=True)
+class _Pending:
+    request_id: Hashable
+    user_id: str
+    params: CloakParams
+    deadline: float
+    reason: str
+
+
+class Cloaker:
+    """Spatio-temporal cloaking over moving users (sans-I/O; the caller supplies ``now`` in s).
+
+    Not thread-safe; call from one task. See the module docstring for the epoch model.
+    """
+
+    def __init__(self, config: CloakConfig) -> None:
+        self.config = config
+        self.table = UserTable()
+        self._world = np.asarray(config.world, dtype=np.float64)
+        self._snap: _Snapshot | None = None
+        self._pending: dict[Hashable, _Pending] = {}
+        self._heap: list[tuple[float, int, Hashable]] = []
+        self._seq = 0
+        self._retry_epoch = -1
+        self._next_expiry = math.inf
+
+    # ----------------------------------------------------------------- users
+    def update(self, user_id: str, x_m: float, y_m: float, now: float) -> list[CloakOutcome]:
+        """Absorb one location update (metres, seconds); returns outcomes it completed."""
+        self.table.update(user_id, x_m, y_m, now)
+        if self._pending:
+            return self._tick(now)
+        return []
+
+    def update_many(self, user_ids: Sequence[str], xy_m: F64, now: float) -> list[CloakOutcome]:
+        """Vectorised :meth:`update`; ``xy_m`` has shape ``(len(user_ids), 2)``."""
+        self.table.update_many(user_ids, xy_m, now)
+        if self._pending:
+            return self._tick(now)
+        return []
+
+    def remove(self, user_id: str) -> None:
+        """Forget a user (it stays in the current epoch's snapshot, which describes the past)."""
+        self.table.remove(user_id)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    # -------------------------------------------------------------- requests
+    def validate(self, params: CloakParams | None) -> CloakParams:
+        """Return ``params`` (or the configured default); raise ConfigError if out of bounds."""
+        p = self.config.default if params is None else params
+        _check_params(self.config, p)
+        return p
+
+    def request(
+        self, request_id: Hashable, user_id: str, params: CloakParams | None, now: float
+    ) -> CloakOutcome | None:
+        """Cloak ``user_id`` now; ``None`` means pending (answered by update()/on_deadline()).
+
+        Raises :class:`locpriv.errors.ConfigError` if ``params`` is outside the operator bounds.
+        """
+        p = self.validate(params)
+        self.cancel(request_id)
+        slot = self.table.ids.get(user_id)
+        if slot is None:
+            return CloakOutcome(request_id, None, UnknownUser("no current location for this user"))
+        snap = self._snapshot(now)
+        region, reason = self._attempt(snap, slot, p)
+        if region is not None:
+            return CloakOutcome(request_id, region, None)
+        if p.max_delay_s <= 0:
+            return CloakOutcome(request_id, None, CloakInfeasible(reason))
+        if len(self._pending) >= self.config.max_pending:
+            return CloakOutcome(
+                request_id, None, Overloaded("too many pending cloak requests; retry later")
+            )
+        deadline = now + p.max_delay_s
+        self._pending[request_id] = _Pending(request_id, user_id, p, deadline, reason)
+        self._seq += 1
+        heapq.heappush(self._heap, (deadline, self._seq, request_id))
+        return None
+
+    def cancel(self, request_id: Hashable) -> None:
+        """Drop a pending request (no outcome will be produced); unknown ids are ignored."""
+        self._pending.pop(request_id, None)
+
+    def pending(self) -> int:
+        """Number of pending requests."""
+        return len(self._pending)
+
+    def on_deadline(self, now: float) -> list[CloakOutcome]:
+        """Forget stale users, retry pending requests in a new epoch, time out overdue ones."""
+        if now >= self._next_expiry:
+            self.table.expire(now, self.config.user_ttl_s)
+            oldest = self.table.oldest_update()
+            self._next_expiry = math.inf if oldest is None else oldest + self.config.user_ttl_s
+        out = self._tick(now) if self._pending else []
+        while self._heap and self._heap[0][0] <= now:
+            _, _, rid = heapq.heappop(self._heap)
+            pend = self._pending.pop(rid, None)
+            if pend is not None and pend.deadline <= now:
+                out.append(CloakOutcome(rid, None, CloakTimeout(pend.reason)))
+        return out
+
+    def next_deadline(self) -> float | None:
+        """Time (s) at which :meth:`on_deadline` should be called next, or None if never."""
+        while self._heap and self._heap[0][2] not in self._pending:
+            heapq.heappop(self._heap)
+        cands = [self._next_expiry]
+        if self._heap:
+            cands.append(self._heap[0][0])
+            cands.append(self._next_epoch_start())
+        if self.table.ids and math.isinf(self._next_expiry):
+            oldest = self.table.oldest_update()
+            if oldest is not None:
+                self._next_expiry = oldest + self.config.user_ttl_s
+                cands.append(self._next_expiry)
+        best = min(cands)
+        return None if math.isinf(best) else best
+
+    # -------------------------------------------------------------- internals
+    def _epoch(self, now: float) -> int:
+        return math.floor(now / self.config.epoch_s)
+
+    def _next_epoch_start(self) -> float:
+        e = self._snap.epoch + 1 if self._snap is not None else 0
+        return e * self.config.epoch_s
+
+    def _snapshot(self, now: float) -> _Snapshot:
+        e = self._epoch(now)
+        snap = self._snap
+        if snap is None or e > snap.epoch:
+            self.table.expire(now, self.config.user_ttl_s)
+            snap = _Snapshot(self.table, e, now, self._world)
+            self._snap = snap
+            log.debug("snapshot epoch=%d users=%d", e, snap.n)
+        return snap
+
+    def _tick(self, now: float) -> list[CloakOutcome]:
+        """Retry pending requests once per new epoch; returns completed outcomes."""
+        e = self._epoch(now)
+        if e <= self._retry_epoch:
+            return []
+        self._retry_epoch = e
+        snap = self._snapshot(now)
+        out: list[CloakOutcome] = []
+        for rid, pend in list(self._pending.items()):
+            if pend.deadline < now:
+                continue  # on_deadline reports it
+            slot = self.table.ids.get(pend.user_id)
+            if slot is None:
+                pend.reason = "requesting user was forgotten (silent longer than the TTL)"
+                continue
+            region, reason = self._attempt(snap, slot, pend.params)
+            if region is not None:
+                del self._pending[rid]
+                out.append(CloakOutcome(rid, region, None))
+            else:
+                pend.reason = reason
+        return out
+
+    def _partition(self, snap: _Snapshot, k: int, a_min: float) -> _CachedPartition:
+        key = (k, _rung(a_min, self.config.a_min_step))
+        cp = snap.partitions.get(key)
+        if cp is None:
+            part = build_partition(
+                snap.x,
+                snap.y,
+                snap.t,
+                snap.bounds,
+                k=k,
+                a_min_m2=key[1],
+                order_x=snap.order_x,
+                order_y=snap.order_y,
+            )
+            cp = _CachedPartition(part, {})
+            snap.partitions[key] = cp
+            if len(snap.partitions) > self.config.max_partitions:
+                snap.partitions.popitem(last=False)
+        else:
+            snap.partitions.move_to_end(key)
+        return cp
+
+    def _attempt(
+        self, snap: _Snapshot, slot: int, p: CloakParams
+    ) -> tuple[CloakRegion | None, str]:
+        i = snap.index(self.table, slot)
+        if i < 0:
+            return None, "waiting for the next snapshot epoch (user joined after the snapshot)"
+        if snap.n < p.k:
+            return None, f"too few users: {snap.n} current users, k={p.k} requested"
+        cp = self._partition(snap, p.k, p.a_min_m2)
+        leaf = int(cp.part.leaf_of[i])
+        region = cp.regions.get(leaf)
+        if region is None:
+            region = _leaf_region(cp.part, leaf, snap.time)
+            cp.regions[leaf] = region
+        if region.area_m2 < p.a_max_m2:
+            return region, ""
+        small = _shrunk_region(cp.part, leaf, p, snap.time)
+        if small is not None:
+            return small, ""
+        disc = snap.knn_area(i, p.k)
+        if disc >= p.a_max_m2:
+            return None, (
+                f"too few users near the requester: the {p.k} nearest users span a disc of "
+                f"{disc:.0f} m² >= a_max_m2"
+            )
+        return None, (
+            f"a_max_m2 too small for k={p.k}: the shared region holding the requester needs "
+            f"more than a_max_m2 ({region.area_m2:.0f} m² before shrinking)"
+        )
+
+
+def cloak_once(
+    users_xy: F64,
+    user_index: int,
+    params: CloakParams,
+    *,
+    world: tuple[float, float, float, float] | None = None,
+    now: float = 0.0,
+    a_min_step: float = 1.0,
+) -> CloakRegion:
+    """Cloak user ``user_index`` of the static population ``users_xy`` (shape (n, 2), metres).
+
+    Uses the same shared partition as :class:`Cloaker` (no rounding of ``a_min_m2`` by default).
+    ``world`` defaults to the bounding box of the users grown to exceed ``a_min_m2``.
+    Raises :class:`locpriv.errors.CloakInfeasible` when no region of the partition fits.
+    """
+    xy = np.asarray(users_xy, dtype=np.float64)
+    n = len(xy)
+    if not 0 <= user_index < n:
+        raise IndexError("user_index out of range")
+    if world is None:
+        x0, y0 = xy.min(axis=0)
+        x1, y1 = xy.max(axis=0)
+        side = math.sqrt(params.a_min_m2) * 1.01 + 1.0
+        w = max(x1 - x0, side)
+        h = max(y1 - y0, side)
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        world = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
+    if n < params.k:
+        raise CloakInfeasible(f"too few users: {n} users, k={params.k} requested")
+    a_min = _rung(params.a_min_m2, a_min_step)
+    part = build_partition(xy[:, 0], xy[:, 1], np.full(n, now), world, k=params.k, a_min_m2=a_min)
+    leaf = int(part.leaf_of[user_index])
+    region = _leaf_region(part, leaf, now)
+    if region.area_m2 < params.a_max_m2:
+        return region
+    small = _shrunk_region(part, leaf, params, now)
+    if small is None:
+        raise CloakInfeasible(
+            f"a_max_m2 too small for k={params.k}: the shared region holding the user needs "
+            "more than a_max_m2"
+        )
+    return small

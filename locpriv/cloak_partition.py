@@ -1,0 +1,279 @@
+"""Shared, requester-independent partition of a population snapshot for spatial k-anonymity.
+
+The partition is an adaptive k-d tree ("k-anonymous k-d partition") built top-down over a snapshot
+of user positions in local metres:
+
+* a node is split only if the split leaves **both** children with at least ``k`` users and an
+  area **strictly greater** than ``a_min`` (m²), so every leaf has ``>= k`` users and an area
+  ``> a_min`` whenever the root does;
+* the split axis is the longer side of the node (the other axis if that fails), and the preferred
+  split sends ``k * ceil(g / 2)`` of the node's ``g * k + r`` users left, half-way between two
+  users' coordinates, so leaves hold exactly ``k`` users (one leaf per node chain gets the
+  remainder) unless ``a_min`` forces more;
+* leaves tile the root rectangle, so a leaf holds exactly its members (ties on a boundary aside).
+
+The region for a user is its leaf rectangle. It depends only on the snapshot and ``(k, a_min)``,
+never on who asks, so all members get the same region (reciprocity) and an observer who knows all
+positions learns only "one of the leaf's members asked". Cost: O(n log(n / k)) per build from two
+presorted orders (x and y) shared by all builds of a snapshot.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+__all__ = ["Partition", "build_partition", "shrink_toward"]
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+
+class Partition(NamedTuple):
+    """Leaves of a k-anonymous k-d partition.
+
+    ``leaf_of[i]`` is the leaf of point ``i``; ``rects[j] = (xmin, ymin, xmax, ymax)`` in metres;
+    ``counts[j]`` members of leaf ``j``; ``tmin[j]`` earliest update time (s) among its members;
+    ``mbrs[j]`` the members' bounding box (same layout as ``rects``).
+    """
+
+    leaf_of: I64
+    rects: F64
+    counts: I64
+    tmin: F64
+    mbrs: F64
+
+
+@njit(cache=True, nogil=True)
+def _stable_split(arr: I64, tmp: I64, lo: int, hi: int, flag: NDArray[np.bool_]) -> None:
+    """Stably move the flagged entries of ``arr[lo:hi]`` to the front."""
+    a = lo
+    b = 0
+    for i in range(lo, hi):
+        p = arr[i]
+        if flag[p]:
+            arr[a] = p
+            a += 1
+        else:
+            tmp[b] = p
+            b += 1
+    for i in range(b):
+        arr[a + i] = tmp[i]
+
+
+@njit(cache=True, nogil=True)
+def _kd_partition(  # noqa: PLR0917
+    x: F64,
+    y: F64,
+    t: F64,
+    ox_in: I64,
+    oy_in: I64,
+    bounds: F64,
+    k: int,
+    a_min: float,
+) -> tuple[I64, F64, I64, F64, F64]:
+    n = x.shape[0]
+    ox = ox_in.copy()
+    oy = oy_in.copy()
+    flag = np.zeros(n, dtype=np.bool_)
+    tmp = np.empty(n, dtype=np.int64)
+    leaf_of = np.zeros(n, dtype=np.int64)
+    max_leaves = n // max(k, 1) + 2
+    rects = np.empty((max_leaves, 4))
+    counts = np.empty(max_leaves, dtype=np.int64)
+    tmins = np.empty(max_leaves)
+    mbrs = np.empty((max_leaves, 4))
+    cap = 2 * max_leaves + 64
+    st_lo = np.empty(cap, dtype=np.int64)
+    st_hi = np.empty(cap, dtype=np.int64)
+    st_r = np.empty((cap, 4))
+    sp = 0
+    st_lo[0] = 0
+    st_hi[0] = n
+    st_r[0, :] = bounds
+    sp = 1
+    nl = 0
+    while sp > 0:
+        sp -= 1
+        lo = st_lo[sp]
+        hi = st_hi[sp]
+        rx0 = st_r[sp, 0]
+        ry0 = st_r[sp, 1]
+        rx1 = st_r[sp, 2]
+        ry1 = st_r[sp, 3]
+        c = hi - lo
+        w = rx1 - rx0
+        h = ry1 - ry0
+        done = False
+        if c >= 2 * k:
+            for attempt in range(2):
+                axis = 0 if ((w >= h) == (attempt == 0)) else 1
+                if axis == 0:
+                    arr = ox
+                    coord = x
+                    lo_a = rx0
+                    hi_a = rx1
+                    other = h
+                else:
+                    arr = oy
+                    coord = y
+                    lo_a = ry0
+                    hi_a = ry1
+                    other = w
+                if other <= 0.0:
+                    continue
+                ell = a_min / other
+                lower = max(lo_a + ell, coord[arr[lo + k - 1]])
+                upper = min(hi_a - ell, coord[arr[lo + c - k]])
+                if not lower < upper:
+                    continue
+                g = c // k
+                m = k * ((g + 1) // 2)
+                s = 0.5 * (coord[arr[lo + m - 1]] + coord[arr[lo + m]])
+                if s <= lower:
+                    s = lower + min(0.5 * (upper - lower), 1e-3)
+                elif s >= upper:
+                    s = upper - min(0.5 * (upper - lower), 1e-3)
+                # r = number of node members with coord < s (arr[lo:hi] is sorted by coord)
+                a = lo
+                b = hi
+                while a < b:
+                    mid = (a + b) // 2
+                    if coord[arr[mid]] < s:
+                        a = mid + 1
+                    else:
+                        b = mid
+                r = a - lo
+                for i in range(lo, lo + r):
+                    flag[arr[i]] = True
+                for i in range(lo + r, hi):
+                    flag[arr[i]] = False
+                if axis == 0:
+                    _stable_split(oy, tmp, lo, hi, flag)
+                else:
+                    _stable_split(ox, tmp, lo, hi, flag)
+                # push right then left (left processed first)
+                st_lo[sp] = lo + r
+                st_hi[sp] = hi
+                st_lo[sp + 1] = lo
+                st_hi[sp + 1] = lo + r
+                if axis == 0:
+                    st_r[sp, 0] = s
+                    st_r[sp, 1] = ry0
+                    st_r[sp, 2] = rx1
+                    st_r[sp, 3] = ry1
+                    st_r[sp + 1, 0] = rx0
+                    st_r[sp + 1, 1] = ry0
+                    st_r[sp + 1, 2] = s
+                    st_r[sp + 1, 3] = ry1
+                else:
+                    st_r[sp, 0] = rx0
+                    st_r[sp, 1] = s
+                    st_r[sp, 2] = rx1
+                    st_r[sp, 3] = ry1
+                    st_r[sp + 1, 0] = rx0
+                    st_r[sp + 1, 1] = ry0
+                    st_r[sp + 1, 2] = rx1
+                    st_r[sp + 1, 3] = s
+                sp += 2
+                done = True
+                break
+        if not done:
+            rects[nl, 0] = rx0
+            rects[nl, 1] = ry0
+            rects[nl, 2] = rx1
+            rects[nl, 3] = ry1
+            counts[nl] = c
+            tm = np.inf
+            mx0 = np.inf
+            my0 = np.inf
+            mx1 = -np.inf
+            my1 = -np.inf
+            for i in range(lo, hi):
+                p = ox[i]
+                leaf_of[p] = nl
+                tm = min(tm, t[p])
+                mx0 = min(mx0, x[p])
+                my0 = min(my0, y[p])
+                mx1 = max(mx1, x[p])
+                my1 = max(my1, y[p])
+            tmins[nl] = tm
+            mbrs[nl, 0] = mx0
+            mbrs[nl, 1] = my0
+            mbrs[nl, 2] = mx1
+            mbrs[nl, 3] = my1
+            nl += 1
+    return leaf_of, rects[:nl].copy(), counts[:nl].copy(), tmins[:nl].copy(), mbrs[:nl].copy()
+
+
+def build_partition(
+    x: F64,
+    y: F64,
+    t: F64,
+    bounds: tuple[float, float, float, float],
+    *,
+    k: int,
+    a_min_m2: float,
+    order_x: I64 | None = None,
+    order_y: I64 | None = None,
+) -> Partition:
+    """Partition points ``(x[i], y[i])`` (metres, updated at ``t[i]`` s) inside ``bounds``.
+
+    ``bounds = (xmin, ymin, xmax, ymax)`` must contain every point; it is the root leaf.
+    ``order_x``/``order_y`` are ``argsort`` orders of ``x``/``y`` when already known.
+    Every leaf has ``>= k`` users and area ``> a_min_m2`` provided the root does.
+    """
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    t = np.ascontiguousarray(t, dtype=np.float64)
+    if order_x is None:
+        order_x = np.argsort(x, kind="stable")
+    if order_y is None:
+        order_y = np.argsort(y, kind="stable")
+    b = np.asarray(bounds, dtype=np.float64)
+    leaf_of, rects, counts, tmin, mbrs = _kd_partition(
+        x,
+        y,
+        t,
+        np.ascontiguousarray(order_x, dtype=np.int64),
+        np.ascontiguousarray(order_y, dtype=np.int64),
+        b,
+        int(k),
+        float(a_min_m2),
+    )
+    return Partition(leaf_of, rects, counts, tmin, mbrs)
+
+
+def shrink_toward(rect: F64, mbr: F64, target_m2: float) -> F64:
+    """The rectangle ``mbr + lam * (rect - mbr)`` with the smallest ``lam`` in [0, 1] whose
+    area is at least ``target_m2`` (``rect`` itself if even ``lam = 1`` falls short).
+
+    Interpolating every side keeps the members' box at the same *relative* place inside the
+    leaf (set by split lines half-way between users), so nobody is put at the centre.
+    """
+    w0 = float(mbr[2] - mbr[0])
+    h0 = float(mbr[3] - mbr[1])
+    dw = float(rect[2] - rect[0]) - w0
+    dh = float(rect[3] - rect[1]) - h0
+    # (w0 + lam dw)(h0 + lam dh) = target  ->  a lam² + b lam + c = 0
+    a = dw * dh
+    b = w0 * dh + h0 * dw
+    c = w0 * h0 - target_m2
+    if c >= 0:
+        lam = 0.0
+    elif a > 0:
+        lam = (-b + np.sqrt(b * b - 4 * a * c)) / (2 * a)
+    elif b > 0:
+        lam = -c / b
+    else:
+        lam = 1.0
+    lam = min(1.0, max(0.0, float(lam) * (1 + 1e-9) + 1e-12))
+    out = np.asarray(mbr, dtype=np.float64) + lam * (np.asarray(rect) - np.asarray(mbr))
+    if (out[2] - out[0]) * (out[3] - out[1]) < target_m2:
+        out = np.asarray(rect, dtype=np.float64).copy()
+    return out
