@@ -1,0 +1,411 @@
+"""p-sensitive k-anonymity by microaggregation: feasibility conditions and three methods.
+
+A partition is p-sensitive k-anonymous when every group has at least ``k`` records and at least
+``p`` distinct values of every confidential attribute. Confidential attributes are given as an
+int matrix ``S`` (n × m) of category codes ``0..c_j-1``; key attributes as a real matrix ``X``
+(n × d), already scaled (z-scores by default, see :mod:`locpriv.tabular.categorical`).
+
+* :func:`conditions`: Conditions 1 and 2 of Truta & Vinay (2006). Condition 1: every confidential
+  attribute has at least ``p`` distinct values. Condition 2: with ``f_1 >= f_2 >= ...`` the value
+  frequencies of attribute j and ``cf_i`` their prefix sums, a p-sensitive partition has at most
+  ``maxClusters = min_j min_{1<=i<p} floor((n - cf_{p-i}) / i)`` groups (each group holds at most
+  ``p - i`` records of the ``p - i`` most frequent values among its p distinct ones, so at least i
+  of the others); ``iValue`` is the ``i`` attaining the minimum.
+* :func:`k_increase`: Algorithm 1 of Domingo-Ferrer, "Microaggregation for database and location
+  privacy": MDAV with k, k+1, ... until every group is p-sensitive.
+* :func:`mdav_seed` / :func:`random_seed`: Algorithm 1 of Solanas, Sebé & Domingo-Ferrer (2008)
+  with the seeds of their Algorithms 2 and 3 (see :func:`seeded_groups`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+from locpriv.errors import ConfigError, InfeasibleError
+
+logger = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Progress = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """Diagnostics of Truta & Vinay (2006) for a request (n, k, p) on confidential codes ``S``."""
+
+    n: int
+    k: int
+    p: int
+    distinct: tuple[int, ...]
+    """Distinct values per confidential attribute (Condition 1 needs each >= p)."""
+    max_clusters: int
+    """Upper bound on the number of groups of a p-sensitive k-anonymous partition (>= 1 if ok)."""
+    i_value: int
+    """The i of Condition 2 attaining the bound (0 when the k-anonymity bound n//k is smaller)."""
+    attribute: int
+    """Index of the confidential attribute attaining the bound (-1 when n//k is smaller)."""
+
+    @property
+    def condition1(self) -> bool:
+        """Every confidential attribute has at least p distinct values."""
+        return all(c >= self.p for c in self.distinct)
+
+
+def _as_codes(S: npt.ArrayLike, n: int) -> IntArray:
+    arr = np.asarray(S)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.shape[0] != n:
+        raise ConfigError(f"S has {arr.shape[0]} rows but X has {n}")
+    codes = np.empty(arr.shape, dtype=np.int64)
+    for j in range(arr.shape[1]):
+        _, codes[:, j] = np.unique(arr[:, j], return_inverse=True)
+    return codes
+
+
+def conditions(S: npt.ArrayLike, k: int, p: int) -> Conditions:
+    """Compute Conditions 1 and 2 (no exception; see :func:`require_feasible`)."""
+    codes = _as_codes(S, np.asarray(S).shape[0])
+    n, m = codes.shape
+    best, i_best, a_best = n // k if k > 0 else n, 0, -1
+    distinct: list[int] = []
+    for j in range(m):
+        freq = np.sort(np.bincount(codes[:, j]))[::-1]
+        freq = freq[freq > 0]
+        distinct.append(int(freq.size))
+        cf = np.concatenate(([0], np.cumsum(freq)))
+        for i in range(1, p):
+            top = p - i
+            if top > freq.size:
+                continue
+            bound = (n - int(cf[top])) // i
+            if bound < best:
+                best, i_best, a_best = bound, i, j
+    return Conditions(n, k, p, tuple(distinct), int(best), i_best, a_best)
+
+
+def require_feasible(
+    S: npt.ArrayLike, k: int, p: int, names: list[str] | None = None
+) -> Conditions:
+    """Check (n, k, p) and Conditions 1-2; raise ConfigError / InfeasibleError naming the cause."""
+    n = int(np.asarray(S).shape[0])
+    if k < 1:
+        raise ConfigError(f"k must be >= 1, got {k}")
+    if p < 1:
+        raise ConfigError(f"p must be >= 1, got {p}")
+    if p > k:
+        raise InfeasibleError(f"p={p} is larger than k={k}")
+    if n < k:
+        raise InfeasibleError(f"n={n} records is fewer than k={k}")
+    cond = conditions(S, k, p)
+    for j, c in enumerate(cond.distinct):
+        if c < p:
+            name = names[j] if names else f"attribute {j}"
+            raise InfeasibleError(f"{name} has {c} distinct values, fewer than p={p}")
+    if cond.max_clusters < 1:  # pragma: no cover - implied by Condition 1
+        raise InfeasibleError("Condition 2 fails: no p-sensitive group can be formed")
+    return cond
+
+
+def group_is_p_sensitive(labels: IntArray, S: IntArray, p: int) -> bool:
+    """True when every group has at least p distinct values in every column of ``S``."""
+    g = int(labels.max()) + 1
+    for j in range(S.shape[1]):
+        nv = int(S[:, j].max()) + 1
+        pairs = np.unique(labels * nv + S[:, j])
+        if np.bincount(pairs // nv, minlength=g).min() < p:
+            return False
+    return True
+
+
+def k_increase(
+    X: FloatArray,
+    S: npt.ArrayLike,
+    k: int,
+    p: int,
+    *,
+    mdav_fn: Callable[[FloatArray, int], IntArray] | None = None,
+    progress: Progress | None = None,
+) -> tuple[IntArray, int]:
+    """Domingo-Ferrer's Algorithm 1: MDAV with k, k+1, ... until p-sensitive.
+
+    Returns ``(labels, k_used)``. A k' whose MDAV partition would have more groups
+    (``floor(n/k')``) than Condition 2's maxClusters cannot be p-sensitive and is skipped without
+    running MDAV (the algorithm's outcome is unchanged). Raises :class:`InfeasibleError` when p > k
+    or an attribute has fewer than p distinct values.
+    """
+    if mdav_fn is None:
+        from locpriv.tabular.mdav import mdav as _mdav
+
+        mdav_fn = _mdav
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    codes = _as_codes(S, X.shape[0])
+    cond = require_feasible(codes, k, p)
+    n = X.shape[0]
+    kk = k
+    while kk <= n:
+        if n // kk <= cond.max_clusters:
+            labels = np.asarray(mdav_fn(X, kk), dtype=np.int64)
+            if group_is_p_sensitive(labels, codes, p):
+                logger.debug("k-increase: p-sensitive at k'=%d", kk)
+                return labels, kk
+        if progress is not None:
+            progress(min(1.0, kk / n))
+        kk += 1
+    return np.zeros(n, dtype=np.int64), n  # pragma: no cover - k' = n always succeeds
+
+
+@numba.njit(cache=True)
+def _insert_sorted(  # noqa: PLR0917
+    hd: FloatArray, ht: IntArray, size: int, cap: int, dv: float, t: int
+) -> int:
+    """Insert (dv, t) into the ascending arrays hd/ht of length ``size`` (capacity ``cap``)."""
+    if size == cap:
+        if dv >= hd[size - 1]:
+            return size
+        size -= 1
+    j = size
+    while j > 0 and hd[j - 1] > dv:
+        hd[j] = hd[j - 1]
+        ht[j] = ht[j - 1]
+        j -= 1
+    hd[j] = dv
+    ht[j] = t
+    return size + 1
+
+
+@numba.njit(cache=True)
+def _seeded_kernel(  # noqa: PLR0917
+    X: FloatArray, S: IntArray, nvals: IntArray, k: int, p: int, mode: int, rnd: FloatArray
+) -> IntArray:
+    n, d = X.shape
+    m = S.shape[1]
+    maxv = 1
+    for j in range(m):
+        maxv = max(maxv, nvals[j])
+    labels = -np.ones(n, dtype=np.int64)
+    # compacted copies: positions 0..nu-1 hold the unassigned records (swap-remove on assignment)
+    Xc = X.copy()
+    Sc = S.copy()
+    orig = np.arange(n)
+    nu = n
+    cnt = np.zeros((m, maxv), dtype=np.int64)
+    for i in range(n):
+        for j in range(m):
+            cnt[j, S[i, j]] += 1
+    udist = np.zeros(m, dtype=np.int64)
+    for j in range(m):
+        for v in range(nvals[j]):
+            if cnt[j, v] > 0:
+                udist[j] += 1
+    sumx = np.zeros(d)
+    lo = np.full(d, np.inf)
+    hi = np.full(d, -np.inf)
+    for i in range(n):
+        for c in range(d):
+            sumx[c] += X[i, c]
+            lo[c] = min(lo[c], X[i, c])
+            hi[c] = max(hi[c], X[i, c])
+    seen = np.zeros((m, maxv), dtype=np.bool_)
+    gdist = np.zeros(m, dtype=np.int64)
+    members = np.empty(n, dtype=np.int64)  # positions in the compacted arrays
+    skipped = np.empty(n, dtype=np.int64)
+    cap = 4 * k + 4
+    hd = np.empty(cap)
+    ht = np.empty(cap, dtype=np.int64)
+    ref = np.empty(d)
+    xs = np.empty(d)
+    g = 0
+    while nu >= k and udist.min() >= p:
+        # --- seed selection (one pass)
+        if mode == 0:  # Algorithm 2: furthest from the average of the unassigned records
+            for c in range(d):
+                ref[c] = sumx[c] / nu
+        else:  # Algorithm 3: nearest to a uniform random vector over the attribute ranges
+            for c in range(d):
+                ref[c] = lo[c] + rnd[g, c] * (hi[c] - lo[c])
+        best_t = 0
+        best_v = -1.0 if mode == 0 else np.inf
+        for t in range(nu):
+            acc = 0.0
+            for c in range(d):
+                diff = Xc[t, c] - ref[c]
+                acc += diff * diff
+            if (mode == 0 and acc > best_v) or (mode != 0 and acc < best_v):
+                best_v = acc
+                best_t = t
+        for c in range(d):
+            xs[c] = Xc[best_t, c]
+        # --- nearest candidates (one fused pass, bounded sorted buffer), widened if needed
+        size = 0
+        for t in range(nu):
+            acc = 0.0
+            for c in range(d):
+                diff = Xc[t, c] - xs[c]
+                acc += diff * diff
+            if t == best_t:
+                acc = -1.0
+            size = _insert_sorted(hd, ht, size, cap, acc, t)
+        order = ht[:size].copy()
+        done = False
+        nmem = 0
+        while True:
+            nmem = 0
+            nskip = 0
+            for j in range(m):
+                gdist[j] = 0
+            for o in range(order.size):
+                t = order[o]
+                contributes = False
+                deficit = 0
+                for j in range(m):
+                    need = p - gdist[j]
+                    if need > 0:
+                        deficit = max(deficit, need)
+                        if not seen[j, Sc[t, j]]:
+                            contributes = True
+                if contributes or nmem + 1 + deficit <= k:
+                    members[nmem] = t
+                    nmem += 1
+                    for j in range(m):
+                        if not seen[j, Sc[t, j]]:
+                            seen[j, Sc[t, j]] = True
+                            gdist[j] += 1
+                    ok = nmem >= k
+                    for j in range(m):
+                        if gdist[j] < p:
+                            ok = False
+                    if ok:
+                        done = True
+                        break
+                else:
+                    skipped[nskip] = t
+                    nskip += 1
+            if not done:
+                deficit = 0
+                for j in range(m):
+                    deficit = max(deficit, p - gdist[j])
+                if deficit <= 0:  # diversity met: fill up to k with the nearest skipped records
+                    s = 0
+                    while nmem < k and s < nskip:
+                        members[nmem] = skipped[s]
+                        nmem += 1
+                        s += 1
+                    done = nmem >= k
+            for o in range(nmem):
+                t = members[o]
+                for j in range(m):
+                    seen[j, Sc[t, j]] = False
+            if done or order.size >= nu:
+                break
+            # widen to every unassigned record, sorted by distance to the seed
+            dist = np.empty(nu)
+            for t in range(nu):
+                acc = 0.0
+                for c in range(d):
+                    diff = Xc[t, c] - xs[c]
+                    acc += diff * diff
+                dist[t] = acc
+            dist[best_t] = -1.0
+            order = np.argsort(dist, kind="mergesort")
+        if not done:
+            break
+        # --- commit the group: label, update counts, swap-remove (descending positions)
+        pos = np.sort(members[:nmem])[::-1]
+        for o in range(nmem):
+            t = pos[o]
+            labels[orig[t]] = g
+            for c in range(d):
+                sumx[c] -= Xc[t, c]
+            for j in range(m):
+                v = Sc[t, j]
+                cnt[j, v] -= 1
+                if cnt[j, v] == 0:
+                    udist[j] -= 1
+            nu -= 1
+            for c in range(d):
+                Xc[t, c] = Xc[nu, c]
+            for j in range(m):
+                Sc[t, j] = Sc[nu, j]
+            orig[t] = orig[nu]
+        g += 1
+    if g == 0:
+        return np.zeros(n, dtype=np.int64)
+    # --- leftovers join the group with the closest centroid
+    cent = np.zeros((g, d))
+    gc = np.zeros(g)
+    for i in range(n):
+        if labels[i] >= 0:
+            gc[labels[i]] += 1.0
+            for c in range(d):
+                cent[labels[i], c] += X[i, c]
+    for a in range(g):
+        for c in range(d):
+            cent[a, c] /= gc[a]
+    for t in range(nu):
+        best = 0
+        bv = np.inf
+        for a in range(g):
+            acc = 0.0
+            for c in range(d):
+                diff = Xc[t, c] - cent[a, c]
+                acc += diff * diff
+            if acc < bv:
+                bv = acc
+                best = a
+        labels[orig[t]] = best
+    return labels
+
+
+def seeded_groups(
+    X: FloatArray,
+    S: npt.ArrayLike,
+    k: int,
+    p: int,
+    *,
+    seed_mode: str = "mdav",
+    rng: np.random.Generator | None = None,
+) -> IntArray:
+    """Solanas, Sebé & Domingo-Ferrer (2008), Algorithm 1, with seed Algorithm 2 or 3.
+
+    While the unassigned records number at least k and still hold p distinct values of every
+    confidential attribute: pick a seed (``seed_mode="mdav"``: the record furthest from the average
+    of the unassigned records; ``"random"``: the record nearest to a vector drawn uniformly over
+    the key attributes' ranges in the data set); walk the unassigned records by increasing distance
+    to the seed and add each one if it brings a value not yet p-covered, or if there is still room
+    for the missing values within k records; stop when the group has >= k records and >= p distinct
+    values of every attribute. Leftover records join the group with the closest centroid, so groups
+    may exceed k. Labels are 0..g-1 in creation order. Work per group is two O(|U|·d) passes
+    over a compacted copy (the second keeps the ~4k nearest candidates in a sorted buffer); only
+    when those cannot satisfy p is the whole remainder sorted.
+    """
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    codes = _as_codes(S, X.shape[0])
+    require_feasible(codes, k, p)
+    if seed_mode not in ("mdav", "random"):
+        raise ConfigError(f"seed_mode must be 'mdav' or 'random', got {seed_mode!r}")
+    mode = 0 if seed_mode == "mdav" else 1
+    rng = rng if rng is not None else np.random.default_rng(0)
+    rnd = rng.random((X.shape[0] // k + 1, X.shape[1])) if mode else np.zeros((1, 1))
+    nvals = codes.max(axis=0) + 1
+    out: IntArray = _seeded_kernel(X, np.ascontiguousarray(codes), nvals, k, p, mode, rnd)
+    return out
+
+
+def mdav_seed(X: FloatArray, S: npt.ArrayLike, k: int, p: int) -> IntArray:
+    """Solanas et al. (2008) with the MDAV-like seed (their Algorithm 2); deterministic."""
+    return seeded_groups(X, S, k, p, seed_mode="mdav")
+
+
+def random_seed(
+    X: FloatArray, S: npt.ArrayLike, k: int, p: int, rng: np.random.Generator | None = None
+) -> IntArray:
+    """Solanas et al. (2008) with the random-vector seed (their Algorithm 3)."""
+    return seeded_groups(X, S, k, p, seed_mode="random", rng=rng)
