@@ -1,0 +1,249 @@
+"""p-sensitive methods: conditions, errors, properties, k-increase equivalence, Census direction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from locpriv.errors import ConfigError, InfeasibleError
+from locpriv.tabular import (
+    conditions,
+    enhanced_pk,
+    il_percent,
+    is_k_anonymous,
+    is_p_sensitive,
+    k_increase,
+    mdav,
+    mdav_seed,
+    random_seed,
+    require_feasible,
+    seeded_groups,
+)
+from locpriv.tabular.categorical import zscore
+from locpriv.tabular.psensitive import group_is_p_sensitive
+
+CENSUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "census.csv"
+
+
+def _labels_ok(labels: np.ndarray, n: int) -> None:
+    """Each record in exactly one group; labels are 0..g-1, all used."""
+    assert labels.shape == (n,)
+    assert labels.min() == 0
+    assert np.array_equal(np.unique(labels), np.arange(labels.max() + 1))
+
+
+# ---------------------------------------------------------------- conditions
+
+
+def test_condition2_hand_example() -> None:
+    # frequencies 5, 3, 1, 1 (n = 10), p = 3:
+    # i=1: (10 - cf_2)/1 = (10 - 8) = 2 ; i=2: (10 - cf_1)/2 = 5/2 -> 2  => maxClusters = 2
+    s = np.array([0] * 5 + [1] * 3 + [2, 3])
+    cond = conditions(s, k=3, p=3)
+    assert cond.max_clusters == 2
+    assert cond.i_value == 1
+    assert cond.distinct == (4,)
+    assert cond.condition1
+    # k-anonymity bound wins when it is smaller: n // k = 10 // 5 = 2 ties, so i_value stays 0
+    assert conditions(s, k=5, p=2).max_clusters == min(10 // 5, (10 - 5) // 1)
+
+
+def test_condition2_is_an_upper_bound_on_groups() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n = int(rng.integers(20, 80))
+        s = np.minimum(rng.geometric(0.5, n) - 1, 5)
+        k = int(rng.integers(2, 5))
+        p = int(rng.integers(2, k + 1))
+        if len(np.unique(s)) < p:
+            continue
+        X = rng.normal(size=(n, 2))
+        cond = conditions(s, k, p)
+        for labels in (mdav_seed(X, s, k, p), enhanced_pk(X, s, k, p)):
+            assert labels.max() + 1 <= cond.max_clusters
+
+
+@pytest.mark.parametrize(
+    ("k", "p", "s", "exc", "text"),
+    [
+        (2, 3, [0, 1, 2, 3], InfeasibleError, "p=3"),
+        (3, 2, [0, 0, 0, 0], InfeasibleError, "fewer than p=2"),
+        (9, 2, [0, 1, 0, 1], InfeasibleError, "n=4"),
+        (0, 1, [0, 1], ConfigError, "k must be"),
+        (2, 0, [0, 1], ConfigError, "p must be"),
+    ],
+)
+def test_require_feasible_errors(
+    k: int, p: int, s: list[int], exc: type[Exception], text: str
+) -> None:
+    with pytest.raises(exc, match=text):
+        require_feasible(np.array(s), k, p)
+
+
+def test_methods_raise_on_infeasible() -> None:
+    X = np.arange(12.0)[:, None]
+    s = np.array([0, 1] * 6)
+    for fn in (mdav_seed, random_seed, enhanced_pk):
+        with pytest.raises(InfeasibleError, match="p=3 is larger than k=2"):
+            fn(X, s, 2, 3)
+        with pytest.raises(InfeasibleError, match="fewer than p=3"):
+            fn(X, s, 4, 3)
+    with pytest.raises(InfeasibleError, match="fewer than p=3"):
+        k_increase(X, s, 4, 3)
+    with pytest.raises(ConfigError, match="seed_mode"):
+        seeded_groups(X, s, 2, 2, seed_mode="nope")
+
+
+# ---------------------------------------------------------------- properties
+
+problems = st.integers(0, 2**31 - 1).flatmap(
+    lambda seed: st.tuples(
+        st.just(seed),
+        st.integers(8, 90),  # n
+        st.integers(1, 4),  # d
+        st.integers(2, 5),  # k
+        st.integers(1, 5),  # p (clipped to k)
+        st.integers(1, 2),  # m confidential attributes
+        st.booleans(),  # skewed confidential values
+    )
+)
+
+
+def _make(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    seed: int, n: int, d: int, k: int, p: int, m: int, skew: bool
+):
+    rng = np.random.default_rng(seed)
+    p = min(p, k)
+    X = rng.normal(size=(n, d)) * rng.uniform(0.5, 5, size=d)
+    if skew:
+        S = np.minimum(rng.geometric(0.45, size=(n, m)) - 1, 6)
+    else:
+        S = rng.integers(0, 6, size=(n, m))
+    return X, S, max(2, min(k, n)), p
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems)
+def test_every_method_is_p_sensitive_k_anonymous(prob: tuple) -> None:  # type: ignore[type-arg]
+    X, S, k, p = _make(*prob)
+    n = X.shape[0]
+    feasible = n >= k and all(len(np.unique(S[:, j])) >= p for j in range(S.shape[1]))
+    if not feasible:
+        with pytest.raises(InfeasibleError):
+            mdav_seed(X, S, k, p)
+        return
+    outs = {
+        "mdav-seed": mdav_seed(X, S, k, p),
+        "random-seed": random_seed(X, S, k, p, np.random.default_rng(prob[0])),
+        "enhanced-pk": enhanced_pk(X, S, k, p),
+    }
+    if n <= 40:
+        outs["k-increase"] = k_increase(X, S, k, p)[0]
+    for name, labels in outs.items():
+        _labels_ok(labels, n)
+        assert is_k_anonymous(labels, k), name
+        assert is_p_sensitive(labels, S, k, p), name
+        # a group never needs more than... every group at least k; total is n
+        assert np.bincount(labels).sum() == n
+
+
+def test_random_seed_is_seedable() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    s = rng.integers(0, 5, 300)
+    a = random_seed(X, s, 4, 3, np.random.default_rng(7))
+    b = random_seed(X, s, 4, 3, np.random.default_rng(7))
+    c = random_seed(X, s, 4, 3, np.random.default_rng(8))
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_seeded_groups_are_exactly_k_on_uniform_values() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(600, 4))
+    s = rng.integers(0, 10, 600)
+    labels = mdav_seed(X, s, 5, 3)
+    sizes = np.bincount(labels)
+    assert sizes.min() >= 5
+    assert np.sum(sizes > 5) <= 4  # only leftovers (< k records) enlarge groups
+
+
+# ---------------------------------------------------------------- k-increase
+
+
+def _reference_k_increase(X: np.ndarray, S: np.ndarray, k: int, p: int) -> tuple[np.ndarray, int]:
+    """The plain algorithm: MDAV with k, k+1, ... until p-sensitive (no early rejection)."""
+    for kk in range(k, X.shape[0] + 1):
+        labels = np.asarray(mdav(X, kk), dtype=np.int64)
+        if group_is_p_sensitive(labels, S.reshape(len(X), -1), p):
+            return labels, kk
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_k_increase_equals_plain_algorithm(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 70
+    X = rng.normal(size=(n, 2))
+    # clustered confidential values make MDAV groups homogeneous, so k must grow
+    S = (X[:, 0] > np.quantile(X[:, 0], 0.3)).astype(np.int64) + (X[:, 1] > 1.2)
+    S = S[:, None]
+    got, kk = k_increase(X, S, 2, 2)
+    want, kw = _reference_k_increase(X, S, 2, 2)
+    assert kk == kw
+    assert np.array_equal(got, want)
+    assert kk >= 2
+
+
+# ---------------------------------------------------------------- Census (Solanas et al. Table 1)
+
+
+def _census() -> tuple[np.ndarray, np.ndarray]:
+    if not CENSUS.exists():
+        pytest.skip(f"Census data not found at {CENSUS}")
+    df = pd.read_csv(CENSUS)
+    Z = zscore(df.iloc[:, :12].to_numpy(np.float64))
+    # 13th attribute (ERNVAL) -> 10 equal-frequency classes (ranks break ties by row order)
+    s = pd.qcut(df.iloc[:, 12].rank(method="first"), 10, labels=False).to_numpy(np.int64)
+    return Z, s
+
+
+def _census_wins() -> int:
+    Z, s = _census()
+    wins = 0
+    for k in range(2, 6):
+        for p in range(2, k + 1):
+            a = il_percent(Z, mdav_seed(Z, s, k, p))
+            b = np.mean(
+                [il_percent(Z, random_seed(Z, s, k, p, np.random.default_rng(r))) for r in range(3)]
+            )
+            wins += int(b < a)
+    return wins
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "Solanas et al. (2008) Table 1 reports random-seed below mdav-seed in IL; with the group "
+        "construction implemented here (the paper's text was unavailable) mdav-seed is lower on "
+        "Census for every 2 <= p <= k <= 5. See docs/tabular.md."
+    ),
+)
+def test_census_random_seed_beats_mdav_seed_for_most_k_p() -> None:
+    assert _census_wins() > 5  # of the 10 (k, p) pairs
+
+
+def test_census_methods_valid_and_il_ordered() -> None:
+    Z, s = _census()
+    for k, p in ((3, 2), (5, 3)):
+        il_m = il_percent(Z, np.asarray(mdav(Z, k), dtype=np.int64))
+        for labels in (mdav_seed(Z, s, k, p), enhanced_pk(Z, s, k, p)):
+            assert is_p_sensitive(labels, s, k, p)
+            # p-sensitivity costs information: never below plain MDAV by a wide margin
+            assert il_percent(Z, labels) > 0.8 * il_m
