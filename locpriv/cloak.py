@@ -298,14 +298,25 @@ class Cloaker:
 
     # ----------------------------------------------------------------- users
     def update(self, user_id: str, x_m: float, y_m: float, now: float) -> list[CloakOutcome]:
-        """Absorb one location update (metres, seconds); returns outcomes it completed."""
+        """Absorb one location update (metres, seconds); returns outcomes it completed.
+
+        Raises ValueError for non-finite coordinates.
+        """
+        if not (math.isfinite(x_m) and math.isfinite(y_m)):
+            raise ValueError("coordinates must be finite")
         self.table.update(user_id, x_m, y_m, now)
         if self._pending:
             return self._tick(now)
         return []
 
     def update_many(self, user_ids: Sequence[str], xy_m: F64, now: float) -> list[CloakOutcome]:
-        """Vectorised :meth:`update`; ``xy_m`` has shape ``(len(user_ids), 2)``."""
+        """Vectorised :meth:`update`; ``xy_m`` has shape ``(len(user_ids), 2)``.
+
+        Raises ValueError for a wrong shape or non-finite coordinates (then nothing is stored).
+        """
+        xy_m = np.asarray(xy_m, dtype=np.float64)
+        if not np.isfinite(xy_m).all():
+            raise ValueError("coordinates must be finite")
         self.table.update_many(user_ids, xy_m, now)
         if self._pending:
             return self._tick(now)
@@ -351,6 +362,11 @@ class Cloaker:
         self._pending[request_id] = _Pending(request_id, user_id, p, deadline, reason)
         self._seq += 1
         heapq.heappush(self._heap, (deadline, self._seq, request_id))
+        if len(self._heap) > 4 * len(self._pending) + 1024:  # drop entries of finished requests
+            self._heap = [
+                (q.deadline, i, q.request_id) for i, q in enumerate(self._pending.values())
+            ]
+            heapq.heapify(self._heap)
         return None
 
     def cancel(self, request_id: Hashable) -> None:
@@ -370,8 +386,9 @@ class Cloaker:
         out = self._tick(now) if self._pending else []
         while self._heap and self._heap[0][0] <= now:
             _, _, rid = heapq.heappop(self._heap)
-            pend = self._pending.pop(rid, None)
+            pend = self._pending.get(rid)
             if pend is not None and pend.deadline <= now:
+                del self._pending[rid]
                 out.append(CloakOutcome(rid, None, CloakTimeout(pend.reason)))
         return out
 

@@ -220,3 +220,51 @@ def test_pending_requester_forgotten_times_out() -> None:
     outs += ck.on_deadline(5.0)
     assert len(outs) == 1
     assert "forgotten" in str(outs[0].error)  # type: ignore[attr-defined]
+
+
+def test_reusing_a_pending_request_id_replaces_it() -> None:
+    ck = Cloaker(_cfg())
+    ck.update("a", 1.0, 1.0, 0.0)
+    assert ck.request("r", "a", _params(k=2, delay=1.0), now=0.0) is None
+    assert ck.request("r", "a", _params(k=2, delay=5.0), now=0.5) is None  # replaces
+    assert ck.on_deadline(1.2) == []  # the first deadline passed, the replacement waits
+    assert ck.pending() == 1
+    outs = ck.on_deadline(5.5)
+    assert [o.request_id for o in outs] == ["r"]
+    assert isinstance(outs[0].error, CloakTimeout)
+
+
+def test_non_finite_coordinates_are_rejected() -> None:
+    ck = Cloaker(_cfg())
+    with pytest.raises(ValueError, match="finite"):
+        ck.update("a", float("nan"), 1.0, 0.0)
+    with pytest.raises(ValueError, match="finite"):
+        ck.update_many(["a", "b"], np.array([[1.0, 2.0], [np.inf, 0.0]]), now=0.0)
+    assert len(ck) == 0
+
+
+def test_success_wherever_a_centred_region_would_fit() -> None:
+    """Errors only where infeasible: a centred square with k users under A_max exists => success
+    for at least 99 % of requests (clustered population with a dense spot and sparse fringe)."""
+    rng = np.random.default_rng(7)
+    n = 4000
+    xy = rng.uniform(0, 10_000, (n, 2))
+    xy[:800] = rng.normal((3000.0, 3000.0), 25.0, (800, 2))
+    xy[800:2800] = rng.normal((7000.0, 6000.0), 600.0, (2000, 2))
+    xy = np.clip(xy, 0, 10_000)
+    ck = Cloaker(_cfg())
+    ids = [f"u{i}" for i in range(n)]
+    ck.update_many(ids, xy, now=0.0)
+    feasible = ok = 0
+    for i, u in enumerate(rng.integers(0, n, 1500).tolist()):
+        k = int(rng.choice([3, 5, 10, 20]))
+        p = _params(k=k, a_min=2e4, a_max=1e6, delay=0.0)
+        d = np.sort(np.max(np.abs(xy - xy[u]), axis=1))[k - 1]
+        if (2 * d) ** 2 >= p.a_max_m2:
+            continue
+        feasible += 1
+        out = ck.request(i, ids[u], p, now=0.5)
+        assert out is not None
+        ok += out.region is not None
+    assert feasible > 1000
+    assert ok / feasible >= 0.99
