@@ -1,0 +1,177 @@
+"""Operator configuration of the services (TOML, validated by pydantic).
+
+Example ``locpriv.toml`` (every key optional; defaults shown)::
+
+    prefix = "locpriv"                 # topic prefix (topics live under {prefix}/v1/)
+
+    [projection]                       # origin of the local metric projection (aeqd), degrees
+    lat0_deg = 41.3874
+    lon0_deg = 2.1686
+
+    [cloak]                            # operator bounds and defaults of cloaking requests
+    k_min = 2
+    k_max = 100
+    a_min_floor_m2 = 0.0
+    a_max_ceiling_m2 = 1e9
+    max_delay_s_bound = 60.0
+    default_k = 10
+    default_a_min_m2 = 1e4
+    default_a_max_m2 = 4e6
+    default_max_delay_s = 5.0
+    user_ttl_s = 300.0                 # forget users silent for this long
+    epoch_s = 1.0                      # snapshot period of the cloaker
+    world_half_m = 25000.0             # partitioned extent: a square of this half side
+
+    [limits]
+    max_queue = 1000                   # inbound requests waiting; overflow -> "overloaded"
+    max_pending = 10000                # requests waiting for DS or a temporal cloak
+    max_payload_bytes = 65536
+    ds_timeout_s = 5.0                 # mediator -> DS; then "upstream_timeout"
+    publishers = 16                    # concurrent outgoing publishes
+
+    [mqtt]
+    client_id = "locpriv-anonymizer"   # DS uses "<client_id>-ds" unless ds_client_id is set
+    ds_client_id = "locpriv-ds"
+    shared_group = ""                  # e.g. "anonymizers": $share/<group>/... (mosquitto only)
+    clean_session = false              # persistent session: queued QoS 1 requests survive
+    publish_timeout_s = 30.0           # how long a publish waits through a broker outage
+    backoff_max_s = 5.0
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from locpriv.cloak import CloakConfig, CloakParams
+from locpriv.errors import ConfigError
+from locpriv.geo import LocalProjection
+from locpriv.topics import Topics
+
+__all__ = [
+    "CloakSection",
+    "LimitsSection",
+    "MqttSection",
+    "ProjectionSection",
+    "ServiceConfig",
+    "load_config",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ProjectionSection(_Section):
+    """Origin of the deployment's local projection, degrees."""
+
+    lat0_deg: float = Field(41.3874, ge=-90, le=90)
+    lon0_deg: float = Field(2.1686, ge=-180, le=180)
+
+
+class CloakSection(_Section):
+    """Bounds (requests outside are ``bad_parameters``) and defaults of cloaking."""
+
+    k_min: int = Field(2, ge=1)
+    k_max: int = Field(100, ge=1)
+    a_min_floor_m2: float = Field(0.0, ge=0)
+    a_max_ceiling_m2: float = Field(1e9, gt=0)
+    max_delay_s_bound: float = Field(60.0, ge=0)
+    default_k: int = Field(10, ge=1)
+    default_a_min_m2: float = Field(1e4, ge=0)
+    default_a_max_m2: float = Field(4e6, gt=0)
+    default_max_delay_s: float = Field(5.0, ge=0)
+    user_ttl_s: float = Field(300.0, gt=0)
+    epoch_s: float = Field(1.0, gt=0)
+    world_half_m: float = Field(25_000.0, gt=0)
+    max_partitions: int = Field(64, ge=1)
+
+
+class LimitsSection(_Section):
+    """Queue bounds, sizes (bytes) and timeouts (seconds)."""
+
+    max_queue: int = Field(1000, ge=1)
+    max_pending: int = Field(10_000, ge=1)
+    max_payload_bytes: int = Field(64 * 1024, ge=256)
+    ds_timeout_s: float = Field(5.0, gt=0)
+    publishers: int = Field(16, ge=1, le=1024)
+
+
+class MqttSection(_Section):
+    """Broker session settings of the services."""
+
+    client_id: str = Field("locpriv-anonymizer", pattern=r"^[A-Za-z0-9_.:@+-]{1,128}$")
+    ds_client_id: str = Field("locpriv-ds", pattern=r"^[A-Za-z0-9_.:@+-]{1,128}$")
+    shared_group: str = Field("", pattern=r"^[A-Za-z0-9_.:@+-]{0,128}$")
+    clean_session: bool = False
+    publish_timeout_s: float = Field(30.0, gt=0)
+    backoff_max_s: float = Field(5.0, gt=0)
+
+
+class ServiceConfig(_Section):
+    """Everything an anonymizer/mediator or DS process needs besides the broker URL."""
+
+    prefix: str = "locpriv"
+    projection: ProjectionSection = ProjectionSection()
+    cloak: CloakSection = CloakSection()
+    limits: LimitsSection = LimitsSection()
+    mqtt: MqttSection = MqttSection()
+
+    @property
+    def topics(self) -> Topics:
+        """Topic names under :attr:`prefix`."""
+        return Topics(self.prefix)
+
+    def make_projection(self) -> LocalProjection:
+        """The deployment's local projection (metres)."""
+        return LocalProjection(self.projection.lat0_deg, self.projection.lon0_deg)
+
+    def cloak_config(self) -> CloakConfig:
+        """The cloaking core's configuration (raises ConfigError if inconsistent)."""
+        c = self.cloak
+        h = c.world_half_m
+        return CloakConfig(
+            k_min=c.k_min,
+            k_max=c.k_max,
+            a_min_floor_m2=c.a_min_floor_m2,
+            a_max_ceiling_m2=c.a_max_ceiling_m2,
+            max_delay_s_bound=c.max_delay_s_bound,
+            default=CloakParams(
+                k=c.default_k,
+                a_min_m2=c.default_a_min_m2,
+                a_max_m2=c.default_a_max_m2,
+                max_delay_s=c.default_max_delay_s,
+            ),
+            user_ttl_s=c.user_ttl_s,
+            world=(-h, -h, h, h),
+            epoch_s=c.epoch_s,
+            max_pending=self.limits.max_pending,
+            max_partitions=c.max_partitions,
+        )
+
+
+def load_config(path: str | Path | None) -> ServiceConfig:
+    """Read and validate a TOML file (None: all defaults). Raises ConfigError naming the key."""
+    if path is None:
+        return ServiceConfig()
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    try:
+        config = ServiceConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise ConfigError(f"{p}: {where}: {err['msg']}") from None
+    try:
+        Topics(config.prefix)
+        config.cloak_config()
+    except ValueError as exc:
+        raise ConfigError(f"{p}: {exc}") from None
+    return config

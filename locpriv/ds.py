@@ -1,0 +1,79 @@
+"""The reference location-based database server (DS) over MQTT.
+
+DS answers :class:`~locpriv.messages.DSQuery` messages on ``topics.ds_query``: nearest-n POIs of
+a category, or POIs within a radius, at a point (exact), over a region (candidate superset) or
+around a centroid with ``radius_m`` (candidate superset covering the disk); see
+:mod:`locpriv.poi`. It never learns who asks: queries carry no identity.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from locpriv.config import ServiceConfig
+from locpriv.messages import DSQuery, Message, QueryAnswer
+from locpriv.poi import POIIndex, load_pois
+from locpriv.protocols import Send
+from locpriv.services import Route, ServiceDriver
+
+__all__ = ["DEFAULT_POIS", "DSCore", "DSService"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POIS = Path(__file__).parent / "data" / "pois.csv"
+"""The generated demo POI set (5,000 POIs, 6 categories, 20 km x 20 km around Barcelona)."""
+
+
+class DSCore:
+    """DS as a sans-I/O machine: a :class:`DSQuery` in, a :class:`QueryAnswer` out."""
+
+    def __init__(self, index: POIIndex) -> None:
+        self.index = index
+
+    def receive(self, message: Message, now: float) -> list[Send]:
+        """Answer one query (``now`` unused: DS is stateless)."""
+        if not isinstance(message, DSQuery):
+            return []
+        pois, candidates = self.index.answer(message.query, message.location)
+        answer = QueryAnswer(
+            correlation_id=message.correlation_id, pois=pois[:10_000], candidates=candidates
+        )
+        return [Send(message.reply_to, answer)]
+
+    def on_deadline(self, now: float) -> list[Send]:
+        """DS has no timers."""
+        return []
+
+    def next_deadline(self) -> float | None:
+        """DS has no timers."""
+        return None
+
+    def shutdown(self, now: float) -> list[Send]:
+        """Nothing is pending inside DS."""
+        return []
+
+
+class DSService(ServiceDriver):
+    """DS as an MQTT client serving ``topics.ds_query``."""
+
+    def __init__(
+        self,
+        url: str,
+        config: ServiceConfig | None = None,
+        *,
+        pois: str | Path | None = None,
+        index: POIIndex | None = None,
+    ) -> None:
+        config = config or ServiceConfig()
+        if index is None:
+            index = POIIndex(load_pois(pois or DEFAULT_POIS), config.make_projection())
+        super().__init__(
+            url,
+            name="ds",
+            machine=DSCore(index),
+            routes=[Route(config.topics.ds_query, (DSQuery,))],
+            config=config,
+            client_id=config.mqtt.ds_client_id,
+        )
+        self.index = index

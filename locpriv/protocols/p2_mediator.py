@@ -1,0 +1,188 @@
+"""Protocol 2 (and the forwarding half of Protocol 1): the mediator between users and DS.
+
+The mediator strips everything that identifies the user - ``user_id``, key ``attributes``, her
+correlation id and reply topic - and sends DS only the query and a location (P2: her exact
+point; P1: the cloaked region) under a *fresh* correlation id, with the mediator's own reply
+topic. DS's answer (or error) is relayed to the user under her correlation id. A DS that does
+not answer within ``ds_timeout_s`` seconds yields ``upstream_timeout``; more than
+``max_pending`` outstanding DS requests yield ``overloaded``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from locpriv.errors import ErrorCode
+from locpriv.messages import (
+    DSLocation,
+    DSQuery,
+    ErrorReply,
+    Message,
+    PointLocation,
+    Query,
+    QueryAnswer,
+    QueryRequest,
+    Region,
+)
+from locpriv.protocols import Send, error_send
+from locpriv.rpc import new_correlation_id
+
+__all__ = ["Mediator", "RegionInfo"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RegionInfo:
+    """What Protocol 1 adds to the user's answer: the region (WGS84), its area (m²), [t1, t2]."""
+
+    region: Region
+    area_m2: float
+    t1: float
+    t2: float
+
+
+@dataclass(slots=True)
+class _Pending:
+    reply_to: str
+    correlation_id: str
+    deadline: float
+    info: RegionInfo | None
+
+
+class Mediator:
+    """Forwards anonymous queries to DS and relays the answers (sans-I/O).
+
+    ``reply_to`` is the mediator's own reply topic; ``ds_topic`` where DS listens.
+    """
+
+    def __init__(
+        self,
+        *,
+        ds_topic: str,
+        reply_to: str,
+        ds_timeout_s: float = 5.0,
+        max_pending: int = 10_000,
+        new_id: Callable[[], str] = new_correlation_id,
+    ) -> None:
+        self.ds_topic = ds_topic
+        self.reply_to = reply_to
+        self.ds_timeout_s = ds_timeout_s
+        self.max_pending = max_pending
+        self._new_id = new_id
+        self._pending: dict[str, _Pending] = {}
+        self._heap: list[tuple[float, str]] = []
+
+    @property
+    def pending(self) -> int:
+        """DS requests outstanding."""
+        return len(self._pending)
+
+    def forward(
+        self,
+        *,
+        user_reply_to: str,
+        user_correlation_id: str,
+        query: Query,
+        location: DSLocation,
+        now: float,
+        info: RegionInfo | None = None,
+    ) -> list[Send]:
+        """Send ``query`` at ``location`` to DS under a fresh id; remember whom to answer."""
+        if len(self._pending) >= self.max_pending:
+            return [
+                error_send(
+                    user_reply_to,
+                    user_correlation_id,
+                    ErrorCode.OVERLOADED,
+                    "too many queries waiting for the database server; retry later",
+                )
+            ]
+        cid = self._new_id()
+        deadline = now + self.ds_timeout_s
+        self._pending[cid] = _Pending(user_reply_to, user_correlation_id, deadline, info)
+        heapq.heappush(self._heap, (deadline, cid))
+        ds_query = DSQuery(
+            correlation_id=cid, reply_to=self.reply_to, query=query, location=location
+        )
+        return [Send(self.ds_topic, ds_query)]
+
+    def receive(self, message: Message, now: float) -> list[Send]:
+        """A Protocol 2 :class:`QueryRequest`, or DS's :class:`QueryAnswer`/:class:`ErrorReply`."""
+        if isinstance(message, QueryRequest):
+            return self.forward(
+                user_reply_to=message.reply_to,
+                user_correlation_id=message.correlation_id,
+                query=message.query,
+                location=PointLocation(lat=message.lat, lon=message.lon),
+                now=now,
+            )
+        if isinstance(message, QueryAnswer | ErrorReply):
+            return self._relay(message)
+        return []
+
+    def _relay(self, message: QueryAnswer | ErrorReply) -> list[Send]:
+        cid = message.correlation_id
+        pend = self._pending.pop(cid, None) if cid is not None else None
+        if pend is None:
+            log.debug("DS reply for an unknown or expired request dropped")
+            return []
+        if isinstance(message, ErrorReply):
+            return [
+                error_send(
+                    pend.reply_to,
+                    pend.correlation_id,
+                    message.code,
+                    f"database server: {message.reason}",
+                    message.field,
+                )
+            ]
+        info = pend.info
+        answer = QueryAnswer(
+            correlation_id=pend.correlation_id,
+            pois=message.pois,
+            candidates=message.candidates or info is not None,
+            region=info.region if info else None,
+            area_m2=info.area_m2 if info else None,
+            t1=info.t1 if info else None,
+            t2=info.t2 if info else None,
+        )
+        return [Send(pend.reply_to, answer)]
+
+    def on_deadline(self, now: float) -> list[Send]:
+        """Answer ``upstream_timeout`` for DS requests older than ``ds_timeout_s``."""
+        out: list[Send] = []
+        while self._heap and self._heap[0][0] <= now:
+            _, cid = heapq.heappop(self._heap)
+            pend = self._pending.pop(cid, None)
+            if pend is not None:
+                out.append(
+                    error_send(
+                        pend.reply_to,
+                        pend.correlation_id,
+                        ErrorCode.UPSTREAM_TIMEOUT,
+                        f"the database server did not answer within {self.ds_timeout_s:g} s",
+                    )
+                )
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`on_deadline` has work next (s), or None."""
+        while self._heap and self._heap[0][1] not in self._pending:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def shutdown(self, now: float) -> list[Send]:
+        """Answer every outstanding request with ``unavailable``."""
+        out = [
+            error_send(
+                p.reply_to, p.correlation_id, ErrorCode.UNAVAILABLE, "the mediator is shutting down"
+            )
+            for p in self._pending.values()
+        ]
+        self._pending.clear()
+        self._heap.clear()
+        return out

@@ -1,0 +1,168 @@
+"""Protocol 3 (anonymisation without mediation) and the cloaking half of Protocol 1.
+
+The anonymizer keeps every user's latest position (from :class:`LocationUpdate` messages,
+projected to local metres) in a :class:`~locpriv.cloak.Cloaker`. On a :class:`CloakRequest` it
+returns only the cloaked region (:class:`CloakReply`: region in WGS84, ``area_m2``, ``users``,
+``[t1, t2]``) and never contacts DS; the user queries DS herself. Temporal cloaking: a request the
+cloaker cannot serve now stays pending up to ``max_delay_s`` seconds and is answered by a later
+location update or deadline (or ``cloak_timeout``).
+
+Times: the cloaker is fed the driver's ``now`` (receive time, Unix seconds), not the device's
+``t``, so skewed device clocks cannot age or rejuvenate positions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Hashable
+
+from shapely.geometry import Polygon
+
+from locpriv.cloak import Cloaker, CloakOutcome
+from locpriv.errors import ConfigError, ErrorCode, InfeasibleError
+from locpriv.geo import LocalProjection, region_to_wire
+from locpriv.messages import CloakReply, CloakRequest, LocationUpdate, Message, PrivacyProfile
+from locpriv.protocols import Send, error_send, profile_to_params
+from locpriv.protocols.p2_mediator import RegionInfo
+
+__all__ = ["Anonymizer", "Continuation", "Unavailable", "outcome_error"]
+
+log = logging.getLogger(__name__)
+
+
+class Unavailable(InfeasibleError):
+    """The anonymizer is shutting down (code ``unavailable``)."""
+
+    default_code = ErrorCode.UNAVAILABLE
+
+
+Continuation = Callable[[CloakOutcome, RegionInfo | None, float], list[Send]]
+"""What to do with a finished cloak: ``(outcome, region in WGS84 or None, now) -> effects``."""
+
+
+class Anonymizer:
+    """Location updates in, cloaked regions out (sans-I/O)."""
+
+    def __init__(self, cloaker: Cloaker, projection: LocalProjection) -> None:
+        self.cloaker = cloaker
+        self.projection = projection
+        self._waiting: dict[Hashable, Continuation] = {}
+        self._seq = itertools.count()
+
+    @property
+    def pending(self) -> int:
+        """Cloak requests waiting (temporal cloaking)."""
+        return len(self._waiting)
+
+    # ----------------------------------------------------------------- inputs
+
+    def update(self, user_id: str, lat: float, lon: float, now: float) -> list[Send]:
+        """Absorb a position (degrees); returns effects of cloaks it completed."""
+        x, y = self.projection.point_to_xy(lon, lat)
+        return self._dispatch(self.cloaker.update(user_id, x, y, now), now)
+
+    def cloak(
+        self,
+        *,
+        user_id: str,
+        lat: float | None,
+        lon: float | None,
+        profile: PrivacyProfile | None,
+        now: float,
+        then: Continuation,
+        on_error: Callable[[ErrorCode, str, str | None], list[Send]],
+    ) -> list[Send]:
+        """Cloak ``user_id`` (at ``lat``/``lon`` if given, else her last update) and call
+        ``then`` with the outcome, now or when a pending request completes."""
+        out: list[Send] = []
+        try:
+            params = self.cloaker.validate(profile_to_params(profile))
+        except ConfigError as exc:
+            return on_error(ErrorCode.BAD_PARAMETERS, str(exc), "profile")
+        if lat is not None and lon is not None:
+            out += self.update(user_id, lat, lon, now)
+        rid = next(self._seq)
+        self._waiting[rid] = then
+        outcome = self.cloaker.request(rid, user_id, params, now)
+        if outcome is not None:
+            out += self._dispatch([outcome], now)
+        return out
+
+    def receive(self, message: Message, now: float) -> list[Send]:
+        """A :class:`LocationUpdate` or a Protocol 3 :class:`CloakRequest`."""
+        if isinstance(message, LocationUpdate):
+            return self.update(message.user_id, message.lat, message.lon, now)
+        if isinstance(message, CloakRequest):
+            reply_to, cid = message.reply_to, message.correlation_id
+
+            def then(outcome: CloakOutcome, info: RegionInfo | None, now: float) -> list[Send]:
+                region = outcome.region
+                if region is None or info is None:
+                    return [outcome_error(reply_to, cid, outcome)]
+                reply = CloakReply(
+                    correlation_id=cid,
+                    region=info.region,
+                    area_m2=info.area_m2,
+                    users=region.users,
+                    t1=info.t1,
+                    t2=info.t2,
+                )
+                return [Send(reply_to, reply)]
+
+            def on_error(code: ErrorCode, reason: str, field: str | None) -> list[Send]:
+                return [error_send(reply_to, cid, code, reason, field)]
+
+            return self.cloak(
+                user_id=message.user_id,
+                lat=message.lat,
+                lon=message.lon,
+                profile=message.profile,
+                now=now,
+                then=then,
+                on_error=on_error,
+            )
+        return []
+
+    def on_deadline(self, now: float) -> list[Send]:
+        """Expire users, retry pending cloaks, time out overdue ones."""
+        return self._dispatch(self.cloaker.on_deadline(now), now)
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`on_deadline` has work next (s), or None."""
+        return self.cloaker.next_deadline()
+
+    def shutdown(self, now: float) -> list[Send]:
+        """Fail every pending cloak with ``unavailable``."""
+        out: list[Send] = []
+        waiting, self._waiting = self._waiting, {}
+        for rid, then in waiting.items():
+            self.cloaker.cancel(rid)
+            err = Unavailable("the anonymizer is shutting down")
+            out += then(CloakOutcome(rid, None, err), None, now)
+        return out
+
+    # --------------------------------------------------------------- internals
+
+    def _dispatch(self, outcomes: list[CloakOutcome], now: float) -> list[Send]:
+        out: list[Send] = []
+        for outcome in outcomes:
+            then = self._waiting.pop(outcome.request_id, None)
+            if then is None:
+                continue
+            info = None
+            if outcome.region is not None:
+                r = outcome.region
+                poly = self.projection.geometry_to_lonlat(r.polygon)
+                assert isinstance(poly, Polygon)
+                info = RegionInfo(region_to_wire(poly), r.area_m2, r.t1, r.t2)
+            out += then(outcome, info, now)
+        return out
+
+
+def outcome_error(reply_to: str, cid: str, outcome: CloakOutcome) -> Send:
+    """The error reply for a failed cloak (its code and human reason)."""
+    err = outcome.error
+    if err is None:  # pragma: no cover - a region without projection cannot happen
+        return error_send(reply_to, cid, ErrorCode.INTERNAL, "cloaking produced no region")
+    return error_send(reply_to, cid, err.code, str(err))

@@ -1,0 +1,403 @@
+"""asyncio drivers of the trusted services: they only move messages and time.
+
+:class:`ServiceDriver` is the common loop: subscribe to the routes, move every received message
+into a bounded queue (overflow: an ``overloaded`` error reply), decode it (a rejected message
+gets an :class:`~locpriv.messages.ErrorReply` with the reason and field, on the request's
+``reply_to`` when it can be read from the raw JSON, else on ``topics.errors(name)``), hand it to
+a sans-I/O machine with ``now = time.time()``, and publish the effects from a pool of publisher
+tasks. Deadlines of the machine are honoured by the same loop.
+
+Reliability: QoS 1 everywhere, a persistent session (``clean_session=False``) so that requests
+published while the service is away are delivered when it returns, reconnection with backoff in
+the transport, a retained ``status/{name}`` (``online``; ``offline`` by last will or on clean
+shutdown). On :meth:`ServiceDriver.stop` every request accepted but not yet answered - queued,
+waiting for DS or for a temporal cloak - is answered ``unavailable``.
+
+:class:`AnonymizerService` runs :class:`~locpriv.protocols.p1_mediator.TrustedCore`
+(location updates, Protocols 1, 2 and 3); :class:`locpriv.ds.DSService` runs the database server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from locpriv.cloak import Cloaker
+from locpriv.config import ServiceConfig
+from locpriv.errors import DecodeError, ErrorCode, TransportError
+from locpriv.messages import (
+    CloakRequest,
+    ErrorReply,
+    LocationUpdate,
+    Message,
+    QueryAnswer,
+    QueryRequest,
+    decode,
+    encode,
+)
+from locpriv.protocols import Send, error_send
+from locpriv.protocols.p1_mediator import TrustedCore
+from locpriv.protocols.p2_mediator import Mediator
+from locpriv.protocols.p3_anonymizer import Anonymizer
+from locpriv.rpc import REPLY_MAX_BYTES
+from locpriv.topics import Topics, matches, shared
+from locpriv.transport import MemoryTransport, MqttTransport, Received, connect
+
+__all__ = [
+    "AnonymizerService",
+    "Machine",
+    "Route",
+    "ServiceDriver",
+    "build_trusted_core",
+    "salvage_reply",
+]
+
+log = logging.getLogger(__name__)
+
+_REPLY_TOPIC = re.compile(r"^[^#+\x00$][^#+\x00]{0,255}$")
+_CORRELATION = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_SALVAGE_MAX_BYTES: Final = 4 * 1024 * 1024
+
+
+class Machine(Protocol):
+    """What a driver needs from a sans-I/O machine."""
+
+    def receive(self, message: Message, now: float) -> list[Send]: ...
+
+    def on_deadline(self, now: float) -> list[Send]: ...
+
+    def next_deadline(self) -> float | None: ...
+
+    def shutdown(self, now: float) -> list[Send]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A subscription: messages on ``topic_filter`` must be one of ``expect``.
+
+    ``answer_errors``: answer rejected messages (on ``reply_to`` or the error topic) or only
+    log them (DS replies). ``max_bytes`` overrides the payload limit (DS replies are larger).
+    ``overload_errors``: also answer queue overflow and shutdown (requests; not location
+    updates, which are dropped and counted). ``check`` may reject a decoded message with
+    ``(code, reason, field)``.
+    """
+
+    topic_filter: str
+    expect: tuple[type[Message], ...]
+    answer_errors: bool = True
+    shareable: bool = True
+    overload_errors: bool = True
+    max_bytes: int | None = None
+    check: Callable[[Received, Message], tuple[ErrorCode, str, str] | None] | None = None
+
+
+def salvage_reply(payload: bytes) -> tuple[str | None, str | None]:
+    """``(reply_to, correlation_id)`` read from a rejected raw payload when they look valid."""
+    if len(payload) > _SALVAGE_MAX_BYTES:
+        return None, None
+    try:
+        obj: Any = json.loads(payload)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None, None
+    if not isinstance(obj, dict):
+        return None, None
+    reply_to = obj.get("reply_to")
+    cid = obj.get("correlation_id")
+    ok_topic = isinstance(reply_to, str) and _REPLY_TOPIC.fullmatch(reply_to) is not None
+    ok_cid = isinstance(cid, str) and _CORRELATION.fullmatch(cid) is not None
+    return (reply_to if ok_topic else None), (cid if ok_cid else None)
+
+
+class ServiceDriver:
+    """Runs one :class:`Machine` on a broker. Use :meth:`run` (until :meth:`stop`)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        machine: Machine,
+        routes: list[Route],
+        config: ServiceConfig,
+        client_id: str,
+    ) -> None:
+        self.url = url
+        self.name = name
+        self.machine = machine
+        self.routes = routes
+        self.config = config
+        self.topics: Topics = config.topics
+        self.client_id = client_id
+        self.max_payload = config.limits.max_payload_bytes
+        self.ready = asyncio.Event()
+        """Set once subscribed and serving."""
+        self.stats: dict[str, int] = {"received": 0, "rejected": 0, "overloaded": 0, "sent": 0}
+        self._inbox: asyncio.Queue[Received] = asyncio.Queue(config.limits.max_queue)
+        self._outbox: asyncio.Queue[Send | None] = asyncio.Queue()
+        self._stop = asyncio.Event()
+        self._transport: MqttTransport | MemoryTransport | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to shut down cleanly (answers pending requests ``unavailable``)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Connect, serve until :meth:`stop`, then drain and disconnect."""
+        mq = self.config.mqtt
+        status = self.topics.status(self.name)
+        transport = connect(
+            self.url,
+            client_id=self.client_id,
+            will=(status, b"offline"),
+            clean_session=mq.clean_session,
+            publish_timeout_s=mq.publish_timeout_s,
+            backoff_max_s=mq.backoff_max_s,
+        )
+        async with transport:
+            self._transport = transport
+            for route in self.routes:
+                topic_filter = route.topic_filter
+                if mq.shared_group and route.shareable:
+                    topic_filter = shared(topic_filter, mq.shared_group)
+                await transport.subscribe(topic_filter, qos=1)
+            await transport.publish(status, b"online", qos=1, retain=True)
+            publishers = [
+                asyncio.create_task(self._publisher(), name=f"{self.name}-pub{i}")
+                for i in range(self.config.limits.publishers)
+            ]
+            reader = asyncio.create_task(self._reader(), name=f"{self.name}-reader")
+            worker = asyncio.create_task(self._worker(), name=f"{self.name}-worker")
+            self.ready.set()
+            log.info("%s serving on %s", self.name, self.url)
+            stopper = asyncio.create_task(self._stop.wait())
+            tasks: list[asyncio.Task[Any]] = [stopper, reader, worker]
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in tasks:
+                task.cancel()
+            for result in await asyncio.gather(*tasks, return_exceptions=True):
+                if isinstance(result, Exception):
+                    log.error("%s: task failed: %r", self.name, result)
+            self._shutdown_pending()
+            for _ in publishers:
+                self._outbox.put_nowait(None)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(10.0):
+                    await asyncio.gather(*publishers, return_exceptions=True)
+            for task in publishers:
+                task.cancel()
+            with contextlib.suppress(TransportError):
+                await transport.publish(status, b"offline", qos=1, retain=True)
+            self._transport = None
+        log.info("%s stopped", self.name)
+
+    def _shutdown_pending(self) -> None:
+        now = time.time()
+        while not self._inbox.empty():
+            received = self._inbox.get_nowait()
+            route = self._route(received.topic)
+            if route is not None and route.answer_errors and route.overload_errors:
+                self._reject(received, ErrorCode.UNAVAILABLE, f"{self.name} is shutting down")
+        for effect in self.machine.shutdown(now):
+            self._outbox.put_nowait(effect)
+
+    # ------------------------------------------------------------------- tasks
+
+    async def _reader(self) -> None:
+        assert self._transport is not None
+        async for received in self._transport.messages():
+            self.stats["received"] += 1
+            try:
+                self._inbox.put_nowait(received)
+            except asyncio.QueueFull:
+                self.stats["overloaded"] += 1
+                route = self._route(received.topic)
+                if route is not None and route.answer_errors and route.overload_errors:
+                    self._reject(received, ErrorCode.OVERLOADED, "request queue full; retry later")
+                else:
+                    log.warning("%s: queue full, message on a no-reply topic dropped", self.name)
+
+    async def _worker(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            deadline = self.machine.next_deadline()
+            timeout = None if deadline is None else max(0.0, deadline - time.time())
+            received: Received | None = None
+            if self._inbox.empty() and timeout != 0.0:
+                getter = loop.create_task(self._inbox.get())
+                done, _ = await asyncio.wait({getter}, timeout=timeout)
+                if getter in done:
+                    received = getter.result()
+                else:
+                    getter.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await getter
+            elif not self._inbox.empty():
+                received = self._inbox.get_nowait()
+            batch = [received] if received is not None else []
+            while len(batch) < 256 and not self._inbox.empty():
+                batch.append(self._inbox.get_nowait())
+            now = time.time()
+            for item in batch:
+                self._handle(item, now)
+            deadline = self.machine.next_deadline()
+            if deadline is not None and deadline <= now:
+                self._emit(self._safe(self.machine.on_deadline, now))
+            if not batch:
+                await asyncio.sleep(0)
+
+    async def _publisher(self) -> None:
+        assert self._transport is not None
+        transport = self._transport
+        while True:
+            effect = await self._outbox.get()
+            if effect is None:
+                return
+            try:
+                await transport.publish(effect.topic, encode(effect.message), qos=effect.qos)
+                self.stats["sent"] += 1
+            except TransportError as exc:
+                kind = type(effect.message).__name__
+                log.error("%s: could not publish a %s: %s", self.name, kind, exc)
+
+    # ---------------------------------------------------------------- handling
+
+    def _route(self, topic: str) -> Route | None:
+        for route in self.routes:
+            if matches(route.topic_filter, topic):
+                return route
+        return None
+
+    def _emit(self, effects: list[Send]) -> None:
+        for effect in effects:
+            self._outbox.put_nowait(effect)
+
+    def _safe(self, fn: Callable[[float], list[Send]], now: float) -> list[Send]:
+        try:
+            return fn(now)
+        except Exception:
+            log.exception("%s: machine failed", self.name)
+            return []
+
+    def _reject(
+        self, received: Received, code: ErrorCode, reason: str, field: str | None = None
+    ) -> None:
+        self.stats["rejected"] += 1
+        reply_to, cid = salvage_reply(received.payload)
+        target = reply_to or self.topics.errors(self.name)
+        self._outbox.put_nowait(error_send(target, cid, code, reason, field))
+
+    def _handle(self, received: Received, now: float) -> None:
+        route = self._route(received.topic)
+        if route is None:
+            return
+        try:
+            limit = route.max_bytes or self.max_payload
+            message = decode(received.payload, expect=route.expect, max_bytes=limit)
+        except DecodeError as exc:
+            if route.answer_errors:
+                self._reject(received, exc.code, exc.reason, exc.field)
+            else:
+                log.info("%s: rejected message on a no-reply topic: %s", self.name, exc.code)
+            return
+        if route.check is not None:
+            problem = route.check(received, message)
+            if problem is not None:
+                if route.answer_errors:
+                    self._reject(received, *problem)
+                return
+        try:
+            effects = self.machine.receive(message, now)
+        except Exception:
+            log.exception("%s: machine failed on a %s", self.name, type(message).__name__)
+            if route.answer_errors:
+                self._reject(received, ErrorCode.INTERNAL, "internal error; see the service log")
+            return
+        self._emit(effects)
+
+
+# ------------------------------------------------------------------ anonymizer
+
+
+def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
+    """The P1/P2/P3 machine for ``config``; DS answers are expected on ``reply_to``."""
+    anonymizer = Anonymizer(Cloaker(config.cloak_config()), config.make_projection())
+    mediator = Mediator(
+        ds_topic=config.topics.ds_query,
+        reply_to=reply_to,
+        ds_timeout_s=config.limits.ds_timeout_s,
+        max_pending=config.limits.max_pending,
+    )
+    return TrustedCore(anonymizer, mediator)
+
+
+def _check_protocol(
+    expected: int,
+) -> Callable[[Received, Message], tuple[ErrorCode, str, str] | None]:
+    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
+        if isinstance(message, QueryRequest) and message.protocol != expected:
+            return (
+                ErrorCode.INVALID_FIELD,
+                f"this topic takes protocol {expected} queries",
+                "protocol",
+            )
+        return None
+
+    return check
+
+
+def _check_location_topic(
+    received: Received, message: Message
+) -> tuple[ErrorCode, str, str] | None:
+    if isinstance(message, LocationUpdate) and received.topic.rsplit("/", 1)[-1] != message.user_id:
+        return ErrorCode.INVALID_FIELD, "user_id does not match the topic", "user_id"
+    return None
+
+
+def anonymizer_routes(topics: Topics, reply_to: str) -> list[Route]:
+    """Subscriptions of the anonymizer/mediator service."""
+    return [
+        Route(
+            topics.location_filter,
+            (LocationUpdate,),
+            answer_errors=True,
+            shareable=False,
+            overload_errors=False,
+            check=_check_location_topic,
+        ),
+        Route(topics.p1_query, (QueryRequest,), check=_check_protocol(1)),
+        Route(topics.p2_query, (QueryRequest,), check=_check_protocol(2)),
+        Route(topics.p3_cloak, (CloakRequest,)),
+        Route(
+            reply_to,
+            (QueryAnswer, ErrorReply),
+            answer_errors=False,
+            shareable=False,
+            max_bytes=REPLY_MAX_BYTES,
+        ),
+    ]
+
+
+class AnonymizerService(ServiceDriver):
+    """The trusted anonymizer/mediator (Protocols 1, 2, 3) as an MQTT client."""
+
+    def __init__(self, url: str, config: ServiceConfig | None = None) -> None:
+        config = config or ServiceConfig()
+        client_id = config.mqtt.client_id
+        reply_to = config.topics.reply(client_id)
+        super().__init__(
+            url,
+            name="anonymizer",
+            machine=build_trusted_core(config, reply_to),
+            routes=anonymizer_routes(config.topics, reply_to),
+            config=config,
+            client_id=client_id,
+        )

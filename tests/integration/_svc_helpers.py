@@ -1,0 +1,100 @@
+"""Helpers for service integration tests: run services, seed a population, spy on topics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+
+import numpy as np
+
+from locpriv.config import CloakSection, LimitsSection, MqttSection, ServiceConfig
+from locpriv.geo import LocalProjection
+from locpriv.messages import LocationUpdate, encode
+from locpriv.services import ServiceDriver
+from locpriv.topics import Topics
+from locpriv.transport import Received, connect
+
+LAT0, LON0 = 41.3874, 2.1686
+PROJ = LocalProjection(LAT0, LON0)
+
+
+def make_config(topics: Topics, **limits: float) -> ServiceConfig:
+    """A config with a unique prefix, fast epochs and short timeouts."""
+    return ServiceConfig(
+        prefix=topics.prefix,
+        cloak=CloakSection(epoch_s=0.2, default_k=5, default_max_delay_s=3.0),
+        limits=LimitsSection(**limits),
+        mqtt=MqttSection(
+            client_id=f"{topics.prefix}-anon",
+            ds_client_id=f"{topics.prefix}-ds",
+            backoff_max_s=0.5,
+            publish_timeout_s=10.0,
+        ),
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(*services: ServiceDriver) -> AsyncIterator[None]:
+    """Run services in the background until the block ends; stop them cleanly."""
+    tasks = [asyncio.create_task(s.run()) for s in services]
+    try:
+        async with asyncio.timeout(15):
+            for s, t in zip(services, tasks, strict=True):
+                ready = asyncio.create_task(s.ready.wait())
+                await asyncio.wait({ready, t}, return_when=asyncio.FIRST_COMPLETED)
+                if t.done():
+                    t.result()
+                ready.cancel()
+        yield
+    finally:
+        for s in services:
+            s.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def seed_population(url: str, topics: Topics, n: int = 40, seed: int = 1) -> None:
+    """``n`` users ``u0..`` scattered within 1.5 km of the origin publish one update each."""
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(-1500, 1500, size=(n, 2))
+    lon, lat = PROJ.to_lonlat(xy[:, 0], xy[:, 1])
+    async with connect(url) as t:
+        for i in range(n):
+            update = LocationUpdate(
+                user_id=f"u{i}", lat=float(lat[i]), lon=float(lon[i]), t=time.time()
+            )
+            await t.publish(topics.location(f"u{i}"), encode(update))
+
+
+class Spy:
+    """Records every payload on a topic filter."""
+
+    def __init__(self, url: str, topic_filter: str) -> None:
+        self.transport = connect(url)
+        self.topic_filter = topic_filter
+        self.seen: list[Received] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Spy:
+        await self.transport.__aenter__()
+        await self.transport.subscribe(self.topic_filter)
+        self._task = asyncio.create_task(self._collect())
+        return self
+
+    async def _collect(self) -> None:
+        async for msg in self.transport.messages():
+            self.seen.append(msg)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.transport.__aexit__(None, None, None)
+
+    async def wait_for(self, count: int, timeout: float = 5.0) -> list[Received]:
+        async with asyncio.timeout(timeout):
+            while len(self.seen) < count:
+                await asyncio.sleep(0.01)
+        return self.seen
