@@ -107,7 +107,7 @@ def require_feasible(
     cond = conditions(S, k, p)
     for j, c in enumerate(cond.distinct):
         if c < p:
-            name = names[j] if names else f"attribute {j}"
+            name = repr(names[j]) if names else f"attribute {j}"
             raise InfeasibleError(f"{name} has {c} distinct values, fewer than p={p}")
     if cond.max_clusters < 1:  # pragma: no cover - implied by Condition 1
         raise InfeasibleError("Condition 2 fails: no p-sensitive group can be formed")
