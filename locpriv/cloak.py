@@ -514,21 +514,29 @@ def cloak_once(
     """Cloak user ``user_index`` of the static population ``users_xy`` (shape (n, 2), metres).
 
     Uses the same shared partition as :class:`Cloaker` (no rounding of ``a_min_m2`` by default).
-    ``world`` defaults to the bounding box of the users grown to exceed ``a_min_m2``.
+    ``world`` defaults to the bounding box of the users grown to exceed ``a_min_m2``; users
+    outside a given ``world`` widen it.
     Raises :class:`locpriv.errors.CloakInfeasible` when no region of the partition fits.
     """
     xy = np.asarray(users_xy, dtype=np.float64)
     n = len(xy)
     if not 0 <= user_index < n:
         raise IndexError("user_index out of range")
-    if world is None:
-        x0, y0 = xy.min(axis=0)
-        x1, y1 = xy.max(axis=0)
+    x0, y0 = (float(v) for v in xy.min(axis=0))
+    x1, y1 = (float(v) for v in xy.max(axis=0))
+    if world is not None:  # users outside the extent widen it, as in Cloaker
+        world = (min(world[0], x0), min(world[1], y0), max(world[2], x1), max(world[3], y1))
+    else:
         side = math.sqrt(params.a_min_m2) * 1.01 + 1.0
         w = max(x1 - x0, side)
         h = max(y1 - y0, side)
         cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-        world = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
+        world = (
+            min(x0, cx - w / 2),
+            min(y0, cy - h / 2),
+            max(x1, cx + w / 2),
+            max(y1, cy + h / 2),
+        )
     if n < params.k:
         raise CloakInfeasible(f"too few users: {n} users, k={params.k} requested")
     a_min = _rung(params.a_min_m2, a_min_step)

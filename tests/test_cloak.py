@@ -268,3 +268,43 @@ def test_success_wherever_a_centred_region_would_fit() -> None:
         ok += out.region is not None
     assert feasible > 1000
     assert ok / feasible >= 0.99
+
+
+def test_reused_slot_is_not_mistaken_for_its_previous_user() -> None:
+    ck = Cloaker(_cfg())
+    rng = np.random.default_rng(4)
+    ids = [f"u{i}" for i in range(30)]
+    ck.update_many(ids, rng.uniform(0, 1000, (30, 2)), now=0.0)
+    assert ck.request("r0", "u0", _params(), now=0.1) is not None  # snapshot of epoch 0
+    ck.remove("u5")
+    ck.update("newcomer", 9000.0, 9000.0, 0.2)  # takes u5's slot
+    assert ck.request("r1", "newcomer", _params(), now=0.3) is None  # not in the snapshot
+    out = ck.request("r2", "u5", _params(), now=0.3)
+    assert out is not None and isinstance(out.error, UnknownUser)
+
+
+def test_cloak_once_static_population() -> None:
+    from locpriv.cloak import cloak_once
+
+    rng = np.random.default_rng(8)
+    xy = rng.uniform(0, 500, (40, 2))
+    p = _params(k=4, a_min=5e3, a_max=1e5, delay=0.0)
+    regions = [cloak_once(xy, i, p) for i in range(40)]
+    for i, r in enumerate(regions):
+        assert r.polygon.covers(shapely.Point(xy[i]))
+        assert r.users >= 4
+        assert 5e3 < r.area_m2 < 1e5
+    # reciprocity: the members of a region all get the same region
+    for i, r in enumerate(regions):
+        x0, y0, x1, y1 = r.polygon.bounds
+        inside = np.flatnonzero(
+            (xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)
+        )
+        assert i in inside
+        assert all(regions[j] == r for j in inside)
+    with pytest.raises(CloakInfeasible, match="too few"):
+        cloak_once(xy[:3], 0, p)
+    with pytest.raises(CloakInfeasible, match="a_max_m2"):
+        cloak_once(xy, 0, _params(k=30, a_min=10.0, a_max=100.0, delay=0.0))
+    with pytest.raises(IndexError):
+        cloak_once(xy, 40, p)
