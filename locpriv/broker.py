@@ -156,7 +156,7 @@ class MosquittoProcess:
                 "max_queued_messages 100000\n"
                 "max_inflight_messages 0\n"
                 "set_tcp_nodelay true\n"
-                f"log_dest file {self.log_path}\n"
+                "log_dest stderr\n"
                 "log_type error\nlog_type warning\nlog_type notice\n"
                 f"{extra_config}"
             )
@@ -176,15 +176,17 @@ class MosquittoProcess:
         """Start mosquitto and block until it accepts connections (or raise TransportError)."""
         if self.running:
             return
-        self._proc = subprocess.Popen(
-            [self.binary, "-c", self.conf_path],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        with open(self.log_path, "ab") as log_file:
+            self._proc = subprocess.Popen(
+                [self.binary, "-c", self.conf_path],
+                stdout=subprocess.DEVNULL,
+                stderr=log_file,
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
+                with open(self.log_path, encoding="utf-8", errors="replace") as fh:
+                    err = fh.read()[-2000:]
                 raise TransportError(f"mosquitto exited with {self._proc.returncode}: {err}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
@@ -206,8 +208,6 @@ class MosquittoProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5.0)
-        if proc.stderr is not None:
-            proc.stderr.close()
 
     def __enter__(self) -> Self:
         self.start()

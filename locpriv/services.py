@@ -146,6 +146,20 @@ class ServiceDriver:
 
     # ----------------------------------------------------------------- lifecycle
 
+    @property
+    def connected(self) -> bool:
+        """True while serving over a live broker connection (subscriptions in place)."""
+        t = self._transport
+        if isinstance(t, MqttTransport):
+            return t.connected
+        return t is not None
+
+    @property
+    def reconnects(self) -> int:
+        """How often the broker connection was re-established."""
+        t = self._transport
+        return t.reconnects if isinstance(t, MqttTransport) else 0
+
     def stop(self) -> None:
         """Ask :meth:`run` to shut down cleanly (answers pending requests ``unavailable``)."""
         self._stop.set()
@@ -158,6 +172,7 @@ class ServiceDriver:
             self.url,
             client_id=self.client_id,
             will=(status, b"offline"),
+            birth=(status, b"online"),
             clean_session=mq.clean_session,
             publish_timeout_s=mq.publish_timeout_s,
             backoff_max_s=mq.backoff_max_s,
@@ -169,7 +184,8 @@ class ServiceDriver:
                 if mq.shared_group and route.shareable:
                     topic_filter = shared(topic_filter, mq.shared_group)
                 await transport.subscribe(topic_filter, qos=1)
-            await transport.publish(status, b"online", qos=1, retain=True)
+            if isinstance(transport, MemoryTransport):
+                await transport.publish(status, b"online", qos=1, retain=True)
             publishers = [
                 asyncio.create_task(self._publisher(), name=f"{self.name}-pub{i}")
                 for i in range(self.config.limits.publishers)

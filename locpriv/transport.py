@@ -142,7 +142,9 @@ class MqttTransport:
     ``backoff_initial_s`` doubling up to ``backoff_max_s`` (jitter 50-100 %).
     ``publish_timeout_s`` bounds how long a publish waits for a lost connection.
     ``clean_session=False`` asks the broker for a persistent session (services use it so that
-    QoS 1 requests queued while they were away are delivered on reconnect).
+    QoS 1 requests queued while they were away are delivered on reconnect). ``will`` and
+    ``birth`` are ``(topic, payload)`` published retained at QoS 1: the will by the broker when
+    the connection is lost, the birth by us after every (re)connection and resubscription.
     """
 
     def __init__(
@@ -155,6 +157,7 @@ class MqttTransport:
         password: str | None = None,
         client_id: str | None = None,
         will: tuple[str, bytes] | None = None,
+        birth: tuple[str, bytes] | None = None,
         clean_session: bool = True,
         keepalive_s: int = 30,
         connect_timeout_s: float = 10.0,
@@ -184,6 +187,7 @@ class MqttTransport:
             max_inflight_messages=max_inflight,
             logger=logging.getLogger("aiomqtt"),
         )
+        self._birth = birth
         self._subs: dict[str, int] = {}
         self._queue: asyncio.Queue[Received | object] = asyncio.Queue()
         self._connected = asyncio.Event()
@@ -228,12 +232,19 @@ class MqttTransport:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
-        if self._connected.is_set():
-            self._connected.clear()
-            with contextlib.suppress(aiomqtt.MqttError, OSError):
-                async with asyncio.timeout(2.0):
-                    await self._client.__aexit__(None, None, None)
         self._queue.put_nowait(_CLOSED)
+
+    async def _disconnect(self) -> None:
+        """Leave the aiomqtt context (graceful DISCONNECT if still connected), bounded."""
+        with contextlib.suppress(aiomqtt.MqttError, OSError, TimeoutError):
+            async with asyncio.timeout(2.0):
+                await self._client.__aexit__(None, None, None)
+        # aiomqtt leaves the exception of an unexpected disconnection in a future nobody
+        # awaits (asyncio then logs "exception was never retrieved"): consume it here.
+        for name in ("_disconnected", "_connected"):
+            fut = getattr(self._client, name, None)
+            if isinstance(fut, asyncio.Future) and fut.done() and not fut.cancelled():
+                fut.exception()
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self._backoff_max_s, self._backoff_initial_s * 2.0**attempt)
@@ -258,6 +269,8 @@ class MqttTransport:
             try:
                 for topic_filter, qos in list(self._subs.items()):
                     await self._client.subscribe(topic_filter, qos=qos)
+                if self._birth is not None:
+                    await self._client.publish(*self._birth, qos=1, retain=True)
                 self._connected.set()
                 self._first.set()
                 async for message in self._client.messages:
@@ -274,8 +287,7 @@ class MqttTransport:
                     log.warning("lost connection to %s: %s", self.url, exc)
             finally:
                 self._connected.clear()
-            with contextlib.suppress(aiomqtt.MqttError, OSError):
-                await self._client.__aexit__(None, None, None)
+                await self._disconnect()
             if not self._closing:
                 await asyncio.sleep(self._backoff(0))
 
