@@ -52,6 +52,7 @@ from locpriv.transport import MemoryTransport, MqttTransport, Received, connect
 
 __all__ = [
     "AnonymizerService",
+    "Dispatcher",
     "Machine",
     "Route",
     "ServiceDriver",
@@ -139,6 +140,14 @@ class ServiceDriver:
         self.ready = asyncio.Event()
         """Set once subscribed and serving."""
         self.stats: dict[str, int] = {"received": 0, "rejected": 0, "overloaded": 0, "sent": 0}
+        self.dispatcher = Dispatcher(
+            name=name,
+            machine=machine,
+            routes=routes,
+            topics=self.topics,
+            max_payload=self.max_payload,
+            stats=self.stats,
+        )
         self._inbox: asyncio.Queue[Received] = asyncio.Queue(config.limits.max_queue)
         self._outbox: asyncio.Queue[Send | None] = asyncio.Queue()
         self._stop = asyncio.Event()
@@ -287,10 +296,7 @@ class ServiceDriver:
     # ---------------------------------------------------------------- handling
 
     def _route(self, topic: str) -> Route | None:
-        for route in self.routes:
-            if matches(route.topic_filter, topic):
-                return route
-        return None
+        return self.dispatcher.route(topic)
 
     def _emit(self, effects: list[Send]) -> None:
         for effect in effects:
@@ -303,41 +309,77 @@ class ServiceDriver:
             log.exception("%s: machine failed", self.name)
             return []
 
-    def _reject(
-        self, received: Received, code: ErrorCode, reason: str, field: str | None = None
+    def _reject(self, received: Received, code: ErrorCode, reason: str) -> None:
+        self._outbox.put_nowait(self.dispatcher.reject(received, code, reason))
+
+    def _handle(self, received: Received, now: float) -> None:
+        self._emit(self.dispatcher.handle(received, now))
+
+
+class Dispatcher:
+    """Routes raw messages to a machine: decode, check, reject with an error reply (sans-I/O).
+
+    Shared by :class:`ServiceDriver` and the amqtt plugin. ``stats`` counts ``rejected``.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        machine: Machine,
+        routes: list[Route],
+        topics: Topics,
+        max_payload: int,
+        stats: dict[str, int] | None = None,
     ) -> None:
+        self.name = name
+        self.machine = machine
+        self.routes = routes
+        self.topics = topics
+        self.max_payload = max_payload
+        self.stats = stats if stats is not None else {"rejected": 0}
+        self.stats.setdefault("rejected", 0)
+
+    def route(self, topic: str) -> Route | None:
+        """The first route whose filter matches ``topic``."""
+        for route in self.routes:
+            if matches(route.topic_filter, topic):
+                return route
+        return None
+
+    def reject(
+        self, received: Received, code: ErrorCode, reason: str, field: str | None = None
+    ) -> Send:
+        """An error reply to the raw message's ``reply_to`` if readable, else the error topic."""
         self.stats["rejected"] += 1
         reply_to, cid = salvage_reply(received.payload)
         target = reply_to or self.topics.errors(self.name)
-        self._outbox.put_nowait(error_send(target, cid, code, reason, field))
+        return error_send(target, cid, code, reason, field)
 
-    def _handle(self, received: Received, now: float) -> None:
-        route = self._route(received.topic)
+    def handle(self, received: Received, now: float) -> list[Send]:
+        """Decode ``received`` for its route and run the machine; never raises."""
+        route = self.route(received.topic)
         if route is None:
-            return
+            return []
         try:
             limit = route.max_bytes or self.max_payload
             message = decode(received.payload, expect=route.expect, max_bytes=limit)
         except DecodeError as exc:
             if route.answer_errors:
-                self._reject(received, exc.code, exc.reason, exc.field)
-            else:
-                log.info("%s: rejected message on a no-reply topic: %s", self.name, exc.code)
-            return
+                return [self.reject(received, exc.code, exc.reason, exc.field)]
+            log.info("%s: rejected message on a no-reply topic: %s", self.name, exc.code)
+            return []
         if route.check is not None:
             problem = route.check(received, message)
             if problem is not None:
-                if route.answer_errors:
-                    self._reject(received, *problem)
-                return
+                return [self.reject(received, *problem)] if route.answer_errors else []
         try:
-            effects = self.machine.receive(message, now)
+            return self.machine.receive(message, now)
         except Exception:
             log.exception("%s: machine failed on a %s", self.name, type(message).__name__)
             if route.answer_errors:
-                self._reject(received, ErrorCode.INTERNAL, "internal error; see the service log")
-            return
-        self._emit(effects)
+                return [self.reject(received, ErrorCode.INTERNAL, "internal error; see the log")]
+            return []
 
 
 # ------------------------------------------------------------------ anonymizer

@@ -1,0 +1,148 @@
+"""The trusted anonymizer/mediator inside an amqtt 0.12 broker, as a broker plugin.
+
+amqtt broker config (YAML; see deploy/amqtt-broker.yaml and docs/operations.md)::
+
+    plugins:
+      amqtt.plugins.authentication.AnonymousAuthPlugin:
+        allow_anonymous: true
+      locpriv.amqtt_plugin.AnonymizerPlugin:
+        config_file: /etc/locpriv/locpriv.toml   # optional ServiceConfig TOML
+        prefix: locpriv                          # optional, overrides the file
+
+The plugin sees every message clients publish (``on_broker_message_received``), runs the same
+sans-I/O :class:`~locpriv.protocols.p1_mediator.TrustedCore` and
+:class:`~locpriv.services.Dispatcher` as the standalone service, and publishes replies with
+``context.broadcast_message``. Protocol 3 and location updates need nothing else; Protocols 1 and
+2 need a DS connected to the broker (``locpriv serve ds``): DS answers on the plugin's reply
+topic ``reply/{client_id}``, which the plugin sees like any other message.
+
+amqtt runs plugin handlers as unawaited tasks and swallows their exceptions unless logging is at
+DEBUG, so every handler here catches and logs its own errors. Handlers do all state changes
+synchronously before their first ``await``, so messages are processed in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from amqtt.broker import BrokerContext
+from amqtt.plugins.base import BasePlugin
+
+from locpriv.config import ServiceConfig, load_config
+from locpriv.messages import encode
+from locpriv.protocols import Send
+from locpriv.services import Dispatcher, anonymizer_routes, build_trusted_core
+from locpriv.transport import Received
+
+__all__ = ["AnonymizerPlugin"]
+
+log = logging.getLogger(__name__)
+
+
+class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
+    """Runs Protocols 1-3 and location tracking inside the broker."""
+
+    @dataclass
+    class Config:
+        """Plugin options (all optional): a ServiceConfig TOML file and overrides."""
+
+        config_file: str | None = None
+        prefix: str | None = None
+        lat0_deg: float | None = None
+        lon0_deg: float | None = None
+        client_id: str | None = None
+
+    def __init__(self, context: BrokerContext) -> None:
+        super().__init__(context)
+        opts: AnonymizerPlugin.Config = self.config
+        config = load_config(opts.config_file)
+        update: dict[str, Any] = {}
+        if opts.prefix:
+            update["prefix"] = opts.prefix
+        if opts.lat0_deg is not None or opts.lon0_deg is not None:
+            update["projection"] = config.projection.model_copy(
+                update={
+                    k: v
+                    for k, v in (("lat0_deg", opts.lat0_deg), ("lon0_deg", opts.lon0_deg))
+                    if v is not None
+                }
+            )
+        if opts.client_id:
+            update["mqtt"] = config.mqtt.model_copy(update={"client_id": opts.client_id})
+        self.service_config: ServiceConfig = config.model_copy(update=update)
+        topics = self.service_config.topics  # validates the prefix
+        reply_to = topics.reply(self.service_config.mqtt.client_id)
+        self.core = build_trusted_core(self.service_config, reply_to)
+        self.dispatcher = Dispatcher(
+            name="anonymizer",
+            machine=self.core,
+            routes=anonymizer_routes(topics, reply_to),
+            topics=topics,
+            max_payload=self.service_config.limits.max_payload_bytes,
+        )
+        self._timer: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    # ------------------------------------------------------------------ events
+
+    async def on_broker_post_start(self) -> None:
+        """Start the deadline timer (temporal cloaking, DS timeouts, user expiry)."""
+        self._timer = asyncio.create_task(self._timer_loop(), name="locpriv-plugin-timer")
+        log.info("locpriv anonymizer plugin active (prefix %s)", self.service_config.prefix)
+
+    async def on_broker_pre_shutdown(self) -> None:
+        """Answer every pending request ``unavailable`` while clients are still connected."""
+        try:
+            await self._publish(self.core.shutdown(time.time()))
+        except Exception:
+            log.exception("locpriv plugin: shutdown failed")
+
+    async def on_broker_message_received(self, *, client_id: str, message: Any) -> None:
+        """Every message a client publishes; ours are handled, the rest ignored."""
+        try:
+            topic = getattr(message, "topic", None)
+            data = getattr(message, "data", None)
+            if not topic or data is None or self.dispatcher.route(topic) is None:
+                return
+            effects = self.dispatcher.handle(Received(topic, bytes(data)), time.time())
+            self._wake.set()
+            await self._publish(effects)
+        except Exception:
+            log.exception("locpriv plugin: handler failed")
+
+    async def close(self) -> None:
+        """Stop the timer."""
+        if self._timer is not None:
+            self._timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer
+            self._timer = None
+
+    # --------------------------------------------------------------- internals
+
+    async def _publish(self, effects: list[Send]) -> None:
+        for effect in effects:
+            await self.context.broadcast_message(
+                effect.topic, encode(effect.message), qos=effect.qos
+            )
+
+    async def _timer_loop(self) -> None:
+        while True:
+            deadline = self.core.next_deadline()
+            timeout = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.time()))
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+            now = time.time()
+            deadline = self.core.next_deadline()
+            if deadline is not None and deadline <= now:
+                try:
+                    await self._publish(self.core.on_deadline(now))
+                except Exception:
+                    log.exception("locpriv plugin: deadline handling failed")

@@ -1,0 +1,70 @@
+"""The anonymizer as an amqtt broker plugin, loaded from the deploy/ YAML config."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import shapely
+import yaml
+from _svc_helpers import PROJ, make_config, running, seed_population
+
+from locpriv.broker import EmbeddedBroker
+from locpriv.client import Client
+from locpriv.ds import DSService
+from locpriv.errors import ErrorCode
+from locpriv.messages import ErrorReply, NearestQuery, decode
+from locpriv.topics import Topics
+from locpriv.transport import connect
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+DEPLOY = Path(__file__).parents[2] / "deploy" / "amqtt-broker.yaml"
+LON, LAT = PROJ.point_to_lonlat(-250.0, 400.0)
+
+
+def _broker_config(tmp_path: Path, topics: Topics) -> dict[str, Any]:
+    config: dict[str, Any] = yaml.safe_load(DEPLOY.read_text())
+    toml = tmp_path / "locpriv.toml"
+    toml.write_text(
+        f'prefix = "{topics.prefix}"\n[cloak]\nepoch_s = 0.2\n[limits]\nds_timeout_s = 5.0\n'
+    )
+    plugin = config["plugins"]["locpriv.amqtt_plugin.AnonymizerPlugin"]
+    plugin["config_file"] = str(toml)
+    plugin.pop("prefix", None)
+    return config
+
+
+@pytest.mark.asyncio
+async def test_amqtt_broker_with_plugin_serves_p3_and_p1(tmp_path: Path, topics: Topics) -> None:
+    async with EmbeddedBroker(config=_broker_config(tmp_path, topics)) as broker:
+        url = broker.url
+        await seed_population(url, topics, n=30)
+        async with Client(url, user_id="erin", prefix=topics.prefix) as erin:
+            await erin.update_location(lat=LAT, lon=LON)
+            await asyncio.sleep(0.3)
+            cloak = await erin.cloak(k=4, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=3)
+            assert cloak.users is not None and cloak.users >= 4
+            assert cloak.region.covers(shapely.Point(LON, LAT))
+            assert 1e4 < cloak.area_m2 < 5e7
+            # P1 through the plugin needs DS on the same broker
+            async with running(DSService(url, make_config(topics))):
+                query = NearestQuery(category="restaurant", n=2)
+                p1 = await erin.query(query, protocol=1, k=4, a_min_m2=1e4, a_max_m2=5e7)
+                exact = await erin.ds_query(query, lat=LAT, lon=LON)
+                assert [p.id for p in p1.pois] == [p.id for p in exact]
+        # malformed input gets an error reply and the plugin keeps going
+        async with connect(url) as t:
+            reply_to = topics.reply("probe")
+            await t.subscribe(reply_to)
+            bad = {"type": "cloak_request", "reply_to": reply_to, "correlation_id": "x", "v": 7}
+            await t.publish(topics.p3_cloak, json.dumps(bad).encode())
+            async with asyncio.timeout(5):
+                async for msg in t.messages():
+                    err = decode(msg.payload)
+                    assert isinstance(err, ErrorReply)
+                    assert err.code == ErrorCode.UNSUPPORTED_VERSION and err.field == "v"
+                    break
