@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import shapely
-import yaml
+import yaml  # type: ignore[import-untyped]
 from _svc_helpers import PROJ, make_config, running, seed_population
 
 from locpriv.broker import EmbeddedBroker
