@@ -369,6 +369,20 @@ class Cloaker:
             heapq.heapify(self._heap)
         return None
 
+    def prepare(self, now: float) -> list[CloakOutcome]:
+        """Take the snapshot of ``now``'s epoch if not yet taken and pre-build the partitions
+        the previous epoch used, so that requests do not pay for them; also retries pending
+        requests (returns the outcomes it completed). Optional: call it just after each epoch
+        boundary (e.g. from a timer); without it the first request of an epoch does the work.
+        """
+        prev = self._snap
+        keys = list(prev.partitions) if prev is not None else []
+        snap = self._snapshot(now)
+        if snap is not prev:
+            for k, a_min in keys:
+                self._partition(snap, k, a_min)
+        return self._tick(now) if self._pending else []
+
     def cancel(self, request_id: Hashable) -> None:
         """Drop a pending request (no outcome will be produced); unknown ids are ignored."""
         self._pending.pop(request_id, None)

@@ -308,3 +308,27 @@ def test_cloak_once_static_population() -> None:
         cloak_once(xy, 0, _params(k=30, a_min=10.0, a_max=100.0, delay=0.0))
     with pytest.raises(IndexError):
         cloak_once(xy, 40, p)
+
+
+def test_prepare_prebuilds_next_epoch_without_changing_results() -> None:
+    rng = np.random.default_rng(12)
+    xy = rng.uniform(0, 10_000, (2000, 2))
+    ids = [f"u{i}" for i in range(2000)]
+    a, b = Cloaker(_cfg()), Cloaker(_cfg())
+    for ck in (a, b):
+        ck.update_many(ids, xy, now=0.0)
+        ck.request("warm", "u0", _params(k=7), now=0.5)
+    assert a.prepare(1.0) == []
+    for i in range(0, 2000, 97):
+        ra = a.request(i, ids[i], _params(k=7), now=1.5)
+        rb = b.request(i, ids[i], _params(k=7), now=1.5)
+        assert ra is not None and rb is not None and ra.region is not None
+        assert rb.region is not None
+        assert ra.region.polygon.equals(rb.region.polygon)
+        assert ra.region.t2 == 1.0  # a's snapshot was taken by prepare()
+    # prepare also completes pending requests
+    c = Cloaker(_cfg())
+    c.update("x", 1.0, 1.0, 0.0)
+    assert c.request("p", "x", _params(k=2), now=0.0) is None
+    c.update("y", 2.0, 2.0, 0.5)
+    assert [o.request_id for o in c.prepare(1.0)] == ["p"]
