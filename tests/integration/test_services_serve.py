@@ -1,0 +1,64 @@
+"""``locpriv serve`` as a process: serves P2 on mosquitto, exits cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _svc_helpers import PROJ
+
+from locpriv.client import Client
+from locpriv.messages import NearestQuery
+from locpriv.topics import Topics
+from locpriv.transport import connect
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+@pytest.mark.asyncio
+@pytest.mark.mosquitto
+async def test_serve_all_then_sigterm(mosquitto_url: str, topics: Topics, tmp_path: Path) -> None:
+    toml = tmp_path / "locpriv.toml"
+    toml.write_text(f'prefix = "{topics.prefix}"\n')
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "locpriv",
+        "serve",
+        "all",
+        "--broker",
+        mosquitto_url,
+        "--config",
+        str(toml),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(30):
+            line = await proc.stdout.readline()
+        assert b"serving ds, anonymizer" in line
+        lon, lat = PROJ.point_to_lonlat(0.0, 0.0)
+        async with Client(mosquitto_url, user_id="fay", prefix=topics.prefix) as fay:
+            answer = await fay.query(
+                NearestQuery(category="atm", n=2), protocol=2, lat=lat, lon=lon
+            )
+        assert len(answer.pois) == 2
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(20):
+            code = await proc.wait()
+        assert code == 0
+        async with connect(mosquitto_url) as t:
+            await t.subscribe(topics.status("anonymizer"))
+            async with asyncio.timeout(5):
+                async for msg in t.messages():
+                    assert msg.payload == b"offline"
+                    break
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
