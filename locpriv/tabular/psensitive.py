@@ -181,6 +181,23 @@ def _insert_sorted(  # noqa: PLR0917
     return size + 1
 
 
+_CHUNK = 256
+
+
+@numba.njit(cache=True)
+def _chunk_dist(XT: FloatArray, i0: int, L: int, q: FloatArray, acc: FloatArray) -> None:
+    """``acc[:L]`` = squared distances of compact records ``i0..i0+L-1`` to ``q`` (SIMD)."""
+    q0 = q[0]
+    for i in range(L):
+        t = XT[0, i0 + i] - q0
+        acc[i] = t * t
+    for j in range(1, XT.shape[0]):
+        qj = q[j]
+        for i in range(L):
+            t = XT[j, i0 + i] - qj
+            acc[i] += t * t
+
+
 @numba.njit(cache=True)
 def _seeded_kernel(  # noqa: PLR0917
     X: FloatArray, S: IntArray, nvals: IntArray, k: int, p: int, mode: int, rnd: FloatArray
@@ -191,8 +208,8 @@ def _seeded_kernel(  # noqa: PLR0917
     for j in range(m):
         maxv = max(maxv, nvals[j])
     labels = -np.ones(n, dtype=np.int64)
-    # compacted copies: positions 0..nu-1 hold the unassigned records (swap-remove on assignment)
-    Xc = X.copy()
+    # compact column-major copy: positions 0..nu-1 hold the unassigned records (swap-remove)
+    XT = np.ascontiguousarray(X.T)
     Sc = S.copy()
     orig = np.arange(n)
     nu = n
@@ -215,44 +232,98 @@ def _seeded_kernel(  # noqa: PLR0917
             hi[c] = max(hi[c], X[i, c])
     seen = np.zeros((m, maxv), dtype=np.bool_)
     gdist = np.zeros(m, dtype=np.int64)
-    members = np.empty(n, dtype=np.int64)  # positions in the compacted arrays
+    members = np.empty(n, dtype=np.int64)  # positions in the compact arrays
     skipped = np.empty(n, dtype=np.int64)
     cap = 4 * k + 4
     hd = np.empty(cap)
     ht = np.empty(cap, dtype=np.int64)
     ref = np.empty(d)
     xs = np.empty(d)
+    acc = np.empty(_CHUNK)
+    # pivot for the furthest-from-centroid search: dp[t] = d(x_t, pv) (not squared)
+    dp = np.zeros(n)
+    pv = np.empty(d)
+    have_pivot = False
     g = 0
     while nu >= k and udist.min() >= p:
-        # --- seed selection (one pass)
+        # --- seed selection
+        best_t = 0
         if mode == 0:  # Algorithm 2: furthest from the average of the unassigned records
             for c in range(d):
                 ref[c] = sumx[c] / nu
+            delta = 0.0
+            if have_pivot:
+                for c in range(d):
+                    delta += (pv[c] - ref[c]) ** 2
+                delta = np.sqrt(delta)
+            maxdp = 0.0
+            if have_pivot:
+                for t in range(nu):
+                    maxdp = max(maxdp, dp[t])
+            if not have_pivot or delta > 0.05 * maxdp:
+                # (re)build the pivot at the current centroid: one full pass
+                for c in range(d):
+                    pv[c] = ref[c]
+                best_v = -1.0
+                for i0 in range(0, nu, _CHUNK):
+                    L = min(_CHUNK, nu - i0)
+                    _chunk_dist(XT, i0, L, ref, acc)
+                    for i in range(L):
+                        dp[i0 + i] = np.sqrt(acc[i])
+                        if acc[i] > best_v:
+                            best_v = acc[i]
+                            best_t = i0 + i
+                have_pivot = True
+            else:
+                # d(x, c) <= dp + delta and the record of max dp has d >= maxdp - delta
+                thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
+                best_v = -1.0
+                for t in range(nu):
+                    if dp[t] >= thr:
+                        a = 0.0
+                        for c in range(d):
+                            diff = XT[c, t] - ref[c]
+                            a += diff * diff
+                        if a > best_v:
+                            best_v = a
+                            best_t = t
         else:  # Algorithm 3: nearest to a uniform random vector over the attribute ranges
             for c in range(d):
                 ref[c] = lo[c] + rnd[g, c] * (hi[c] - lo[c])
-        best_t = 0
-        best_v = -1.0 if mode == 0 else np.inf
-        for t in range(nu):
-            acc = 0.0
-            for c in range(d):
-                diff = Xc[t, c] - ref[c]
-                acc += diff * diff
-            if (mode == 0 and acc > best_v) or (mode != 0 and acc < best_v):
-                best_v = acc
-                best_t = t
+            best_v = np.inf
+            for i0 in range(0, nu, _CHUNK):
+                L = min(_CHUNK, nu - i0)
+                _chunk_dist(XT, i0, L, ref, acc)
+                mn = acc[0]
+                for i in range(1, L):
+                    mn = min(mn, acc[i])
+                if mn < best_v:
+                    for i in range(L):
+                        if acc[i] < best_v:
+                            best_v = acc[i]
+                            best_t = i0 + i
         for c in range(d):
-            xs[c] = Xc[best_t, c]
-        # --- nearest candidates (one fused pass, bounded sorted buffer), widened if needed
+            xs[c] = XT[c, best_t]
+        # --- nearest candidates (one chunked pass, bounded sorted buffer), widened if needed
         size = 0
-        for t in range(nu):
-            acc = 0.0
-            for c in range(d):
-                diff = Xc[t, c] - xs[c]
-                acc += diff * diff
-            if t == best_t:
-                acc = -1.0
-            size = _insert_sorted(hd, ht, size, cap, acc, t)
+        kth = np.inf
+        for i0 in range(0, nu, _CHUNK):
+            L = min(_CHUNK, nu - i0)
+            _chunk_dist(XT, i0, L, xs, acc)
+            hits = 0
+            for i in range(L):
+                hits += acc[i] < kth
+            if hits == 0:
+                continue
+            for i in range(L):
+                a = acc[i]
+                t = i0 + i
+                if t == best_t:
+                    a = -1.0
+                if a < kth:
+                    size = _insert_sorted(hd, ht, size, cap, a, t)
+                    if size == cap:
+                        kth = hd[cap - 1]
         order = ht[:size].copy()
         done = False
         nmem = 0
@@ -307,12 +378,11 @@ def _seeded_kernel(  # noqa: PLR0917
                 break
             # widen to every unassigned record, sorted by distance to the seed
             dist = np.empty(nu)
-            for t in range(nu):
-                acc = 0.0
-                for c in range(d):
-                    diff = Xc[t, c] - xs[c]
-                    acc += diff * diff
-                dist[t] = acc
+            for i0 in range(0, nu, _CHUNK):
+                L = min(_CHUNK, nu - i0)
+                _chunk_dist(XT, i0, L, xs, acc)
+                for i in range(L):
+                    dist[i0 + i] = acc[i]
             dist[best_t] = -1.0
             order = np.argsort(dist, kind="mergesort")
         if not done:
@@ -323,7 +393,7 @@ def _seeded_kernel(  # noqa: PLR0917
             t = pos[o]
             labels[orig[t]] = g
             for c in range(d):
-                sumx[c] -= Xc[t, c]
+                sumx[c] -= XT[c, t]
             for j in range(m):
                 v = Sc[t, j]
                 cnt[j, v] -= 1
@@ -331,10 +401,11 @@ def _seeded_kernel(  # noqa: PLR0917
                     udist[j] -= 1
             nu -= 1
             for c in range(d):
-                Xc[t, c] = Xc[nu, c]
+                XT[c, t] = XT[c, nu]
             for j in range(m):
                 Sc[t, j] = Sc[nu, j]
             orig[t] = orig[nu]
+            dp[t] = dp[nu]
         g += 1
     if g == 0:
         return np.zeros(n, dtype=np.int64)
@@ -353,12 +424,12 @@ def _seeded_kernel(  # noqa: PLR0917
         best = 0
         bv = np.inf
         for a in range(g):
-            acc = 0.0
+            dd = 0.0
             for c in range(d):
-                diff = Xc[t, c] - cent[a, c]
-                acc += diff * diff
-            if acc < bv:
-                bv = acc
+                diff = XT[c, t] - cent[a, c]
+                dd += diff * diff
+            if dd < bv:
+                bv = dd
                 best = a
         labels[orig[t]] = best
     return labels
