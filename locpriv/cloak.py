@@ -14,6 +14,16 @@ API notes for callers (deviations from / additions to the agreed contract):
 * Pending requests (temporal cloaking) are retried once per epoch, from :meth:`Cloaker.update`,
   :meth:`Cloaker.update_many` or :meth:`Cloaker.on_deadline`, whichever first sees the new epoch;
   :meth:`Cloaker.request` never returns other requests' outcomes.
+* Addition: :meth:`Cloaker.prepare` (optional) takes the new epoch's snapshot and pre-builds the
+  partitions used in the previous epoch (~0.1 s of CPU per epoch at 100k users), so requests
+  do not pay for them; call it from a timer just after each epoch boundary
+  (``floor(now / epoch_s) * epoch_s``). It also returns outcomes of pending requests it completed.
+* :meth:`Cloaker.next_deadline` returns the earliest of: a pending request's deadline, the next
+  epoch boundary (only while requests are pending) and the next possible user expiry (TTL).
+* :meth:`Cloaker.request` also accepts ``params=None`` (the configured default profile);
+  :meth:`Cloaker.pending` and ``len(cloaker)`` report pending requests and current users.
+* :meth:`Cloaker.update` / :meth:`Cloaker.update_many` raise ``ValueError`` for non-finite
+  coordinates.
 * Errors in :attr:`CloakOutcome.error` are instances of :class:`locpriv.errors.InfeasibleError`:
   ``CloakInfeasible`` (``max_delay_s == 0`` and no region now), ``CloakTimeout``,
   :class:`UnknownUser` (code ``unknown_user``) and :class:`Overloaded` (code ``overloaded``).
@@ -23,7 +33,9 @@ API notes for callers (deviations from / additions to the agreed contract):
   more area) so that the number of partitions per epoch stays bounded; the region still has area
   strictly greater than the requested ``a_min_m2``.
 
-The partition itself is in :mod:`locpriv.cloak_partition`; docs/algorithms.md explains the choice.
+Modules: value types and configuration in :mod:`locpriv.cloak_types`, the shared partition and
+:func:`cloak_once` in :mod:`locpriv.cloak_partition` (all re-exported here); docs/algorithms.md
+explains the choices.
 """
 
 from __future__ import annotations
@@ -33,21 +45,30 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-import shapely
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
-from locpriv.cloak_partition import Partition, build_partition, shrink_toward
-from locpriv.errors import (
-    CloakInfeasible,
-    CloakTimeout,
-    ConfigError,
-    ErrorCode,
-    InfeasibleError,
+from locpriv.cloak_partition import (
+    Partition,
+    build_partition,
+    cloak_once,
+    leaf_region,
+    shrunk_region,
 )
+from locpriv.cloak_types import (
+    CloakConfig,
+    CloakOutcome,
+    CloakParams,
+    CloakRegion,
+    Overloaded,
+    UnknownUser,
+    check_params,
+    round_a_min,
+)
+from locpriv.errors import CloakInfeasible, CloakTimeout
 from locpriv.index import UserTable
 
 __all__ = [
@@ -65,159 +86,6 @@ log = logging.getLogger(__name__)
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
-
-
-class Overloaded(InfeasibleError):
-    """Too many pending cloak requests (``CloakConfig.max_pending``); retry later."""
-
-    default_code = ErrorCode.OVERLOADED
-
-
-class UnknownUser(InfeasibleError):
-    """No current location is known for the requesting user."""
-
-    default_code = ErrorCode.UNKNOWN_USER
-
-
-@dataclass(frozen=True, slots=True)
-class CloakParams:
-    """A privacy profile: ``k`` users, area window ``(a_min_m2, a_max_m2)`` in m², delay in s."""
-
-    k: int
-    a_min_m2: float
-    a_max_m2: float
-    max_delay_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class CloakRegion:
-    """A cloaking region in local metres and the time interval ``[t1, t2]`` (s) it covers.
-
-    Invariants: the requester's snapshot position is covered by ``polygon``; ``users >= k``
-    current users lie in it; ``a_min_m2 < area_m2 < a_max_m2``; ``t1 <= t2``.
-    """
-
-    polygon: shapely.Polygon
-    area_m2: float
-    users: int
-    t1: float
-    t2: float
-
-
-@dataclass(frozen=True, slots=True)
-class CloakOutcome:
-    """Result of one request: exactly one of ``region`` and ``error`` is set."""
-
-    request_id: Hashable
-    region: CloakRegion | None
-    error: InfeasibleError | None
-
-
-def _default_params() -> CloakParams:
-    return CloakParams(k=10, a_min_m2=1.0e4, a_max_m2=4.0e6, max_delay_s=5.0)
-
-
-@dataclass(frozen=True, slots=True)
-class CloakConfig:
-    """Operator configuration; lengths in metres, areas in m², times in seconds.
-
-    ``world = (xmin, ymin, xmax, ymax)`` is the extent partitioned (users outside it widen the
-    root rectangle of that snapshot). Requests must satisfy ``k_min <= k <= k_max``,
-    ``a_min_floor_m2 <= a_min_m2 < a_max_m2 <= a_max_ceiling_m2`` and
-    ``0 <= max_delay_s <= max_delay_s_bound``.
-    """
-
-    k_min: int = 2
-    k_max: int = 100
-    a_min_floor_m2: float = 0.0
-    a_max_ceiling_m2: float = 1.0e9
-    max_delay_s_bound: float = 60.0
-    default: CloakParams = field(default_factory=_default_params)
-    user_ttl_s: float = 300.0
-    world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
-    epoch_s: float = 1.0
-    max_pending: int = 10_000
-    a_min_step: float = 2.0**0.125
-    max_partitions: int = 64
-
-    def __post_init__(self) -> None:
-        x0, y0, x1, y1 = self.world
-        if not (x1 > x0 and y1 > y0):
-            raise ConfigError("world extent must have positive width and height")
-        if not 1 <= self.k_min <= self.k_max:
-            raise ConfigError("need 1 <= k_min <= k_max")
-        if not 0 <= self.a_min_floor_m2 < self.a_max_ceiling_m2:
-            raise ConfigError("need 0 <= a_min_floor_m2 < a_max_ceiling_m2")
-        if self.epoch_s <= 0 or self.user_ttl_s <= 0 or self.max_delay_s_bound < 0:
-            raise ConfigError("epoch_s and user_ttl_s must be > 0, max_delay_s_bound >= 0")
-        if self.max_pending < 0 or self.max_partitions < 1 or self.a_min_step < 1:
-            raise ConfigError("max_pending >= 0, max_partitions >= 1, a_min_step >= 1 required")
-        _check_params(self, self.default)
-
-    @property
-    def world_area_m2(self) -> float:
-        """Area of the world extent in m²."""
-        x0, y0, x1, y1 = self.world
-        return (x1 - x0) * (y1 - y0)
-
-
-def _check_params(cfg: CloakConfig, p: CloakParams) -> None:
-    if not isinstance(p.k, int) or isinstance(p.k, bool) or not cfg.k_min <= p.k <= cfg.k_max:
-        raise ConfigError(f"k must be an integer in [{cfg.k_min}, {cfg.k_max}]")
-    vals = (p.a_min_m2, p.a_max_m2, p.max_delay_s)
-    if not all(math.isfinite(v) for v in vals):
-        raise ConfigError("areas and max_delay_s must be finite")
-    if p.a_min_m2 < cfg.a_min_floor_m2:
-        raise ConfigError(f"a_min_m2 must be >= {cfg.a_min_floor_m2:g}")
-    if p.a_max_m2 > cfg.a_max_ceiling_m2:
-        raise ConfigError(f"a_max_m2 must be <= {cfg.a_max_ceiling_m2:g}")
-    if not p.a_min_m2 < p.a_max_m2:
-        raise ConfigError("a_min_m2 must be < a_max_m2")
-    if p.a_min_m2 >= cfg.world_area_m2:
-        raise ConfigError("a_min_m2 must be smaller than the world extent")
-    if not 0 <= p.max_delay_s <= cfg.max_delay_s_bound:
-        raise ConfigError(f"max_delay_s must be in [0, {cfg.max_delay_s_bound:g}]")
-
-
-def _rung(a_min: float, step: float) -> float:
-    """Round ``a_min`` (m²) up to the next power of ``step`` (identity when ``step == 1``)."""
-    if step <= 1.0 or a_min <= 0.0:
-        return a_min
-    e = math.ceil(math.log(a_min) / math.log(step) - 1e-12)
-    q = step**e
-    return q if q >= a_min else a_min
-
-
-def _box(rect: F64) -> shapely.Polygon:
-    return shapely.box(float(rect[0]), float(rect[1]), float(rect[2]), float(rect[3]))
-
-
-def _rect_area(r: F64) -> float:
-    return float((r[2] - r[0]) * (r[3] - r[1]))
-
-
-def _leaf_region(part: Partition, leaf: int, t2: float) -> CloakRegion:
-    """The whole leaf rectangle as a region (shared by every member)."""
-    r = part.rects[leaf]
-    return CloakRegion(_box(r), _rect_area(r), int(part.counts[leaf]), float(part.tmin[leaf]), t2)
-
-
-def _shrunk_region(part: Partition, leaf: int, p: CloakParams, t2: float) -> CloakRegion | None:
-    """A sub-rectangle of a leaf too large for ``a_max_m2``, or None if none fits.
-
-    Computed from the leaf's data and ``p`` only (reciprocal): the leaf is shrunk toward its
-    members' box down to ``max(a_min, min(4 * box area, a_max / 2))``. It still holds exactly the
-    leaf's members, so ``users`` is unchanged.
-    """
-    mbr = part.mbrs[leaf]
-    target = max(p.a_min_m2 * (1 + 1e-6), min(4.0 * _rect_area(mbr), 0.5 * p.a_max_m2))
-    if target >= p.a_max_m2:
-        return None
-    r = shrink_toward(part.rects[leaf], mbr, target)
-    area = _rect_area(r)
-    if not p.a_min_m2 < area < p.a_max_m2:
-        return None
-    return CloakRegion(_box(r), area, int(part.counts[leaf]), float(part.tmin[leaf]), t2)
 
 
 class _Snapshot:
@@ -333,7 +201,7 @@ class Cloaker:
     def validate(self, params: CloakParams | None) -> CloakParams:
         """Return ``params`` (or the configured default); raise ConfigError if out of bounds."""
         p = self.config.default if params is None else params
-        _check_params(self.config, p)
+        check_params(self.config, p)
         return p
 
     def request(
@@ -464,7 +332,7 @@ class Cloaker:
         return out
 
     def _partition(self, snap: _Snapshot, k: int, a_min: float) -> _CachedPartition:
-        key = (k, _rung(a_min, self.config.a_min_step))
+        key = (k, round_a_min(a_min, self.config.a_min_step))
         cp = snap.partitions.get(key)
         if cp is None:
             part = build_partition(
@@ -497,11 +365,11 @@ class Cloaker:
         leaf = int(cp.part.leaf_of[i])
         region = cp.regions.get(leaf)
         if region is None:
-            region = _leaf_region(cp.part, leaf, snap.time)
+            region = leaf_region(cp.part, leaf, snap.time)
             cp.regions[leaf] = region
         if region.area_m2 < p.a_max_m2:
             return region, ""
-        small = _shrunk_region(cp.part, leaf, p, snap.time)
+        small = shrunk_region(cp.part, leaf, p, snap.time)
         if small is not None:
             return small, ""
         disc = snap.knn_area(i, p.k)
@@ -514,55 +382,3 @@ class Cloaker:
             f"a_max_m2 too small for k={p.k}: the shared region holding the requester needs "
             f"more than a_max_m2 ({region.area_m2:.0f} m² before shrinking)"
         )
-
-
-def cloak_once(
-    users_xy: F64,
-    user_index: int,
-    params: CloakParams,
-    *,
-    world: tuple[float, float, float, float] | None = None,
-    now: float = 0.0,
-    a_min_step: float = 1.0,
-) -> CloakRegion:
-    """Cloak user ``user_index`` of the static population ``users_xy`` (shape (n, 2), metres).
-
-    Uses the same shared partition as :class:`Cloaker` (no rounding of ``a_min_m2`` by default).
-    ``world`` defaults to the bounding box of the users grown to exceed ``a_min_m2``; users
-    outside a given ``world`` widen it.
-    Raises :class:`locpriv.errors.CloakInfeasible` when no region of the partition fits.
-    """
-    xy = np.asarray(users_xy, dtype=np.float64)
-    n = len(xy)
-    if not 0 <= user_index < n:
-        raise IndexError("user_index out of range")
-    x0, y0 = (float(v) for v in xy.min(axis=0))
-    x1, y1 = (float(v) for v in xy.max(axis=0))
-    if world is not None:  # users outside the extent widen it, as in Cloaker
-        world = (min(world[0], x0), min(world[1], y0), max(world[2], x1), max(world[3], y1))
-    else:
-        side = math.sqrt(params.a_min_m2) * 1.01 + 1.0
-        w = max(x1 - x0, side)
-        h = max(y1 - y0, side)
-        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-        world = (
-            min(x0, cx - w / 2),
-            min(y0, cy - h / 2),
-            max(x1, cx + w / 2),
-            max(y1, cy + h / 2),
-        )
-    if n < params.k:
-        raise CloakInfeasible(f"too few users: {n} users, k={params.k} requested")
-    a_min = _rung(params.a_min_m2, a_min_step)
-    part = build_partition(xy[:, 0], xy[:, 1], np.full(n, now), world, k=params.k, a_min_m2=a_min)
-    leaf = int(part.leaf_of[user_index])
-    region = _leaf_region(part, leaf, now)
-    if region.area_m2 < params.a_max_m2:
-        return region
-    small = _shrunk_region(part, leaf, params, now)
-    if small is None:
-        raise CloakInfeasible(
-            f"a_max_m2 too small for k={params.k}: the shared region holding the user needs "
-            "more than a_max_m2"
-        )
-    return small

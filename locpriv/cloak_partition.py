@@ -16,17 +16,33 @@ The region for a user is its leaf rectangle. It depends only on the snapshot and
 never on who asks, so all members get the same region (reciprocity) and an observer who knows all
 positions learns only "one of the leaf's members asked". Cost: O(n log(n / k)) per build from two
 presorted orders (x and y) shared by all builds of a snapshot.
+
+:func:`leaf_region` / :func:`shrunk_region` turn a leaf into a :class:`CloakRegion` (shrunk, from
+the leaf's data only, when the leaf exceeds ``a_max``); :func:`cloak_once` is the pure entry point
+for a static population (tests, simulators).
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
+import shapely
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["Partition", "build_partition", "shrink_toward"]
+from locpriv.cloak_types import CloakParams, CloakRegion, round_a_min
+from locpriv.errors import CloakInfeasible
+
+__all__ = [
+    "Partition",
+    "build_partition",
+    "cloak_once",
+    "leaf_region",
+    "shrink_toward",
+    "shrunk_region",
+]
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -277,3 +293,87 @@ def shrink_toward(rect: F64, mbr: F64, target_m2: float) -> F64:
     if (out[2] - out[0]) * (out[3] - out[1]) < target_m2:
         out = np.asarray(rect, dtype=np.float64).copy()
     return out
+
+
+def _box(rect: F64) -> shapely.Polygon:
+    return shapely.box(float(rect[0]), float(rect[1]), float(rect[2]), float(rect[3]))
+
+
+def _rect_area(r: F64) -> float:
+    return float((r[2] - r[0]) * (r[3] - r[1]))
+
+
+def leaf_region(part: Partition, leaf: int, t2: float) -> CloakRegion:
+    """The whole leaf rectangle as a region (shared by every member)."""
+    r = part.rects[leaf]
+    return CloakRegion(_box(r), _rect_area(r), int(part.counts[leaf]), float(part.tmin[leaf]), t2)
+
+
+def shrunk_region(part: Partition, leaf: int, p: CloakParams, t2: float) -> CloakRegion | None:
+    """A sub-rectangle of a leaf too large for ``a_max_m2``, or None if none fits.
+
+    Computed from the leaf's data and ``p`` only (reciprocal): the leaf is shrunk toward its
+    members' box down to ``max(a_min, min(4 * box area, a_max / 2))``. It still holds exactly the
+    leaf's members, so ``users`` is unchanged.
+    """
+    mbr = part.mbrs[leaf]
+    target = max(p.a_min_m2 * (1 + 1e-6), min(4.0 * _rect_area(mbr), 0.5 * p.a_max_m2))
+    if target >= p.a_max_m2:
+        return None
+    r = shrink_toward(part.rects[leaf], mbr, target)
+    area = _rect_area(r)
+    if not p.a_min_m2 < area < p.a_max_m2:
+        return None
+    return CloakRegion(_box(r), area, int(part.counts[leaf]), float(part.tmin[leaf]), t2)
+
+
+def cloak_once(
+    users_xy: F64,
+    user_index: int,
+    params: CloakParams,
+    *,
+    world: tuple[float, float, float, float] | None = None,
+    now: float = 0.0,
+    a_min_step: float = 1.0,
+) -> CloakRegion:
+    """Cloak user ``user_index`` of the static population ``users_xy`` (shape (n, 2), metres).
+
+    Uses the same shared partition as :class:`Cloaker` (no rounding of ``a_min_m2`` by default).
+    ``world`` defaults to the bounding box of the users grown to exceed ``a_min_m2``; users
+    outside a given ``world`` widen it.
+    Raises :class:`locpriv.errors.CloakInfeasible` when no region of the partition fits.
+    """
+    xy = np.asarray(users_xy, dtype=np.float64)
+    n = len(xy)
+    if not 0 <= user_index < n:
+        raise IndexError("user_index out of range")
+    x0, y0 = (float(v) for v in xy.min(axis=0))
+    x1, y1 = (float(v) for v in xy.max(axis=0))
+    if world is not None:  # users outside the extent widen it, as in Cloaker
+        world = (min(world[0], x0), min(world[1], y0), max(world[2], x1), max(world[3], y1))
+    else:
+        side = math.sqrt(params.a_min_m2) * 1.01 + 1.0
+        w = max(x1 - x0, side)
+        h = max(y1 - y0, side)
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        world = (
+            min(x0, cx - w / 2),
+            min(y0, cy - h / 2),
+            max(x1, cx + w / 2),
+            max(y1, cy + h / 2),
+        )
+    if n < params.k:
+        raise CloakInfeasible(f"too few users: {n} users, k={params.k} requested")
+    a_min = round_a_min(params.a_min_m2, a_min_step)
+    part = build_partition(xy[:, 0], xy[:, 1], np.full(n, now), world, k=params.k, a_min_m2=a_min)
+    leaf = int(part.leaf_of[user_index])
+    region = leaf_region(part, leaf, now)
+    if region.area_m2 < params.a_max_m2:
+        return region
+    small = shrunk_region(part, leaf, params, now)
+    if small is None:
+        raise CloakInfeasible(
+            f"a_max_m2 too small for k={params.k}: the shared region holding the user needs "
+            "more than a_max_m2"
+        )
+    return small

@@ -1,0 +1,146 @@
+"""Value types and operator configuration of the cloaking core (re-exported by locpriv.cloak).
+
+Units: coordinates and lengths in local metres, areas in m², times in seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+import shapely
+
+from locpriv.errors import ConfigError, ErrorCode, InfeasibleError
+
+__all__ = [
+    "CloakConfig",
+    "CloakOutcome",
+    "CloakParams",
+    "CloakRegion",
+    "Overloaded",
+    "UnknownUser",
+    "check_params",
+    "round_a_min",
+]
+
+
+class Overloaded(InfeasibleError):
+    """Too many pending cloak requests (``CloakConfig.max_pending``); retry later."""
+
+    default_code = ErrorCode.OVERLOADED
+
+
+class UnknownUser(InfeasibleError):
+    """No current location is known for the requesting user."""
+
+    default_code = ErrorCode.UNKNOWN_USER
+
+
+@dataclass(frozen=True, slots=True)
+class CloakParams:
+    """A privacy profile: ``k`` users, area window ``(a_min_m2, a_max_m2)`` in m², delay in s."""
+
+    k: int
+    a_min_m2: float
+    a_max_m2: float
+    max_delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class CloakRegion:
+    """A cloaking region in local metres and the time interval ``[t1, t2]`` (s) it covers.
+
+    Invariants: the requester's snapshot position is covered by ``polygon``; ``users >= k``
+    current users lie in it; ``a_min_m2 < area_m2 < a_max_m2``; ``t1 <= t2``.
+    """
+
+    polygon: shapely.Polygon
+    area_m2: float
+    users: int
+    t1: float
+    t2: float
+
+
+@dataclass(frozen=True, slots=True)
+class CloakOutcome:
+    """Result of one request: exactly one of ``region`` and ``error`` is set."""
+
+    request_id: Hashable
+    region: CloakRegion | None
+    error: InfeasibleError | None
+
+
+def _default_params() -> CloakParams:
+    return CloakParams(k=10, a_min_m2=1.0e4, a_max_m2=4.0e6, max_delay_s=5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class CloakConfig:
+    """Operator configuration; lengths in metres, areas in m², times in seconds.
+
+    ``world = (xmin, ymin, xmax, ymax)`` is the extent partitioned (users outside it widen the
+    root rectangle of that snapshot). Requests must satisfy ``k_min <= k <= k_max``,
+    ``a_min_floor_m2 <= a_min_m2 < a_max_m2 <= a_max_ceiling_m2`` and
+    ``0 <= max_delay_s <= max_delay_s_bound``.
+    """
+
+    k_min: int = 2
+    k_max: int = 100
+    a_min_floor_m2: float = 0.0
+    a_max_ceiling_m2: float = 1.0e9
+    max_delay_s_bound: float = 60.0
+    default: CloakParams = field(default_factory=_default_params)
+    user_ttl_s: float = 300.0
+    world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
+    epoch_s: float = 1.0
+    max_pending: int = 10_000
+    a_min_step: float = 2.0**0.125
+    max_partitions: int = 64
+
+    def __post_init__(self) -> None:
+        x0, y0, x1, y1 = self.world
+        if not (x1 > x0 and y1 > y0):
+            raise ConfigError("world extent must have positive width and height")
+        if not 1 <= self.k_min <= self.k_max:
+            raise ConfigError("need 1 <= k_min <= k_max")
+        if not 0 <= self.a_min_floor_m2 < self.a_max_ceiling_m2:
+            raise ConfigError("need 0 <= a_min_floor_m2 < a_max_ceiling_m2")
+        if self.epoch_s <= 0 or self.user_ttl_s <= 0 or self.max_delay_s_bound < 0:
+            raise ConfigError("epoch_s and user_ttl_s must be > 0, max_delay_s_bound >= 0")
+        if self.max_pending < 0 or self.max_partitions < 1 or self.a_min_step < 1:
+            raise ConfigError("max_pending >= 0, max_partitions >= 1, a_min_step >= 1 required")
+        check_params(self, self.default)
+
+    @property
+    def world_area_m2(self) -> float:
+        """Area of the world extent in m²."""
+        x0, y0, x1, y1 = self.world
+        return (x1 - x0) * (y1 - y0)
+
+
+def check_params(cfg: CloakConfig, p: CloakParams) -> None:
+    if not isinstance(p.k, int) or isinstance(p.k, bool) or not cfg.k_min <= p.k <= cfg.k_max:
+        raise ConfigError(f"k must be an integer in [{cfg.k_min}, {cfg.k_max}]")
+    vals = (p.a_min_m2, p.a_max_m2, p.max_delay_s)
+    if not all(math.isfinite(v) for v in vals):
+        raise ConfigError("areas and max_delay_s must be finite")
+    if p.a_min_m2 < cfg.a_min_floor_m2:
+        raise ConfigError(f"a_min_m2 must be >= {cfg.a_min_floor_m2:g}")
+    if p.a_max_m2 > cfg.a_max_ceiling_m2:
+        raise ConfigError(f"a_max_m2 must be <= {cfg.a_max_ceiling_m2:g}")
+    if not p.a_min_m2 < p.a_max_m2:
+        raise ConfigError("a_min_m2 must be < a_max_m2")
+    if p.a_min_m2 >= cfg.world_area_m2:
+        raise ConfigError("a_min_m2 must be smaller than the world extent")
+    if not 0 <= p.max_delay_s <= cfg.max_delay_s_bound:
+        raise ConfigError(f"max_delay_s must be in [0, {cfg.max_delay_s_bound:g}]")
+
+
+def round_a_min(a_min: float, step: float) -> float:
+    """Round ``a_min`` (m²) up to the next power of ``step`` (identity when ``step == 1``)."""
+    if step <= 1.0 or a_min <= 0.0:
+        return a_min
+    e = math.ceil(math.log(a_min) / math.log(step) - 1e-12)
+    q = step**e
+    return q if q >= a_min else a_min
