@@ -103,8 +103,8 @@ class _Snapshot:
         # index into the snapshot by table slot (-1: not in snapshot)
         self.index_of_slot = np.full(len(table.x), -1, dtype=np.int64)
         self.index_of_slot[self.slots] = np.arange(self.n, dtype=np.int64)
-        self.order_x = np.argsort(self.x, kind="stable")
-        self.order_y = np.argsort(self.y, kind="stable")
+        self.order_x = np.argsort(self.x)
+        self.order_y = np.argsort(self.y)
         b = world.copy()
         if self.n:
             b[0] = min(b[0], float(self.x[self.order_x[0]]))

@@ -248,9 +248,9 @@ def build_partition(
     y = np.ascontiguousarray(y, dtype=np.float64)
     t = np.ascontiguousarray(t, dtype=np.float64)
     if order_x is None:
-        order_x = np.argsort(x, kind="stable")
+        order_x = np.argsort(x)
     if order_y is None:
-        order_y = np.argsort(y, kind="stable")
+        order_y = np.argsort(y)
     b = np.asarray(bounds, dtype=np.float64)
     leaf_of, rects, counts, tmin, mbrs = _kd_partition(
         x,
