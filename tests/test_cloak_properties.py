@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import shapely
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from locpriv.cloak import CloakConfig, Cloaker, CloakParams, CloakRegion, cloak_once
+from locpriv.cloak import (
+    CloakConfig,
+    Cloaker,
+    CloakOutcome,
+    CloakParams,
+    CloakRegion,
+    UnknownUser,
+    cloak_once,
+)
 from locpriv.cloak_partition import build_partition
-from locpriv.errors import CloakInfeasible
+from locpriv.errors import CloakInfeasible, CloakTimeout
 
 WORLD = (0.0, 0.0, 5000.0, 5000.0)
 SETTINGS = settings(
@@ -139,3 +147,91 @@ def test_cloaker_outcomes_hold_invariants_on_snapshot(
         assert inside.sum() >= out.region.users >= k
         assert a_min < out.region.area_m2 < p.a_max_m2
         assert out.region.t1 <= out.region.t2 == 0.5
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_cloaker_random_operation_sequences(data: st.DataObject) -> None:
+    """Random interleavings of updates, requests, removals, ticks and prepare(): every request
+    gets at most one outcome (exactly one by the end), regions hold the invariants for the
+    snapshot they describe (positions as of t2), timeouts never come early."""
+    ttl = 1000.0
+    ck = Cloaker(CloakConfig(world=(0.0, 0.0, 2000.0, 2000.0), epoch_s=1.0, user_ttl_s=ttl))
+    users = [f"u{i}" for i in range(10)]
+    hist: dict[str, list[tuple[float, float, float] | tuple[float, None, None]]] = {
+        u: [] for u in users
+    }
+    req: dict[int, tuple[str, CloakParams, float]] = {}
+    outcomes: dict[object, object] = {}
+    t = 0.0
+
+    def collect(outs: list[CloakOutcome] | CloakOutcome | None, now: float) -> None:
+        if outs is None:
+            return
+        for o in outs if isinstance(outs, list) else [outs]:
+            assert o.request_id in req
+            assert o.request_id not in outcomes
+            outcomes[o.request_id] = o
+            event("region" if o.region is not None else type(o.error).__name__)
+            uid, p, t_req = req[int(o.request_id)]
+            if o.region is None:
+                assert o.error is not None
+                if isinstance(o.error, CloakTimeout):
+                    assert now >= t_req + p.max_delay_s
+                continue
+            r = o.region
+            assert t_req - 1.0 < r.t2 <= now
+            assert r.t1 <= r.t2
+            assert p.a_min_m2 < r.area_m2 < p.a_max_m2
+            x0, y0, x1, y1 = r.polygon.bounds
+
+            def pos_at(u: str, when: float) -> tuple[float, float] | None:
+                last = [h for h in hist[u] if h[0] <= when]
+                if not last or last[-1][1] is None:
+                    return None
+                return (float(last[-1][1]), float(last[-1][2]))
+
+            mine = pos_at(uid, r.t2)
+            assert mine is not None
+            assert x0 <= mine[0] <= x1 and y0 <= mine[1] <= y1
+            inside = 0
+            for u in users:
+                q = pos_at(u, r.t2)
+                inside += q is not None and x0 <= q[0] <= x1 and y0 <= q[1] <= y1
+            assert inside >= r.users >= p.k
+
+    n_ops = data.draw(st.integers(5, 60))
+    for i in range(n_ops):
+        t += data.draw(st.sampled_from([0.01, 0.1, 0.3, 0.6, 1.1]))
+        op = data.draw(
+            st.sampled_from(["update", "update", "update", "request", "tick", "prep", "rm"])
+        )
+        u = data.draw(st.sampled_from(users))
+        if op == "update":
+            x = data.draw(st.floats(0.0, 2000.0))
+            y = data.draw(st.floats(0.0, 2000.0))
+            hist[u].append((t, x, y))
+            collect(ck.update(u, x, y, t), t)
+        elif op == "request":
+            p = CloakParams(
+                k=data.draw(st.integers(2, 4)),
+                a_min_m2=data.draw(st.sampled_from([1.0, 1e4])),
+                a_max_m2=data.draw(st.sampled_from([5e4, 4e6])),
+                max_delay_s=data.draw(st.sampled_from([0.0, 0.5, 2.0])),
+            )
+            req[i] = (u, p, t)
+            out = ck.request(i, u, p, t)
+            if out is not None and isinstance(out.error, UnknownUser):
+                assert not hist[u] or hist[u][-1][1] is None
+            collect(out, t)
+        elif op == "tick":
+            collect(ck.on_deadline(t), t)
+        elif op == "prep":
+            collect(ck.prepare(t), t)
+        else:
+            hist[u].append((t, None, None))
+            ck.remove(u)
+    t += 10.0
+    collect(ck.on_deadline(t), t)
+    assert ck.pending() == 0
+    assert set(outcomes) == set(req)
