@@ -162,6 +162,18 @@ def _kd_partition(  # noqa: PLR0917
                         a = mid + 1
                     else:
                         b = mid
+                if a < hi and coord[arr[a]] == s:
+                    # a clamped split may hit users' coordinate: move it off them, so no user
+                    # lies on a leaf boundary (which would break reciprocity for that user)
+                    d = 1e-7 * max(1.0, abs(s))
+                    if s - d > lower:
+                        s -= d
+                    elif s + d < upper:
+                        s += d
+                        while a < hi and coord[arr[a]] < s:
+                            a += 1
+                    else:
+                        continue
                 r = a - lo
                 for i in range(lo, lo + r):
                     flag[arr[i]] = True

@@ -235,3 +235,37 @@ def test_cloaker_random_operation_sequences(data: st.DataObject) -> None:
     collect(ck.on_deadline(t), t)
     assert ck.pending() == 0
     assert set(outcomes) == set(req)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 300),
+    span=st.sampled_from([3, 20, 200]),
+    k=st.integers(2, 8),
+    a_min=st.sampled_from([1.0, 1e4]),
+)
+def test_reciprocity_with_many_tied_coordinates(
+    seed: int, n: int, span: int, k: int, a_min: float
+) -> None:
+    """Integer positions on a coarse grid (many exact ties): every user covered by R (boundary
+    included) gets the same R."""
+    rng = np.random.default_rng(seed)
+    xy = rng.integers(0, span, (n, 2)).astype(np.float64) * (5000.0 / span)
+    ck = Cloaker(CloakConfig(world=WORLD))
+    ids = [f"u{i}" for i in range(n)]
+    ck.update_many(ids, xy, now=0.0)
+    p = CloakParams(k=k, a_min_m2=a_min, a_max_m2=2.5e7, max_delay_s=0.0)
+    for u in rng.choice(n, size=min(n, 5), replace=False).tolist():
+        out = ck.request(("u", u), ids[u], p, now=0.5)
+        assert out is not None
+        if out.region is None:
+            assert n < k
+            continue
+        inside = np.flatnonzero(_covered(out.region, xy))
+        assert u in inside
+        assert len(inside) >= k
+        for v in inside.tolist():
+            other = ck.request(("v", v), ids[v], p, now=0.5)
+            assert other is not None
+            assert other.region == out.region
