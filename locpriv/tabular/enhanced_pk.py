@@ -32,7 +32,13 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.tabular.psensitive import _as_codes, _insert_sorted, require_feasible
+from locpriv.tabular.psensitive import (
+    _CHUNK,
+    _as_codes,
+    _chunk_dist,
+    _insert_sorted,
+    require_feasible,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,11 +47,11 @@ IntArray = npt.NDArray[np.int64]
 
 
 @numba.njit(cache=True)
-def _hom(X: FloatArray, i: int, gmin: FloatArray, gmax: FloatArray, inv: FloatArray) -> float:
-    """Increase of sum_j (max_j - min_j)/range_j when record i joins a group with bounds."""
+def _hom(XT: FloatArray, i: int, gmin: FloatArray, gmax: FloatArray, inv: FloatArray) -> float:
+    """Increase of sum_j (max_j - min_j)/range_j when record i (column of XT) joins a group."""
     acc = 0.0
-    for c in range(X.shape[1]):
-        x = X[i, c]
+    for c in range(XT.shape[0]):
+        x = XT[c, i]
         if x < gmin[c]:
             acc += (gmin[c] - x) * inv[c]
         elif x > gmax[c]:
@@ -69,7 +75,8 @@ def _epk_kernel(  # noqa: PLR0917
         lo = X[:, c].min()
         hi = X[:, c].max()
         inv[c] = 1.0 / (hi - lo) if hi > lo else 0.0
-    Xc = X.copy()
+    XT = np.ascontiguousarray(X.T)
+    acc = np.empty(_CHUNK)
     secc = sec.copy()
     orig = np.arange(n)
     nu = n
@@ -92,6 +99,7 @@ def _epk_kernel(  # noqa: PLR0917
     gmax = np.empty(d)
     seen = np.zeros((m, maxv), dtype=np.bool_)
     cent = np.zeros((nc, d))
+    xs = np.empty(d)
     bmin = np.zeros((nc, d))
     bmax = np.zeros((nc, d))
     for g in range(nc):
@@ -105,29 +113,38 @@ def _epk_kernel(  # noqa: PLR0917
         # seed: the wanted-SEC record furthest from the unassigned records' average
         best_t = -1
         best_v = -1.0
+        for c in range(d):
+            xs[c] = sumx[c] / nu
         for t in range(nu):
             if want[secc[t]]:
-                acc = 0.0
+                a = 0.0
                 for c in range(d):
-                    diff = Xc[t, c] - sumx[c] / nu
-                    acc += diff * diff
-                if acc > best_v:
-                    best_v = acc
+                    diff = XT[c, t] - xs[c]
+                    a += diff * diff
+                if a > best_v:
+                    best_v = a
                     best_t = t
         # one pass: nearest record of every wanted SEC and the nearest candidates overall
         size = 0
-        for t in range(nu):
-            acc = 0.0
-            for c in range(d):
-                diff = Xc[t, c] - Xc[best_t, c]
-                acc += diff * diff
-            if t == best_t:
-                acc = -1.0
-            v = secc[t]
-            if want[v] and acc < near_d[v]:
-                near_d[v] = acc
-                near_t[v] = t
-            size = _insert_sorted(hd, ht, size, cap, acc, t)
+        kth = np.inf
+        for c in range(d):
+            xs[c] = XT[c, best_t]
+        for i0 in range(0, nu, _CHUNK):
+            L = min(_CHUNK, nu - i0)
+            _chunk_dist(XT, i0, L, xs, acc)
+            for i in range(L):
+                a = acc[i]
+                t = i0 + i
+                if t == best_t:
+                    a = -1.0
+                v = secc[t]
+                if want[v] and a < near_d[v]:
+                    near_d[v] = a
+                    near_t[v] = t
+                if a < kth:
+                    size = _insert_sorted(hd, ht, size, cap, a, t)
+                    if size == cap:
+                        kth = hd[cap - 1]
         nmem = 0
         for v in top:
             t = near_t[v]
@@ -142,8 +159,8 @@ def _epk_kernel(  # noqa: PLR0917
         for o in range(nmem):
             t = members[o]
             for c in range(d):
-                gmin[c] = min(gmin[c], Xc[t, c])
-                gmax[c] = max(gmax[c], Xc[t, c])
+                gmin[c] = min(gmin[c], XT[c, t])
+                gmax[c] = max(gmax[c], XT[c, t])
             for j in range(m):
                 seen[j, S[orig[t], j]] = True
         # slack of the invariant for the C clusters still to build
@@ -170,7 +187,7 @@ def _epk_kernel(  # noqa: PLR0917
                     for j in range(m):
                         if not seen[j, S[orig[t], j]]:
                             div += 1
-                    hom = _hom(Xc, t, gmin, gmax, inv)
+                    hom = _hom(XT, t, gmin, gmax, inv)
                     if div > bdiv or (div == bdiv and hom < bhom):
                         bt = t
                         bdiv = div
@@ -185,8 +202,8 @@ def _epk_kernel(  # noqa: PLR0917
                     slack -= 1
                 rem[v] -= 1
                 for c in range(d):
-                    gmin[c] = min(gmin[c], Xc[bt, c])
-                    gmax[c] = max(gmax[c], Xc[bt, c])
+                    gmin[c] = min(gmin[c], XT[c, bt])
+                    gmax[c] = max(gmax[c], XT[c, bt])
                 for j in range(m):
                     seen[j, S[orig[bt], j]] = True
         for o in range(nmem):
@@ -203,11 +220,11 @@ def _epk_kernel(  # noqa: PLR0917
             used[t] = False
             labels[orig[t]] = g
             for c in range(d):
-                cent[g, c] += Xc[t, c] / nmem
-                sumx[c] -= Xc[t, c]
+                cent[g, c] += XT[c, t] / nmem
+                sumx[c] -= XT[c, t]
             nu -= 1
             for c in range(d):
-                Xc[t, c] = Xc[nu, c]
+                XT[c, t] = XT[c, nu]
             secc[t] = secc[nu]
             orig[t] = orig[nu]
     # leftovers: BestMatch by Hom (IL increase) against the clusters' bounds, ties by distance
@@ -216,11 +233,11 @@ def _epk_kernel(  # noqa: PLR0917
         bh = np.inf
         bd = np.inf
         for g in range(nc):
-            h = _hom(Xc, t, bmin[g], bmax[g], inv)
+            h = _hom(XT, t, bmin[g], bmax[g], inv)
             if h <= bh:
                 dd = 0.0
                 for c in range(d):
-                    diff = Xc[t, c] - cent[g, c]
+                    diff = XT[c, t] - cent[g, c]
                     dd += diff * diff
                 if h < bh or dd < bd:
                     bh = h
