@@ -161,7 +161,7 @@ class Cloaker:
         self._pending: dict[Hashable, _Pending] = {}
         self._heap: list[tuple[float, int, Hashable]] = []
         self._seq = 0
-        self._retry_epoch = -1
+        self._retry_epoch: int | None = None  # last epoch whose pending were retried
         self._next_expiry = math.inf
 
     # ----------------------------------------------------------------- users
@@ -311,7 +311,7 @@ class Cloaker:
     def _tick(self, now: float) -> list[CloakOutcome]:
         """Retry pending requests once per new epoch; returns completed outcomes."""
         e = self._epoch(now)
-        if e <= self._retry_epoch:
+        if self._retry_epoch is not None and e <= self._retry_epoch:
             return []
         self._retry_epoch = e
         snap = self._snapshot(now)

@@ -332,3 +332,14 @@ def test_prepare_prebuilds_next_epoch_without_changing_results() -> None:
     assert c.request("p", "x", _params(k=2), now=0.0) is None
     c.update("y", 2.0, 2.0, 0.5)
     assert [o.request_id for o in c.prepare(1.0)] == ["p"]
+
+
+def test_negative_times_work() -> None:
+    ck = Cloaker(_cfg())
+    ck.update("a", 1.0, 1.0, -5.0)
+    assert ck.request("r", "a", _params(k=2), now=-4.9) is None
+    ck.update("b", 2.0, 2.0, -4.5)
+    outs = ck.update("a", 1.0, 1.0, -3.5)
+    assert [o.request_id for o in outs] == ["r"]
+    assert outs[0].region is not None
+    assert outs[0].region.t2 == -3.5
