@@ -1,11 +1,12 @@
 """asyncio drivers of the trusted services: they only move messages and time.
 
-:class:`ServiceDriver` is the common loop: subscribe to the routes, move every received message
-into a bounded queue (overflow: an ``overloaded`` error reply), decode it (a rejected message
-gets an :class:`~locpriv.messages.ErrorReply` with the reason and field, on the request's
-``reply_to`` when it can be read from the raw JSON, else on ``topics.errors(name)``), hand it to
-a sans-I/O machine with ``now = time.time()``, and publish the effects from a pool of publisher
-tasks. Deadlines of the machine are honoured by the same loop.
+:class:`ServiceDriver` is the common loop: subscribe to the routes, take every received message
+in arrival order, decode it (a rejected message gets an :class:`~locpriv.messages.ErrorReply`
+with the reason and field, on the request's ``reply_to`` when it can be read from the raw JSON,
+else on ``topics.errors(name)``), hand it to a sans-I/O machine with ``now = time.time()``, and
+publish the effects from a pool of publisher tasks; a timer task runs the machine's deadlines.
+The queue of received messages is bounded: when ``max_queue`` messages already wait behind the
+one at hand, that one gets an ``overloaded`` error reply instead of being processed.
 
 Reliability: QoS 1 everywhere, a persistent session (``clean_session=False``) so that requests
 published while the service is away are delivered when it returns, reconnection with backoff in
@@ -148,9 +149,9 @@ class ServiceDriver:
             max_payload=self.max_payload,
             stats=self.stats,
         )
-        self._inbox: asyncio.Queue[Received] = asyncio.Queue(config.limits.max_queue)
         self._outbox: asyncio.Queue[Send | None] = asyncio.Queue()
         self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
         self._transport: MqttTransport | MemoryTransport | None = None
 
     # ----------------------------------------------------------------- lifecycle
@@ -226,8 +227,8 @@ class ServiceDriver:
 
     def _shutdown_pending(self) -> None:
         now = time.time()
-        while not self._inbox.empty():
-            received = self._inbox.get_nowait()
+        transport = self._transport
+        while transport is not None and (received := transport.take_nowait()) is not None:
             route = self._route(received.topic)
             if route is not None and route.answer_errors and route.overload_errors:
                 self._reject(received, ErrorCode.UNAVAILABLE, f"{self.name} is shutting down")
@@ -237,47 +238,39 @@ class ServiceDriver:
     # ------------------------------------------------------------------- tasks
 
     async def _reader(self) -> None:
-        assert self._transport is not None
-        async for received in self._transport.messages():
+        transport = self._transport
+        assert transport is not None
+        max_queue = self.config.limits.max_queue
+        async for received in transport.messages():
             self.stats["received"] += 1
-            try:
-                self._inbox.put_nowait(received)
-            except asyncio.QueueFull:
-                self.stats["overloaded"] += 1
-                route = self._route(received.topic)
-                if route is not None and route.answer_errors and route.overload_errors:
-                    self._reject(received, ErrorCode.OVERLOADED, "request queue full; retry later")
-                else:
-                    log.warning("%s: queue full, message on a no-reply topic dropped", self.name)
+            if transport.backlog >= max_queue:
+                self._overloaded(received)
+                continue
+            self._handle(received, time.time())
+            self._wake.set()  # its deadlines may be earlier than the worker's timer
+
+    def _overloaded(self, received: Received) -> None:
+        self.stats["overloaded"] += 1
+        route = self._route(received.topic)
+        if route is not None and route.answer_errors and route.overload_errors:
+            self._reject(received, ErrorCode.OVERLOADED, "request queue full; retry later")
+        else:
+            log.debug("%s: queue full, message on a no-reply topic dropped", self.name)
 
     async def _worker(self) -> None:
-        loop = asyncio.get_running_loop()
+        """Runs the machine's deadlines (temporal cloaking, DS timeouts, user expiry)."""
         while True:
             deadline = self.machine.next_deadline()
             timeout = None if deadline is None else max(0.0, deadline - time.time())
-            received: Received | None = None
-            if self._inbox.empty() and timeout != 0.0:
-                getter = loop.create_task(self._inbox.get())
-                done, _ = await asyncio.wait({getter}, timeout=timeout)
-                if getter in done:
-                    received = getter.result()
-                else:
-                    getter.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await getter
-            elif not self._inbox.empty():
-                received = self._inbox.get_nowait()
-            batch = [received] if received is not None else []
-            while len(batch) < 256 and not self._inbox.empty():
-                batch.append(self._inbox.get_nowait())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+            self._wake.clear()
             now = time.time()
-            for item in batch:
-                self._handle(item, now)
             deadline = self.machine.next_deadline()
             if deadline is not None and deadline <= now:
                 self._emit(self._safe(self.machine.on_deadline, now))
-            if not batch:
-                await asyncio.sleep(0)
+            await asyncio.sleep(0)
 
     async def _publisher(self) -> None:
         assert self._transport is not None

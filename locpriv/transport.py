@@ -26,6 +26,7 @@ import contextlib
 import itertools
 import logging
 import random
+import socket
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -186,7 +187,11 @@ class MqttTransport:
             tls_context=ssl.create_default_context() if tls else None,
             max_inflight_messages=max_inflight,
             logger=logging.getLogger("aiomqtt"),
+            # request/reply traffic is many small packets: Nagle + delayed ACK would add ~40 ms
+            socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
         )
+        # aiomqtt warns above 10 concurrent publishes; services run many on purpose
+        self._client.pending_calls_threshold = 10_000
         self._birth = birth
         self._subs: dict[str, int] = {}
         self._queue: asyncio.Queue[Received | object] = asyncio.Queue()
@@ -202,6 +207,15 @@ class MqttTransport:
     def connected(self) -> bool:
         """True while the broker connection is up."""
         return self._connected.is_set()
+
+    @property
+    def backlog(self) -> int:
+        """Messages received but not yet taken from :meth:`messages` (here and in aiomqtt)."""
+        return self._queue.qsize() + len(self._client.messages)
+
+    def take_nowait(self) -> Received | None:
+        """The next already-received message, or None (does not wait)."""
+        return _take_nowait(self._queue)
 
     async def __aenter__(self) -> Self:
         self._task = asyncio.get_running_loop().create_task(
@@ -347,6 +361,18 @@ class MqttTransport:
             yield item
 
 
+def _take_nowait(queue: asyncio.Queue[Received | object]) -> Received | None:
+    try:
+        item = queue.get_nowait()
+    except asyncio.QueueEmpty:
+        return None
+    if item is _CLOSED:
+        queue.put_nowait(_CLOSED)
+        return None
+    assert isinstance(item, Received)
+    return item
+
+
 # --------------------------------------------------------------------------- memory
 
 
@@ -435,6 +461,15 @@ class MemoryTransport:
                 self.bus.deliver(self.will[0], self.will[1], retain=True)
             with contextlib.suppress(asyncio.QueueFull):
                 self._queue.put_nowait(_CLOSED)
+
+    @property
+    def backlog(self) -> int:
+        """Messages delivered but not yet taken from :meth:`messages`."""
+        return self._queue.qsize()
+
+    def take_nowait(self) -> Received | None:
+        """The next delivered message, or None (does not wait)."""
+        return _take_nowait(self._queue)
 
     def enqueue(self, item: Received) -> None:
         """Deliver one message to this client (called by the bus)."""

@@ -1,0 +1,285 @@
+"""End-to-end request/reply throughput over mosquitto: locpriv services vs a raw aiomqtt echo.
+
+    .venv/bin/python benchmarks/bench_e2e.py [--quick] [--duration S] [--concurrency N]
+
+Starts a private mosquitto 2.0 on 127.0.0.1, then measures, each for ``--duration`` seconds with
+``--concurrency`` requests in flight from one load-generator connection (locpriv's
+:class:`~locpriv.rpc.Requester` over :class:`~locpriv.transport.MqttTransport`, the same for every
+scenario):
+
+* ``raw_echo`` - a bare aiomqtt 2.5 client in its own process that parses each JSON request and
+  publishes a reply to its ``reply_to`` (QoS 1, publishes not serialised): the MQTT client
+  library's own request/reply rate on this machine;
+* ``p3_cloak`` - Protocol 3 cloak requests to ``locpriv serve anonymizer`` (own process) over a
+  population of 2,000 users (k=5, 1e4 < A < 4e6 m²);
+* ``p2_query`` - Protocol 2 nearest-3 queries: user -> mediator -> DS -> mediator -> user (two
+  round trips through the broker; anonymizer and DS in separate processes).
+
+Reports requests/s, p50/p99 latency and each rate as a fraction of ``raw_echo`` (goal >= 50 %).
+The machine is shared with other work, so the numbers are pessimistic. Writes
+benchmarks/results/bench_e2e.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from locpriv.broker import MosquittoProcess
+from locpriv.errors import RemoteError, RequestTimeout
+from locpriv.geo import LocalProjection
+from locpriv.messages import (
+    CloakRequest,
+    DSQuery,
+    LocationUpdate,
+    Message,
+    NearestQuery,
+    PointLocation,
+    PrivacyProfile,
+    QueryRequest,
+    encode,
+)
+from locpriv.rpc import Requester
+from locpriv.topics import Topics
+from locpriv.transport import connect
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "bench_e2e.json"
+TOPICS = Topics("bench")
+ECHO_TOPIC = "bench/echo/req"
+PROJ = LocalProjection(41.3874, 2.1686)
+USERS = 2000
+
+
+# ------------------------------------------------------------------ echo server
+
+
+async def echo_server(url: str) -> None:
+    """A bare aiomqtt request/reply service (the baseline); runs until killed."""
+    import aiomqtt
+
+    host, port = url.removeprefix("mqtt://").split(":")
+    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]  # as locpriv's transport does
+    async with aiomqtt.Client(
+        host, int(port), identifier="bench-echo", socket_options=nodelay
+    ) as client:
+        client.pending_calls_threshold = 10_000
+        await client.subscribe(ECHO_TOPIC, qos=1)
+        print("ready", flush=True)
+        tasks: set[asyncio.Task[None]] = set()
+        async for message in client.messages:
+            assert isinstance(message.payload, bytes)
+            req = json.loads(message.payload)
+            reply = json.dumps(
+                {"type": "query_answer", "correlation_id": req["correlation_id"], "pois": []}
+            ).encode()
+            task = asyncio.create_task(client.publish(req["reply_to"], reply, qos=1))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+
+# ---------------------------------------------------------------- load generator
+
+
+async def load(
+    url: str,
+    topic: str,
+    make: Callable[[int], Message],
+    *,
+    duration_s: float,
+    concurrency: int,
+    warmup_s: float,
+) -> dict[str, Any]:
+    """Closed-loop load: ``concurrency`` workers each send the next request on a reply."""
+    async with connect(url) as transport:
+        requester = Requester(transport, TOPICS.reply(transport.client_id))
+        await requester.start()
+        runner = asyncio.create_task(requester.run())
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        measure_from = start + warmup_s
+        end = measure_from + duration_s
+        latencies: list[float] = []
+        errors: dict[str, int] = {}
+        counter = iter(range(10**9))
+
+        async def worker() -> None:
+            while loop.time() < end:
+                t0 = loop.time()
+                try:
+                    await requester.request(topic, make(next(counter)), 10.0)
+                except RemoteError as exc:
+                    if t0 >= measure_from:
+                        errors[exc.code] = errors.get(exc.code, 0) + 1
+                except RequestTimeout:
+                    errors["timeout"] = errors.get("timeout", 0) + 1
+                    continue
+                t1 = loop.time()
+                if t0 >= measure_from and t1 <= end:
+                    latencies.append(t1 - t0)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        runner.cancel()
+    lat = np.asarray(latencies) * 1000.0
+    return {
+        "requests_per_s": len(lat) / duration_s,
+        "completed": len(lat),
+        "p50_ms": float(np.percentile(lat, 50)) if len(lat) else None,
+        "p99_ms": float(np.percentile(lat, 99)) if len(lat) else None,
+        "errors": errors,
+    }
+
+
+def _random_points(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(-3000, 3000, size=(n, 2))
+    return PROJ.to_lonlat(xy[:, 0], xy[:, 1])
+
+
+async def seed_users(url: str) -> None:
+    """USERS users publish one location update each."""
+    lon, lat = _random_points(USERS, 11)
+    now = time.time()
+    async with connect(url) as t:
+        for i in range(USERS):
+            update = LocationUpdate(user_id=f"u{i}", lat=float(lat[i]), lon=float(lon[i]), t=now)
+            await t.publish(TOPICS.location(f"u{i}"), encode(update), qos=1)
+
+
+def _spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if b"ready" in line or b"serving" in line:
+            return proc
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise RuntimeError(f"{args} did not start")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+async def run(duration_s: float, concurrency: int, warmup_s: float) -> dict[str, Any]:
+    env = {**os.environ, "LOCPRIV_LOG": "WARNING"}
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp, MosquittoProcess(tmp) as mosquitto:
+        url = mosquitto.url
+        toml = Path(tmp) / "locpriv.toml"
+        toml.write_text('prefix = "bench"\n[limits]\nmax_queue = 100000\npublishers = 128\n')
+        common = {"duration_s": duration_s, "concurrency": concurrency, "warmup_s": warmup_s}
+
+        echo = _spawn([__file__, "--echo-server", url], env)
+        try:
+
+            def echo_msg(i: int) -> Message:
+                return DSQuery(
+                    correlation_id="x",
+                    reply_to="x",
+                    query=NearestQuery(category="cafe", n=3),
+                    location=PointLocation(lat=41.39, lon=2.17),
+                )
+
+            results["raw_echo"] = await load(url, ECHO_TOPIC, echo_msg, **common)
+        finally:
+            _stop(echo)
+
+        serve = ["-m", "locpriv", "-q", "serve", "--broker", url, "--config", str(toml)]
+        anonymizer = _spawn([*serve[:4], "anonymizer", *serve[4:]], env)
+        ds = _spawn([*serve[:4], "ds", *serve[4:]], env)
+        try:
+            await seed_users(url)
+            await asyncio.sleep(1.5)  # next epoch snapshot holds everyone
+            profile = PrivacyProfile(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=1.0)
+
+            def cloak_msg(i: int) -> Message:
+                return CloakRequest(
+                    correlation_id="x", reply_to="x", user_id=f"u{i % USERS}", profile=profile
+                )
+
+            results["p3_cloak"] = await load(url, TOPICS.p3_cloak, cloak_msg, **common)
+            lon, lat = _random_points(4096, 12)
+
+            def query_msg(i: int) -> Message:
+                return QueryRequest(
+                    correlation_id="x",
+                    reply_to="x",
+                    user_id=f"u{i % USERS}",
+                    protocol=2,
+                    lat=float(lat[i % 4096]),
+                    lon=float(lon[i % 4096]),
+                    query=NearestQuery(category="cafe", n=3),
+                )
+
+            results["p2_query"] = await load(url, TOPICS.p2_query, query_msg, **common)
+        finally:
+            _stop(anonymizer)
+            _stop(ds)
+    raw = results["raw_echo"]["requests_per_s"] or 1.0
+    for name in ("p3_cloak", "p2_query"):
+        results[name]["fraction_of_raw"] = results[name]["requests_per_s"] / raw
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 s per scenario")
+    parser.add_argument("--duration", type=float, default=8.0, help="seconds measured each")
+    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    parser.add_argument("--echo-server", metavar="URL", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.echo_server:
+        asyncio.run(echo_server(args.echo_server))
+        return
+    duration = 2.0 if args.quick else args.duration
+    warmup = 0.5 if args.quick else 1.5
+    results = asyncio.run(run(duration, args.concurrency, warmup))
+    print(f"{'scenario':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'of raw':>7}  errors")
+    for name, r in results.items():
+        frac = r.get("fraction_of_raw")
+        print(
+            f"{name:<10} {r['requests_per_s']:>9.0f} {r['p50_ms'] or 0:>8.2f} "
+            f"{r['p99_ms'] or 0:>8.2f} {'' if frac is None else f'{frac:.0%}':>7}  "
+            f"{r['errors'] or ''}"
+        )
+    payload = {
+        "benchmark": "bench_e2e",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "settings": {"duration_s": duration, "warmup_s": warmup, "concurrency": args.concurrency},
+        "note": "one load-generator connection; services in their own processes; "
+        "shared machine, so pessimistic",
+        "goal": "p3_cloak and p2_query >= 50% of raw_echo requests/s",
+        "results": results,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
