@@ -247,3 +247,50 @@ def test_census_methods_valid_and_il_ordered() -> None:
             assert is_p_sensitive(labels, s, k, p)
             # p-sensitivity costs information: never below plain MDAV by a wide margin
             assert il_percent(Z, labels) > 0.8 * il_m
+
+
+def _reference_seeded(
+    Z: np.ndarray, s: np.ndarray, k: int, p: int, rnd: np.ndarray | None
+) -> np.ndarray:
+    """Plain-Python Solanas et al. Algorithm 1 (one confidential attribute), for comparison."""
+    n = len(Z)
+    lo, hi = Z.min(0), Z.max(0)
+    alive = np.ones(n, bool)
+    labels = -np.ones(n, np.int64)
+    g = 0
+    while alive.sum() >= k and len(np.unique(s[alive])) >= p:
+        idx = np.flatnonzero(alive)
+        if rnd is None:
+            c = Z[idx].mean(0)
+            seed = idx[np.argmax(((Z[idx] - c) ** 2).sum(1))]
+        else:
+            v = lo + rnd[g] * (hi - lo)
+            seed = idx[np.argmin(((Z[idx] - v) ** 2).sum(1))]
+        rest = [o for o in idx[np.argsort(((Z[idx] - Z[seed]) ** 2).sum(1))] if o != seed]
+        grp, vals = [seed], {s[seed]}
+        while len(grp) < k or len(vals) < p:
+            tight = len(vals) < p and len(grp) + (p - len(vals)) >= k
+            pick = next(o for o in rest if s[o] not in vals) if tight else rest[0]
+            rest.remove(pick)
+            grp.append(pick)
+            vals.add(s[pick])
+        labels[grp] = g
+        alive[grp] = False
+        g += 1
+    cent = np.array([Z[labels == a].mean(0) for a in range(g)])
+    for i in np.flatnonzero(alive):
+        labels[i] = np.argmin(((cent - Z[i]) ** 2).sum(1))
+    return labels
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("mode", ["mdav", "random"])
+def test_seeded_kernel_equals_plain_python(seed: int, mode: str) -> None:
+    rng = np.random.default_rng(seed)
+    n, d, k, p = 150, 3, 4, 3
+    Z = rng.normal(size=(n, d))
+    s = np.minimum(rng.geometric(0.4, n) - 1, 5)
+    got = seeded_groups(Z, s, k, p, seed_mode=mode, rng=np.random.default_rng(seed))
+    rnd = np.random.default_rng(seed).random((n // k + 1, d)) if mode == "random" else None
+    want = _reference_seeded(Z, s, k, p, rnd)
+    assert np.array_equal(got, want)
