@@ -152,6 +152,7 @@ class ServiceDriver:
         self._outbox: asyncio.Queue[Send | None] = asyncio.Queue()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
+        self._timer_at: float | None = None
         self._transport: MqttTransport | MemoryTransport | None = None
 
     # ----------------------------------------------------------------- lifecycle
@@ -247,7 +248,9 @@ class ServiceDriver:
                 self._overloaded(received)
                 continue
             self._handle(received, time.time())
-            self._wake.set()  # its deadlines may be earlier than the worker's timer
+            deadline = self.machine.next_deadline()
+            if deadline is not None and (self._timer_at is None or deadline < self._timer_at):
+                self._wake.set()  # the timer sleeps past the new earliest deadline
 
     def _overloaded(self, received: Received) -> None:
         self.stats["overloaded"] += 1
@@ -261,6 +264,7 @@ class ServiceDriver:
         """Runs the machine's deadlines (temporal cloaking, DS timeouts, user expiry)."""
         while True:
             deadline = self.machine.next_deadline()
+            self._timer_at = deadline
             timeout = None if deadline is None else max(0.0, deadline - time.time())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
