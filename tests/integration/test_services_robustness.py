@@ -220,3 +220,30 @@ async def test_pending_requests_answered_unavailable_on_shutdown(
         with pytest.raises(RemoteError) as info:
             await pending
         assert info.value.code == ErrorCode.UNAVAILABLE
+
+
+@pytest.mark.asyncio
+async def test_temporal_cloak_completes_or_times_out_via_service_timer(
+    amqtt_url: str, topics: Topics
+) -> None:
+    from locpriv.client import CloakTimeoutError
+
+    config = make_config(topics)
+    async with running(AnonymizerService(amqtt_url, config)):
+        await seed_population(amqtt_url, topics, n=3)
+        async with Client(amqtt_url, user_id="gus", prefix=topics.prefix) as gus:
+            await gus.update_location(lat=LAT, lon=LON)
+            # 4 users known, k=6: pending until two more users show up in a later epoch
+            waiting = asyncio.create_task(gus.cloak(k=6, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=4))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            await seed_population(amqtt_url, topics, n=6, seed=2)
+            cloak = await waiting
+            assert cloak.users is not None and cloak.users >= 6
+            # k beyond the population: the timer answers cloak_timeout after max_delay_s
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            with pytest.raises(CloakTimeoutError) as info:
+                await gus.cloak(k=50, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=1.0)
+            assert info.value.code == ErrorCode.CLOAK_TIMEOUT
+            assert 0.9 <= loop.time() - t0 < 5.0
