@@ -1,0 +1,249 @@
+"""Protocol 4 on a device: :class:`PeerClient`, a thin asyncio driver of
+:class:`~locpriv.protocols.p4_peer.PeerMachine` over a :mod:`locpriv.transport`.
+
+>>> async def main() -> None:  # doctest: +SKIP
+...     async with PeerClient("mqtt://broker:1883", user_id="alice", sigma_m=100.0, k=5,
+...                           a_min_m2=20_000.0, a_max_m2=1_000_000.0) as p:
+...         p.set_location(lat=41.39, lon=2.17)
+...         answer = await p.query(NearestQuery(category="pharmacy", n=3))
+...         print(answer.pois, answer.group_size, answer.area_m2, answer.rounds)
+
+While the client is open it also answers neighbours' requests (the responder, under
+``config.responder``). ``user_id`` never leaves the device: the MQTT client id, reply topics,
+correlation ids and the requester/responder pseudonym are random. Times are Unix seconds from
+``clock`` (default :func:`time.time`); randomness from ``rng`` (default: seeded from OS entropy).
+
+Errors from :meth:`PeerClient.query`: :class:`~locpriv.errors.GroupInfeasible` (no group after
+``max_rounds``, the reason in the message), :class:`~locpriv.errors.RemoteError` (DS answered
+with an error), :class:`~locpriv.errors.RequestTimeout` (DS silent, or the caller's
+``timeout_s``), :class:`~locpriv.errors.TransportError` (broker gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self
+
+import numpy as np
+
+from locpriv.errors import ConfigError, DecodeError, LocprivError, RequestTimeout
+from locpriv.messages import Query, decode, encode
+from locpriv.noise import GaussianMechanism, Mechanism
+from locpriv.protocols import Send
+from locpriv.protocols.p4_peer import (
+    Effect,
+    PeerAnswer,
+    PeerConfig,
+    PeerMachine,
+    QueryDone,
+    QueryFailed,
+    Subscribe,
+    Unsubscribe,
+)
+from locpriv.topics import Topics
+from locpriv.transport import Transport, connect, new_client_id
+
+__all__ = ["PeerAnswer", "PeerClient", "PeerConfig"]
+
+log = logging.getLogger(__name__)
+
+REPLY_MAX_BYTES = 8 * 1024 * 1024
+"""Largest payload accepted (DS candidate sets can be large), bytes."""
+
+
+class PeerClient:
+    """A device speaking Protocol 4; an async context manager.
+
+    Give either ``config`` or ``k``/``a_min_m2``/``a_max_m2`` with ``sigma_m`` (Gaussian, metres)
+    or ``mechanism``; further :class:`PeerConfig` fields may be passed as keywords.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        user_id: str,
+        sigma_m: float | None = None,
+        k: int | None = None,
+        a_min_m2: float | None = None,
+        a_max_m2: float | None = None,
+        mechanism: Mechanism | None = None,
+        config: PeerConfig | None = None,
+        topics: Topics | None = None,
+        rng: np.random.Generator | None = None,
+        clock: Callable[[], float] = time.time,
+        transport: Transport | None = None,
+        **options: Any,
+    ) -> None:
+        if config is None:
+            if k is None or a_min_m2 is None or a_max_m2 is None:
+                raise ConfigError("give config, or k, a_min_m2 and a_max_m2")
+            if mechanism is None:
+                if sigma_m is None:
+                    raise ConfigError("give sigma_m or mechanism")
+                mechanism = GaussianMechanism(sigma_m)
+            config = PeerConfig(
+                k=k, a_min_m2=a_min_m2, a_max_m2=a_max_m2, mechanism=mechanism, **options
+            )
+        elif sigma_m is not None or mechanism is not None or options:
+            raise ConfigError("give either config or the individual parameters, not both")
+        self.user_id = user_id
+        self.config = config
+        self.clock = clock
+        self.machine = PeerMachine(
+            config, rng=rng if rng is not None else np.random.default_rng(), topics=topics
+        )
+        self.transport: Transport = transport or connect(url, client_id=new_client_id("p4"))
+        self._futures: dict[str, asyncio.Future[PeerAnswer]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._runners: list[asyncio.Task[None]] = []
+        self._open = False
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> Self:
+        await self.transport.__aenter__()
+        self._open = True
+        self._runners = [
+            asyncio.create_task(self._read(), name="p4-read"),
+            asyncio.create_task(self._timer(), name="p4-timer"),
+        ]
+        log.debug("peer client %s open", self.user_id)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._open = False
+        tasks = {*self._runners, *self._tasks}
+        pending = set(tasks)
+        while pending:  # cancel until done: 3.11's wait_for may swallow one cancellation
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.2)
+        for task in tasks:
+            if not task.cancelled() and task.exception() is not None:
+                log.debug("peer task ended with %r", task.exception())
+        for fut in self._futures.values():
+            if not fut.done():
+                fut.set_exception(RequestTimeout("peer client closed"))
+        self._futures.clear()
+        await self.transport.__aexit__(exc_type, exc, tb)
+
+    # ------------------------------------------------------------------- public
+
+    @property
+    def stats(self) -> Counter[str]:
+        """Counts of dropped replies, refused requests, replies sent, by reason."""
+        return self.machine.stats
+
+    def set_location(self, *, lat: float, lon: float) -> None:
+        """The device's true position (degrees). Never sent anywhere as such."""
+        self._spawn(self.machine.set_location(lon, lat, self.clock()))
+
+    async def flush(self) -> None:
+        """Wait until pending subscriptions and publications have gone out."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def query(self, query: Query, *, timeout_s: float | None = None) -> PeerAnswer:
+        """Run one Protocol 4 query; the refined answer with diagnostics."""
+        if not self._open:
+            raise ConfigError("use PeerClient as 'async with'")
+        qid, effects = self.machine.start_query(query, self.clock())
+        fut: asyncio.Future[PeerAnswer] = asyncio.get_running_loop().create_future()
+        self._futures[qid] = fut
+        try:
+            await self._run(effects)
+            self._wake.set()
+            if timeout_s is None:
+                return await fut
+            try:
+                async with asyncio.timeout(timeout_s):
+                    return await fut
+            except TimeoutError:
+                raise RequestTimeout(f"no answer within {timeout_s} s") from None
+        finally:
+            self._futures.pop(qid, None)
+            if self.machine.pending and not fut.done():
+                self._spawn(self.machine.cancel(qid))
+
+    # ------------------------------------------------------------------ driving
+
+    def _spawn(self, effects: list[Effect]) -> None:
+        if not effects:
+            return
+        task = asyncio.get_running_loop().create_task(self._run(effects))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, effects: list[Effect]) -> None:
+        """Carry out effects in order (a subscription is acknowledged before what follows)."""
+        for e in effects:
+            if isinstance(e, Send):
+                await self.transport.publish(e.topic, encode(e.message), qos=e.qos)
+            elif isinstance(e, Subscribe):
+                await self.transport.subscribe(e.topic, qos=e.qos)
+            elif isinstance(e, Unsubscribe):
+                await self.transport.unsubscribe(e.topic)
+            elif isinstance(e, QueryDone | QueryFailed):
+                self._resolve(e)
+        self._wake.set()
+
+    def _resolve(self, e: QueryDone | QueryFailed) -> None:
+        fut = self._futures.get(e.query_id)
+        if fut is None or fut.done():
+            return
+        if isinstance(e, QueryDone):
+            fut.set_result(e.answer)
+        else:
+            err: LocprivError = e.error
+            fut.set_exception(err)
+
+    def _dispatch(self, effects: list[Effect]) -> None:
+        # outcomes at once; network effects in the background so reading never blocks
+        rest: list[Effect] = []
+        for e in effects:
+            if isinstance(e, QueryDone | QueryFailed):
+                self._resolve(e)
+            else:
+                rest.append(e)
+        self._spawn(rest)
+
+    async def _read(self) -> None:
+        async for item in self.transport.messages():
+            now = self.clock()
+            try:
+                message = decode(item.payload, max_bytes=REPLY_MAX_BYTES)
+            except DecodeError as exc:
+                log.debug("undecodable payload (%s)", exc.code)
+                self.machine.receive_invalid(item.topic, now)
+                continue
+            self._dispatch(self.machine.receive(message, now))
+            self._wake.set()
+
+    async def _timer(self) -> None:
+        while True:
+            self._wake.clear()
+            due = self.machine.next_deadline()
+            if due is None:
+                await self._wake.wait()
+                continue
+            delay = due - self.clock()
+            if delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
+                continue
+            self._dispatch(self.machine.on_deadline(self.clock()))
