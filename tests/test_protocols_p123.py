@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
 import shapely
 
 from locpriv.cloak import CloakConfig, Cloaker, CloakParams
+from locpriv.config import load_config
 from locpriv.ds import DEFAULT_POIS, DSCore
-from locpriv.errors import ErrorCode
+from locpriv.errors import ConfigError, ErrorCode
 from locpriv.geo import LocalProjection, region_from_wire
 from locpriv.messages import (
     CloakReply,
@@ -248,3 +250,21 @@ def test_ds_error_is_relayed_under_the_users_id() -> None:
     relayed = _one(core.receive(ds_error, T0)).message
     assert isinstance(relayed, ErrorReply)
     assert relayed.correlation_id == "user-cid-1" and relayed.code == ErrorCode.INTERNAL
+
+
+def test_operator_config_feeds_the_machines(tmp_path: Path) -> None:
+    shipped = load_config(Path(__file__).parents[1] / "deploy" / "locpriv.toml")
+    assert shipped.limits.publishers == 64 and shipped.topics.prefix == "locpriv"
+    cfg = shipped.cloak_config()
+    assert cfg.world == (-25_000.0, -25_000.0, 25_000.0, 25_000.0)
+    assert cfg.default == CloakParams(k=10, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=5.0)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[cloak]\nk_min = 0\n")
+    with pytest.raises(ConfigError, match=r"cloak\.k_min"):
+        load_config(bad)
+    bad.write_text('prefix = "a/#"\n')
+    with pytest.raises(ConfigError, match="prefix"):
+        load_config(bad)
+    bad.write_text("[limits\n")
+    with pytest.raises(ConfigError, match="TOML"):
+        load_config(bad)
