@@ -5,8 +5,9 @@ API notes for callers (deviations from / additions to the agreed contract):
 * Epoch/snapshot model. Time is cut into epochs of ``CloakConfig.epoch_s`` seconds
   (epoch = ``floor(now / epoch_s)``). The first call in a new epoch takes a snapshot of all current
   users; every region of that epoch is computed from that snapshot, so reciprocity holds within
-  an epoch: every user inside R asking with the same ``k`` (and an ``a_min_m2`` on the same rung,
-  see ``a_min_step``) in the same epoch gets the identical :class:`CloakRegion`. R contains the
+  an epoch: every user inside R asking with the same ``k`` and an ``a_min_m2`` on the same rung
+  (see ``a_min_step``) in the same epoch gets the identical :class:`CloakRegion` (if R had to be
+  shrunk to fit ``a_max_m2``, the same ``a_max_m2`` too). R contains the
   requester's position *as of the snapshot*; ``t2`` is the snapshot time and ``t1`` the earliest
   last-update time of the users inside R, so ``[t1, t2]`` is the interval the region covers.
 * A user whose first update came after the current snapshot is not in it: its request stays
@@ -45,7 +46,7 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -369,7 +370,9 @@ class Cloaker:
             cp.regions[leaf] = region
         if region.area_m2 < p.a_max_m2:
             return region, ""
-        small = shrunk_region(cp.part, leaf, p, snap.time)
+        # shrink with the rung's a_min so that the region depends on (k, rung, a_max) only
+        rung = round_a_min(p.a_min_m2, self.config.a_min_step)
+        small = shrunk_region(cp.part, leaf, replace(p, a_min_m2=rung), snap.time)
         if small is not None:
             return small, ""
         disc = snap.knn_area(i, p.k)
