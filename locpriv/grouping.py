@@ -378,6 +378,13 @@ def select_group(
     )
 
 
+def warm_up() -> None:
+    """Load (or compile) the numba kernels now rather than on the first query (~1 s cold)."""
+    pts = np.array([[10.0, 0.0], [0.0, 10.0], [10.0, 10.0], [20.0, 5.0]])
+    select_group((0.0, 0.0), pts, 3, 1.0, 1e6, node_budget=1)
+    select_group((0.0, 0.0), pts, 3, 1.0, 1e6)
+
+
 __all__ = [
     "DEFAULT_NODE_BUDGET",
     "AreaMode",
@@ -387,4 +394,5 @@ __all__ = [
     "group_area_m2",
     "select_group",
     "sse_m2",
+    "warm_up",
 ]

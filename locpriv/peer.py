@@ -33,6 +33,7 @@ from typing import Any, Self
 import numpy as np
 
 from locpriv.errors import ConfigError, DecodeError, LocprivError, RequestTimeout
+from locpriv.grouping import warm_up
 from locpriv.messages import Query, decode, encode
 from locpriv.noise import GaussianMechanism, Mechanism
 from locpriv.protocols import Send
@@ -110,6 +111,7 @@ class PeerClient:
     # ----------------------------------------------------------------- lifecycle
 
     async def __aenter__(self) -> Self:
+        warm_up()
         await self.transport.__aenter__()
         self._open = True
         self._runners = [

@@ -83,6 +83,8 @@ log = logging.getLogger(__name__)
 
 MAX_RADIUS_M = 100_000.0
 """Largest ``radius_m`` the wire accepts, metres."""
+PROJECTION_GRID_DEG = 0.1
+"""Spacing (degrees) of the origins of the local projections used for grouping."""
 
 
 # --------------------------------------------------------------------------- effects
@@ -111,7 +113,8 @@ class PeerAnswer:
     ``area_m2``/``sse_m2``: the group's area and within-group SSE (local metres). ``rounds``:
     broadcasts made. ``centroid``: ``(lat, lon)`` degrees sent to DS with ``radius_m`` metres.
     ``replies``: usable replies collected. ``dropped``: replies dropped, by reason.
-    ``candidates``: POIs DS returned. ``exact``: the group is proven SSE-optimal.
+    ``candidates``: POIs DS returned. ``exact``: the group is proven SSE-optimal. ``ds_s``:
+    seconds from sending the DS query to receiving its answer.
     """
 
     pois: tuple[POI, ...]
@@ -125,6 +128,7 @@ class PeerAnswer:
     dropped: dict[str, int]
     candidates: int
     exact: bool
+    ds_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +293,7 @@ class _Query:
     group: Group | None = None
     centroid: tuple[float, float] = (0.0, 0.0)
     radius_m: float = 0.0
+    ds_sent: float = 0.0
 
 
 class PeerMachine:
@@ -373,8 +378,14 @@ class PeerMachine:
         return own, effects
 
     def _projection_for(self, lon: float, lat: float) -> LocalProjection:
-        clon, clat = self.grid.center_of(lon, lat)
-        return _projection(round(clat, 9), round(clon, 9))
+        """A cached aeqd projection centred on the 0.1° grid node nearest ``(lon, lat)``.
+
+        Points of a group lie within a few km of it, where aeqd's scale error is below 1e-6;
+        building a projection costs tens of ms, so a device builds one per ~10 km moved (and
+        :meth:`set_location` builds it ahead of the first query).
+        """
+        step = PROJECTION_GRID_DEG
+        return _projection(round(round(lat / step) * step, 6), round(round(lon / step) * step, 6))
 
     # ------------------------------------------------------------------- inputs
 
@@ -383,7 +394,10 @@ class PeerMachine:
         if not (-90.0 <= lat_deg <= 90.0 and -180.0 <= lon_deg <= 180.0):
             raise ConfigError("location out of range")
         self._true = (float(lon_deg), float(lat_deg))
-        return self._refresh(now)[1]
+        own, effects = self._refresh(now)
+        if own is not None:
+            self._projection_for(*own)  # build (and cache) it off the query path
+        return effects
 
     def start_query(self, query: Query, now: float) -> tuple[str, list[Effect]]:
         """Begin a query; returns its id and the effects (subscriptions, broadcasts)."""
@@ -613,7 +627,8 @@ class PeerMachine:
             query=q.query,
             location=CentroidLocation(lat=clat, lon=clon, radius_m=q.radius_m),
         )
-        return [Unsubscribe(q.peer_topic), Send(self.topics.ds_query, ds)]
+        q.ds_sent = now
+        return [Send(self.topics.ds_query, ds), Unsubscribe(q.peer_topic)]
 
     def _ds_reply(self, msg: QueryAnswer | ErrorReply, now: float) -> list[Effect]:
         qid = self._by_cid.get(msg.correlation_id or "")
@@ -637,6 +652,7 @@ class PeerMachine:
             dropped=dict(q.dropped),
             candidates=len(msg.pois),
             exact=q.group.exact,
+            ds_s=max(0.0, now - q.ds_sent),
         )
         return self._finish(q, QueryDone(q.id, answer))
 
