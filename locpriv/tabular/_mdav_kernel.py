@@ -1,6 +1,27 @@
 """Numba kernel of fixed-size MDAV (private; the public API is :func:`locpriv.tabular.mdav.mdav`).
 
-See docs/microaggregation.md for the algorithm, the tie-breaks and why this is fast.
+Exact: the same partition as the textbook algorithm with the tie-breaks documented in
+:func:`locpriv.tabular.mdav.mdav`. docs/microaggregation.md explains why it is fast. In short:
+
+* the live records are kept contiguous, column by column (``XT`` is d × n); a removed record is
+  replaced by the last live one (swap-remove), so every pass touches live records only, and the
+  distance loops run across records, four columns per sweep, which LLVM vectorises (AVX2);
+* the column sums of the live records are updated as records leave, in double-double precision,
+  so the centroid is the correctly rounded mean (as if recomputed) at O(d) per record removed;
+* one full distance pass per iteration: the distances to ``r`` give both ``s`` (the furthest)
+  and r's k-1 nearest; they are kept in ``dr``;
+* s's k-1 nearest are searched with lower bounds: ``d(x, s) >= d(s, r) - d(x, r)`` and partial
+  distances over the columns where ``s`` lies furthest out (6 in one vectorised sweep, then up to
+  10 on the survivors), against a guess of the kth-neighbour distance (checked afterwards;
+  widened and repeated in the rare case it was too small);
+* the furthest record from the centroid ``c`` is searched with a pivot ``p`` (an earlier
+  centroid) and its distance table ``dp``: ``d(x, c) <= d(x, p) + d(p, c)`` rules out all but a
+  thin outer shell, kept in a short list of records (rebuilt when the shell leaves it); ``p``
+  moves to the current centroid when the shell gets thick.
+
+The filters only skip records that cannot win: every candidate's squared distance is computed
+exactly as the reference does (columns added in order 0..d-1, no FMA), and each bound keeps a
+relative slack ``_SLACK`` far above rounding error, so the result equals the plain algorithm's.
 """
 
 from __future__ import annotations
@@ -8,146 +29,388 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+_SLACK = 1e-9  # relative slack of the pruning bounds (rounding error is ~1e-15)
+_CHUNK = 256  # records per chunk of a distance sweep (the chunk's distances stay in L1)
+_J1 = 6  # columns of the vectorised lower bound on the distance to s
+_J2 = 10  # columns of the second lower bound (survivors of the first only)
+_GUESS = 1.25  # s's kth-neighbour distance is guessed as this times the previous one
+
+# slots of the diagnostic counters returned in ``stats``
+ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_SCAND1, ST_SCAND, ST_SRETRY = range(7)
+N_STATS = 7
+
 
 @numba.njit(cache=True, inline="always")
 def _two_sum(a: float, b: float) -> tuple[float, float]:
     s = a + b
     bb = s - a
-    err = (a - (s - bb)) + (b - bb)
-    return s, err
+    return s, (a - (s - bb)) + (b - bb)
 
 
-@numba.njit(cache=True)
-def _sqdist(X: np.ndarray, i: int, q: np.ndarray) -> float:
+@numba.njit(cache=True, inline="always")
+def _sqdist(XT, i, q):  # type: ignore[no-untyped-def]
+    """Squared distance of the live record at position ``i`` to ``q`` (columns in order)."""
     acc = 0.0
-    for j in range(X.shape[1]):
-        t = X[i, j] - q[j]
+    for j in range(XT.shape[0]):
+        t = XT[j, i] - q[j]
         acc += t * t
     return acc
 
 
-@numba.njit(cache=True)
-def mdav_kernel(X: np.ndarray, k: int) -> np.ndarray:
-    """Plain fused MDAV on live rows kept contiguous (swap-remove compaction)."""
-    n, d = X.shape
-    Xc = X.copy()
-    idx = np.arange(n)
-    labels = np.full(n, -1, dtype=np.intp)
-    # running column sums as double-double (hi, lo): the centroid is the correctly rounded sum / m
-    s_hi = np.zeros(d)
-    s_lo = np.zeros(d)
-    for i in range(n):
-        for j in range(d):
-            h, e = _two_sum(s_hi[j], Xc[i, j])
-            s_hi[j] = h
-            s_lo[j] += e
-    c = np.empty(d)
-    q = np.empty(d)
-    m = n
-    g = 0
-    near_d = np.empty(k)
-    near_i = np.empty(k, dtype=np.intp)  # positions
-    grp = np.empty(k, dtype=np.intp)
+@numba.njit(cache=True, inline="always")
+def _before(da, ia, db, ib):  # type: ignore[no-untyped-def]
+    """(da, ia) sorts before (db, ib): smaller distance, then lower index."""
+    return da < db or (da == db and ia < ib)
 
-    while m >= 2 * k:
-        for j in range(d):
-            c[j] = (s_hi[j] + s_lo[j]) / m
-        # r = furthest from c (ties: lowest original index)
-        best = -1.0
-        rp = -1
-        for p in range(m):
-            dd = _sqdist(Xc, p, c)
-            if dd > best or (dd == best and idx[p] < idx[rp]):
-                best = dd
-                rp = p
-        # group of r: r + k-1 nearest by (distance, index); also furthest from r
-        _group_around(Xc, idx, m, rp, k, q, near_d, near_i, grp)
-        if m >= 3 * k:
-            # s = furthest from r among records not in r's group
-            for j in range(d):
-                q[j] = Xc[rp, j]
-            best = -1.0
-            sp = -1
-            for p in range(m):
-                inr = False
-                for t in range(k):
-                    if grp[t] == p:
-                        inr = True
-                        break
-                if inr:
-                    continue
-                dd = _sqdist(Xc, p, q)
-                if dd > best or (dd == best and idx[p] < idx[sp]):
-                    best = dd
-                    sp = p
-            s_orig = idx[sp]
-            m = _remove(Xc, idx, labels, m, grp, k, g, s_hi, s_lo)
-            g += 1
-            # find s again (its position may have moved during compaction)
-            for p in range(m):
-                if idx[p] == s_orig:
-                    sp = p
-                    break
-            _group_around(Xc, idx, m, sp, k, q, near_d, near_i, grp)
-            m = _remove(Xc, idx, labels, m, grp, k, g, s_hi, s_lo)
-            g += 1
-        else:
-            m = _remove(Xc, idx, labels, m, grp, k, g, s_hi, s_lo)
-            g += 1
-            break
-    for p in range(m):
-        labels[idx[p]] = g
-    return labels
+
+@numba.njit(cache=True, inline="always")
+def _insert(dd, ii, near_d, near_i, cnt, kk):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """Insert (dd, original index ii) into the sorted list of the kk nearest; returns its size."""
+    if cnt < kk:
+        t = cnt
+        cnt += 1
+    elif kk > 0 and _before(dd, ii, near_d[kk - 1], near_i[kk - 1]):
+        t = kk - 1
+    else:
+        return cnt
+    while t > 0 and _before(dd, ii, near_d[t - 1], near_i[t - 1]):
+        near_d[t] = near_d[t - 1]
+        near_i[t] = near_i[t - 1]
+        t -= 1
+    near_d[t] = dd
+    near_i[t] = ii
+    return cnt
 
 
 @numba.njit(cache=True)
-def _group_around(Xc, idx, m, cp, k, q, near_d, near_i, grp):  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    d = Xc.shape[1]
-    for j in range(d):
-        q[j] = Xc[cp, j]
+def _chunk_sq(XT, i0, L, q, cols, ncols, acc):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """``acc[:L]`` = sum over ``cols[:ncols]`` (in that order) of ``(XT[j, i] - q[j])**2`` for
+    the live records ``i = i0..i0+L-1``.
+
+    Four columns per sweep over the chunk, added one after the other (so with ``cols = 0..d-1``
+    the result is bit-identical to a plain loop over the columns); the sweep vectorises.
+    """
+    for i in range(L):
+        acc[i] = 0.0
+    u = 0
+    while u + 4 <= ncols:
+        j0 = cols[u]
+        j1 = cols[u + 1]
+        j2 = cols[u + 2]
+        j3 = cols[u + 3]
+        r0 = XT[j0, i0 : i0 + L]
+        r1 = XT[j1, i0 : i0 + L]
+        r2 = XT[j2, i0 : i0 + L]
+        r3 = XT[j3, i0 : i0 + L]
+        q0 = q[j0]
+        q1 = q[j1]
+        q2 = q[j2]
+        q3 = q[j3]
+        for i in range(L):
+            t0 = r0[i] - q0
+            t1 = r1[i] - q1
+            t2 = r2[i] - q2
+            t3 = r3[i] - q3
+            acc[i] = (((acc[i] + t0 * t0) + t1 * t1) + t2 * t2) + t3 * t3
+        u += 4
+    if u + 2 <= ncols:
+        j0 = cols[u]
+        j1 = cols[u + 1]
+        r0 = XT[j0, i0 : i0 + L]
+        r1 = XT[j1, i0 : i0 + L]
+        q0 = q[j0]
+        q1 = q[j1]
+        for i in range(L):
+            t0 = r0[i] - q0
+            t1 = r1[i] - q1
+            acc[i] = (acc[i] + t0 * t0) + t1 * t1
+        u += 2
+    if u < ncols:
+        j0 = cols[u]
+        r0 = XT[j0, i0 : i0 + L]
+        q0 = q[j0]
+        for i in range(L):
+            t0 = r0[i] - q0
+            acc[i] += t0 * t0
+
+
+@numba.njit(cache=True)
+def _around(XT, idx, m, rp, q, allcols, dr, kk, near_d, near_i):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """The full pass: ``dr[:m]`` = squared distances of the live records to ``q`` (the record
+    at position ``rp``). Returns the position of the furthest and fills the sorted ``kk``
+    nearest other than ``rp`` into ``near_d``/``near_i`` (original indices)."""
+    d = XT.shape[0]
+    far = -1.0
+    sp = -1
     cnt = 0
-    kk = k - 1
-    for p in range(m):
-        if p == cp:
+    kth = np.inf if kk > 0 else -1.0
+    for i0 in range(0, m, _CHUNK):
+        L = min(_CHUNK, m - i0)
+        acc = dr[i0 : i0 + L]
+        _chunk_sq(XT, i0, L, q, allcols, d, acc)
+        hits = 0
+        for i in range(L):  # vectorised test: does this chunk change anything?
+            v = acc[i]
+            hits += (v >= far) | (v <= kth)
+        if hits == 0:
             continue
-        dd = _sqdist(Xc, p, q)
-        if cnt < kk:
-            t = cnt
-            cnt += 1
-        elif kk > 0 and (
-            dd < near_d[kk - 1] or (dd == near_d[kk - 1] and idx[p] < idx[near_i[kk - 1]])
-        ):
-            t = kk - 1
-        else:
-            continue
-        while t > 0 and (
-            dd < near_d[t - 1] or (dd == near_d[t - 1] and idx[p] < idx[near_i[t - 1]])
-        ):
-            near_d[t] = near_d[t - 1]
-            near_i[t] = near_i[t - 1]
-            t -= 1
-        near_d[t] = dd
-        near_i[t] = p
-    grp[0] = cp
-    for t in range(kk):
-        grp[t + 1] = near_i[t]
+        for i in range(L):
+            v = acc[i]
+            p = i0 + i
+            if v >= far and (v > far or idx[p] < idx[sp]):
+                far = v
+                sp = p
+            if v <= kth and p != rp:
+                cnt = _insert(v, idx[p], near_d, near_i, cnt, kk)
+                if cnt == kk:
+                    kth = near_d[kk - 1]
+    return sp
 
 
 @numba.njit(cache=True)
-def _remove(Xc, idx, labels, m, grp, k, g, s_hi, s_lo):  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    d = Xc.shape[1]
-    pos = np.sort(grp[:k])[::-1]
-    for t in range(k):
-        p = pos[t]
-        labels[idx[p]] = g
+def _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, part, acc):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """Positions (other than ``sp``) of live records that may lie within ``delta`` of ``q``.
+
+    Lower bounds of ``d(x, q)`` rule records out: ``ds - sqrt(dr(x))`` (the triangle inequality
+    through r, where ``ds = d(q, r)``) and the partial distance over the first ``_J1`` columns
+    of ``cols`` (one vectorised sweep), then over all of ``cols`` (on the survivors only).
+    Returns (count after the first bound, count); the survivors are in ``cand[:count]``.
+    """
+    if delta < np.inf:
+        lo = ds - delta * (1.0 + _SLACK) - _SLACK * ds
+        thr_r = lo * lo if lo > 0 else -1.0
+        b2 = delta * delta * (1.0 + _SLACK)
+    else:
+        thr_r = -1.0
+        b2 = np.inf
+    J1 = min(_J1, cols.shape[0])
+    n1 = 0
+    for i0 in range(0, m, _CHUNK):
+        L = min(_CHUNK, m - i0)
+        _chunk_sq(XT, i0, L, q, cols, J1, acc)
+        drc = dr[i0 : i0 + L]
+        hits = 0
+        for i in range(L):
+            hits += (acc[i] <= b2) & (drc[i] >= thr_r)
+        if hits == 0:
+            continue
+        for i in range(L):
+            if acc[i] <= b2 and drc[i] >= thr_r and i0 + i != sp:
+                cand[n1] = i0 + i
+                part[n1] = acc[i]
+                n1 += 1
+    if cols.shape[0] == J1:
+        return n1, n1
+    n2 = 0
+    for t in range(n1):
+        i = cand[t]
+        a = part[t]
+        for u in range(J1, cols.shape[0]):
+            j = cols[u]
+            v = XT[j, i] - q[j]
+            a += v * v
+        if a <= b2:
+            cand[n2] = i
+            n2 += 1
+    return n1, n2
+
+
+@numba.njit(cache=True)
+def _remove(XT, idx, pos, dp, dr, labels, m, members, g, s_hi, s_lo):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """Label the records ``members`` (original indices) ``g`` and swap-remove them."""
+    d = XT.shape[0]
+    for t in range(members.shape[0]):
+        ii = members[t]
+        labels[ii] = g
+        i = pos[ii]
         for j in range(d):
-            h, e = _two_sum(s_hi[j], -Xc[p, j])
+            h, e = _two_sum(s_hi[j], -XT[j, i])
             s_hi[j] = h
             s_lo[j] += e
         last = m - 1
-        if p != last:
+        if i != last:
             for j in range(d):
-                Xc[p, j] = Xc[last, j]
-            idx[p] = idx[last]
+                XT[j, i] = XT[j, last]
+            moved = idx[last]
+            idx[i] = moved
+            pos[moved] = i
+            dp[i] = dp[last]
+            dr[i] = dr[last]
         m -= 1
     return m
+
+
+@numba.njit(cache=True)
+def _max_nonneg(a, m):  # type: ignore[no-untyped-def]
+    """Max of ``a[:m]`` (all >= 0): compared as int64 bit patterns, which vectorises."""
+    b = a[:m].view(np.int64)
+    hi = 0
+    for i in range(m):
+        hi = max(hi, b[i])
+    return np.array([hi]).view(np.float64)[0]
+
+
+@numba.njit(cache=True)
+def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
+    """Labels of fixed-size MDAV for ``X`` (n × d, C-contiguous float64) and ``1 <= k <= n``.
+
+    ``stats`` (int64, length >= ``N_STATS``) receives diagnostic counters (``ST_*``).
+    """
+    n, d = X.shape
+    XT = np.ascontiguousarray(X.T)  # live records contiguous, per column
+    idx = np.arange(n)  # original index of the record at each position
+    pos = np.arange(n)  # position of each original index (valid while live)
+    labels = np.full(n, -1, dtype=np.intp)
+    allcols = np.arange(d)
+    s_hi = np.zeros(d)
+    s_lo = np.zeros(d)
+    for j in range(d):
+        for i in range(n):
+            h, e = _two_sum(s_hi[j], XT[j, i])
+            s_hi[j] = h
+            s_lo[j] += e
+    scale = np.empty(d)  # column standard deviations, to rank s's outlying columns
+    for j in range(d):
+        mean = (s_hi[j] + s_lo[j]) / n
+        var = 0.0
+        for i in range(n):
+            var += (XT[j, i] - mean) ** 2
+        scale[j] = np.sqrt(var / n) if var > 0 else 1.0
+    c = np.empty(d)
+    p = np.empty(d)  # pivot of the furthest-from-centroid search
+    q = np.empty(d)
+    out = np.empty(d)
+    dp = np.empty(n)  # distance (not squared) of each live record to the pivot
+    dr = np.empty(n)  # squared distance of each live record to the current r
+    kk = k - 1
+    near_d = np.empty(max(kk, 1))
+    near_i = np.empty(max(kk, 1), dtype=np.intp)
+    cand = np.empty(n, dtype=np.intp)
+    part = np.empty(n)
+    acc = np.empty(_CHUNK)
+    outer = np.empty(n, dtype=np.intp)  # records (original indices) with dp >= t_outer
+    n_outer = 0
+    t_outer = np.inf
+    width = 0.01  # relative width of the outer list, adapted
+    members = np.empty(k, dtype=np.intp)
+    m = n
+    g = 0
+    have_pivot = False
+    s_guess = np.inf  # guess of the distance from s to its kth nearest
+
+    while m >= 2 * k:
+        stats[ST_ITER] += 1
+        for j in range(d):
+            c[j] = (s_hi[j] + s_lo[j]) / m
+        # ---- r: the furthest record from c ----------------------------------------------------
+        if not have_pivot:
+            stats[ST_PIVOT] += 1
+            p[:] = c
+            for i0 in range(0, m, _CHUNK):
+                L = min(_CHUNK, m - i0)
+                _chunk_sq(XT, i0, L, p, allcols, d, dp[i0 : i0 + L])
+            for i in range(m):
+                dp[i] = np.sqrt(dp[i])
+            have_pivot = True
+            n_outer = 0
+        e2 = 0.0
+        for j in range(d):
+            t = p[j] - c[j]
+            e2 += t * t
+        e = np.sqrt(e2)
+        # the outer list: drop records grouped since; its max is the max of dp if >= t_outer
+        dmax = -1.0
+        w = 0
+        for u in range(n_outer):
+            ii = outer[u]
+            if labels[ii] < 0:
+                outer[w] = ii
+                w += 1
+                dmax = max(dmax, dp[pos[ii]])
+        n_outer = w
+        # d(x, c) <= dp(x) + e < dmax - e <= d(argmax dp, c) for every x with dp(x) < thr
+        thr = dmax - 2.0 * e - _SLACK * (dmax + e)
+        if dmax < t_outer or thr < t_outer:  # the shell is not inside the list: rebuild it
+            stats[ST_LIST] += 1
+            dmax = _max_nonneg(dp, m)
+            thr = dmax - 2.0 * e - _SLACK * (dmax + e)
+            # the list spans [thr - width, dmax]; the width adapts so that it holds about
+            # 64 + m/128 records (it then lasts several iterations: outer records leave, e grows)
+            t_outer = thr - width * dmax
+            n_outer = 0
+            for i in range(m):
+                if dp[i] >= t_outer:
+                    outer[n_outer] = idx[i]
+                    n_outer += 1
+            width *= min(2.0, max(0.5, (64.0 + m / 128.0) / max(n_outer, 1.0)))
+        best = -1.0
+        rp = -1
+        ncand = 0
+        for u in range(n_outer):
+            i = pos[outer[u]]
+            if dp[i] >= thr:
+                ncand += 1
+                dd = _sqdist(XT, i, c)
+                if dd >= best and (dd > best or idx[i] < idx[rp]):
+                    best = dd
+                    rp = i
+        stats[ST_CCAND] += ncand
+        if ncand > 16 + (m >> 7):
+            have_pivot = False  # the shell got thick: re-centre the pivot next iteration
+        # ---- the full pass around r: r's k-1 nearest and s, the furthest from r -------------
+        for j in range(d):
+            q[j] = XT[j, rp]
+        sp = _around(XT, idx, m, rp, q, allcols, dr, kk, near_d, near_i)
+        members[0] = idx[rp]
+        members[1:] = near_i[:kk]
+        s_idx = idx[sp]
+        s_in_group = False
+        for t in range(k):
+            if members[t] == s_idx:
+                s_in_group = True
+        m = _remove(XT, idx, pos, dp, dr, labels, m, members, g, s_hi, s_lo)
+        g += 1
+        if m < 2 * k:  # the step with 2k..3k-1 records: the rest is the last group
+            break
+        # ---- s's group ----------------------------------------------------------------------
+        if s_in_group:  # only when every record ties at one distance: s = furthest outside
+            far = -1.0
+            for i in range(m):
+                if dr[i] > far or (dr[i] == far and idx[i] < s_idx):
+                    far = dr[i]
+                    s_idx = idx[i]
+        sp = pos[s_idx]
+        for j in range(d):
+            q[j] = XT[j, sp]
+            out[j] = -abs(q[j] - c[j]) / scale[j]
+        cols = np.argsort(out)[: min(d, _J2)]  # where s lies furthest out, first
+        ds = np.sqrt(dr[sp])
+        delta = s_guess
+        found = 0.0
+        while kk > 0:
+            n1, ncand = _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, part, acc)
+            stats[ST_SCAND1] += n1
+            stats[ST_SCAND] += ncand
+            if ncand < kk:  # fewer than k-1 records within the guess: widen it
+                delta = np.inf if delta >= ds else max(2.0 * delta, 1e-3 * ds)
+                stats[ST_SRETRY] += 1
+                continue
+            cnt = 0
+            for t in range(ncand):
+                i = cand[t]
+                dd = _sqdist(XT, i, q)
+                if cnt < kk or dd <= near_d[kk - 1]:
+                    cnt = _insert(dd, idx[i], near_d, near_i, cnt, kk)
+            found = np.sqrt(near_d[kk - 1])
+            if found <= delta:
+                break  # every record left out is further than delta >= the kth nearest
+            delta = found
+            stats[ST_SRETRY] += 1
+        s_guess = _GUESS * found
+        members[0] = s_idx
+        members[1:] = near_i[:kk]
+        m = _remove(XT, idx, pos, dp, dr, labels, m, members, g, s_hi, s_lo)
+        g += 1
+    for i in range(m):
+        labels[idx[i]] = g
+    return labels

@@ -111,5 +111,5 @@ def mdav(X: npt.ArrayLike, k: int) -> IntpArray:
     """
     Xf = check_matrix(X)
     kk = check_k(k, Xf.shape[0])
-    labels: IntpArray = mdav_kernel(Xf, kk)
+    labels: IntpArray = mdav_kernel(Xf, kk, np.zeros(8, dtype=np.int64))
     return labels

@@ -109,3 +109,29 @@ def test_matches_reference_and_group_sizes(data: tuple[np.ndarray, int]) -> None
 def test_matches_reference_larger(n: int, d: int, k: int) -> None:
     X = np.random.default_rng(n + d + k).uniform(size=(n, d))
     np.testing.assert_array_equal(mdav(X, k), mdav_reference(X, k))
+
+
+def _stress_cases() -> list[tuple[str, np.ndarray, int]]:
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(6, 6)) * 10
+    return [
+        # thousands of exact distance ties: the pruning must keep every tied candidate
+        ("grid3", rng.integers(0, 5, size=(1500, 3)).astype(np.float64), 3),
+        ("binary13", rng.integers(0, 2, size=(2000, 13)).astype(np.float64), 4),
+        ("duplicates", np.repeat(rng.normal(size=(300, 5)), 7, axis=0), 5),
+        # the pruning slack is relative: large offsets, tiny and mixed scales
+        ("offset", 1e6 + rng.normal(size=(2000, 4)) * 1e-3, 3),
+        ("tiny", rng.normal(size=(2000, 3)) * 1e-150, 2),
+        ("anisotropic", rng.normal(size=(3000, 5)) * np.array([1e4, 1, 1e-3, 10, 1]), 3),
+        ("clustered", np.concatenate([rng.normal(size=(500, 6)) * 0.01 + c for c in centres]), 3),
+        ("one_column", rng.normal(size=(3000, 1)), 3),
+        ("k1", rng.normal(size=(500, 3)), 1),
+        ("constant", np.ones((200, 3)), 3),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "X", "k"), _stress_cases(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_matches_reference_stress(name: str, X: np.ndarray, k: int) -> None:
+    np.testing.assert_array_equal(mdav(X, k), mdav_reference(X, k), err_msg=name)
