@@ -32,7 +32,13 @@ from typing import Any, Self
 
 import numpy as np
 
-from locpriv.errors import ConfigError, DecodeError, LocprivError, RequestTimeout
+from locpriv.errors import (
+    ConfigError,
+    DecodeError,
+    LocalProtocolError,
+    LocprivError,
+    RequestTimeout,
+)
 from locpriv.grouping import warm_up
 from locpriv.messages import Query, decode, encode
 from locpriv.noise import GaussianMechanism, Mechanism
@@ -232,7 +238,12 @@ class PeerClient:
                 log.debug("undecodable payload (%s)", exc.code)
                 self.machine.receive_invalid(item.topic, now)
                 continue
-            self._dispatch(self.machine.receive(message, now))
+            try:
+                effects = self.machine.receive(message, now)
+            except Exception:  # a bug must not stop the device from serving others
+                log.exception("peer machine failed on a %s", type(message).__name__)
+                continue
+            self._dispatch(effects)
             self._wake.set()
 
     async def _timer(self) -> None:
@@ -248,4 +259,13 @@ class PeerClient:
                     async with asyncio.timeout(delay):
                         await self._wake.wait()
                 continue
-            self._dispatch(self.machine.on_deadline(self.clock()))
+            try:
+                effects = self.machine.on_deadline(self.clock())
+            except Exception as exc:  # keep the timer alive; fail the queries in flight
+                log.exception("peer machine failed at a deadline")
+                for qid, fut in list(self._futures.items()):
+                    self._spawn(self.machine.cancel(qid))
+                    if not fut.done():
+                        fut.set_exception(LocalProtocolError(f"internal error: {exc!r}"))
+                continue
+            self._dispatch(effects)
