@@ -7,10 +7,12 @@ published outline and its named ingredients, with the details below (see docs/ta
 * **maxClusters / iValue**: Condition 2 of Truta & Vinay (:func:`locpriv.tabular.psensitive.
   conditions`); the partition has ``nc = maxClusters`` (<= n // k) clusters.
 * **Harder-to-make-sensitive order**: SECs by decreasing number of still unassigned records.
-* **Split**: each new cluster takes one record from each of the ``p`` SECs first in that order (the
-  records nearest to the cluster seed). Taking from the p largest SECs keeps the invariant
+* **Split**: each new cluster takes one record from each of p distinct SECs. The invariant
   ``sum_v min(r_v, C) >= C * p`` (``r_v`` unassigned records of SEC v, ``C`` clusters still to
-  build), which is exactly what the remaining clusters need to be p-sensitive.
+  build) is what the remaining clusters need to be p-sensitive; a SEC with ``r_v > C - 1`` loses
+  a unit of that sum whether taken or not, so all but ``slack`` of those *saturated* SECs must be
+  taken, the first ones in the order (this is where iValue binds). The remaining SECs of the
+  cluster are free: the records nearest to the seed from distinct SECs.
 * **BestMatch** with **Div** and **Hom**: the cluster is filled to k records from the nearest
   candidates, best first by Div (number of confidential attributes whose value the record adds
   to the cluster, larger first) and Hom (increase of the cluster's IL, smaller first), never
@@ -88,6 +90,10 @@ def _epk_kernel(  # noqa: PLR0917
         for c in range(d):
             sumx[c] += X[i, c]
     want = np.zeros(nsec, dtype=np.bool_)
+    inp = np.zeros(nsec, dtype=np.bool_)
+    dp = np.zeros(n)
+    pv = np.empty(d)
+    have_pivot = False
     near_t = np.empty(nsec, dtype=np.int64)
     near_d = np.empty(nsec)
     cap = 4 * k + 4
@@ -104,55 +110,137 @@ def _epk_kernel(  # noqa: PLR0917
     bmax = np.zeros((nc, d))
     for g in range(nc):
         C = nc - g - 1  # clusters still to build after this one
-        # Split: the p SECs first in the harder-to-make-sensitive order
-        top = np.argsort(-rem, kind="mergesort")[:p]
+        # Split. Saturated SECs (r_v >= C + 1) lose a unit of the invariant's sum whether or not
+        # this cluster takes one of their records; all but `slack` of them must be taken, the
+        # largest first (harder-to-make-sensitive order). The other SECs of the cluster are free:
+        # the nearest records of distinct SECs (BestMatch by distance to the seed).
+        order = np.argsort(-rem, kind="mergesort")
+        sb = -(C + 1) * p
+        nsat = 0
+        for v in range(nsec):
+            sb += min(rem[v], C + 1)
+            if rem[v] >= C + 1:
+                nsat += 1
+        forced = min(p, max(0, nsat - sb))
+        top = order[:p]
         for v in top:
             want[v] = True
             near_d[v] = np.inf
             near_t[v] = -1
-        # seed: the wanted-SEC record furthest from the unassigned records' average
+        for o in range(forced):
+            inp[order[o]] = True  # temporarily: the forced SECs, for the seed search
+        # seed: furthest from the unassigned records' average (among forced SECs if any)
         best_t = -1
         best_v = -1.0
         for c in range(d):
             xs[c] = sumx[c] / nu
-        for t in range(nu):
-            if want[secc[t]]:
-                a = 0.0
+        delta = 0.0
+        maxdp = 0.0
+        if forced == 0 and have_pivot:
+            for c in range(d):
+                delta += (pv[c] - xs[c]) ** 2
+            delta = np.sqrt(delta)
+            for t in range(nu):
+                maxdp = max(maxdp, dp[t])
+        if forced == 0 and have_pivot and delta <= 0.05 * maxdp:
+            # pivot pruning: d(x, c) <= dp + delta; the record of max dp has d >= maxdp - delta
+            thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
+            for t in range(nu):
+                if dp[t] >= thr:
+                    a = 0.0
+                    for c in range(d):
+                        diff = XT[c, t] - xs[c]
+                        a += diff * diff
+                    if a > best_v:
+                        best_v = a
+                        best_t = t
+        else:
+            if forced == 0:  # (re)build the pivot at the current average
                 for c in range(d):
-                    diff = XT[c, t] - xs[c]
-                    a += diff * diff
-                if a > best_v:
-                    best_v = a
-                    best_t = t
+                    pv[c] = xs[c]
+                have_pivot = True
+            for i0 in range(0, nu, _CHUNK):
+                L = min(_CHUNK, nu - i0)
+                _chunk_dist(XT, i0, L, xs, acc)
+                if forced == 0:
+                    for i in range(L):
+                        dp[i0 + i] = np.sqrt(acc[i])
+                mx = acc[0]
+                for i in range(1, L):
+                    mx = max(mx, acc[i])
+                if mx <= best_v:
+                    continue
+                for i in range(L):
+                    if acc[i] > best_v and (forced == 0 or inp[secc[i0 + i]]):
+                        best_v = acc[i]
+                        best_t = i0 + i
+        for o in range(forced):
+            inp[order[o]] = False
         # one pass: nearest record of every wanted SEC and the nearest candidates overall
         size = 0
         kth = np.inf
         for c in range(d):
             xs[c] = XT[c, best_t]
+        wmax = np.inf
         for i0 in range(0, nu, _CHUNK):
             L = min(_CHUNK, nu - i0)
             _chunk_dist(XT, i0, L, xs, acc)
+            lim = max(kth, wmax)
+            hits = 0
+            for i in range(L):
+                hits += acc[i] < lim
+            if hits == 0 and not (i0 <= best_t < i0 + L):
+                continue
             for i in range(L):
                 a = acc[i]
                 t = i0 + i
                 if t == best_t:
                     a = -1.0
+                if a >= lim:
+                    continue
                 v = secc[t]
                 if want[v] and a < near_d[v]:
                     near_d[v] = a
                     near_t[v] = t
+                    wmax = -1.0
+                    for w in top:
+                        wmax = max(wmax, near_d[w])
                 if a < kth:
                     size = _insert_sorted(hd, ht, size, cap, a, t)
                     if size == cap:
                         kth = hd[cap - 1]
+                lim = max(kth, wmax)
         nmem = 0
-        for v in top:
+        for o in range(forced):
+            v = order[o]
             t = near_t[v]
             members[nmem] = t
             nmem += 1
             used[t] = True
-            rem[v] -= 1
+            inp[v] = True
+        for o in range(size):
+            if nmem >= p:
+                break
+            t = ht[o]
+            if not used[t] and not inp[secc[t]]:
+                members[nmem] = t
+                nmem += 1
+                used[t] = True
+                inp[secc[t]] = True
+        for v in top:
+            if nmem >= p:
+                break
+            if not inp[v] and near_t[v] >= 0:
+                members[nmem] = near_t[v]
+                nmem += 1
+                used[near_t[v]] = True
+                inp[v] = True
+        for v in top:
             want[v] = False
+        for o in range(nmem):
+            v = secc[members[o]]
+            inp[v] = False
+            rem[v] -= 1
         for c in range(d):
             gmin[c] = np.inf
             gmax[c] = -np.inf
@@ -227,6 +315,7 @@ def _epk_kernel(  # noqa: PLR0917
                 XT[c, t] = XT[c, nu]
             secc[t] = secc[nu]
             orig[t] = orig[nu]
+            dp[t] = dp[nu]
     # leftovers: BestMatch by Hom (IL increase) against the clusters' bounds, ties by distance
     for t in range(nu):
         best = 0
