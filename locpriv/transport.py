@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import random
 import socket
 import ssl
@@ -173,6 +174,7 @@ class MqttTransport:
         self._publish_timeout_s = publish_timeout_s
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
+        self._queue: asyncio.Queue[Received | object] = asyncio.Queue()
         self._client = aiomqtt.Client(
             host,
             port,
@@ -187,6 +189,7 @@ class MqttTransport:
             tls_context=ssl.create_default_context() if tls else None,
             max_inflight_messages=max_inflight,
             logger=logging.getLogger("aiomqtt"),
+            queue_type=_forwarding_queue(self._queue),
             # request/reply traffic is many small packets: Nagle + delayed ACK would add ~40 ms
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
         )
@@ -194,7 +197,6 @@ class MqttTransport:
         self._client.pending_calls_threshold = 10_000
         self._birth = birth
         self._subs: dict[str, int] = {}
-        self._queue: asyncio.Queue[Received | object] = asyncio.Queue()
         self._connected = asyncio.Event()
         self._first = asyncio.Event()
         self._first_error: BaseException | None = None
@@ -210,8 +212,8 @@ class MqttTransport:
 
     @property
     def backlog(self) -> int:
-        """Messages received but not yet taken from :meth:`messages` (here and in aiomqtt)."""
-        return self._queue.qsize() + len(self._client.messages)
+        """Messages received but not yet taken from :meth:`messages`."""
+        return self._queue.qsize()
 
     def take_nowait(self) -> Received | None:
         """The next already-received message, or None (does not wait)."""
@@ -287,15 +289,10 @@ class MqttTransport:
                     await self._client.publish(*self._birth, qos=1, retain=True)
                 self._connected.set()
                 self._first.set()
-                async for message in self._client.messages:
-                    payload = message.payload
-                    if isinstance(payload, bytes | bytearray):
-                        data = bytes(payload)
-                    elif payload is None:
-                        data = b""
-                    else:
-                        data = str(payload).encode()
-                    self._queue.put_nowait(Received(message.topic.value, data))
+                # messages go straight to self._queue (see _forwarding_queue); this iterator
+                # only ends, with MqttError, when the connection is lost
+                async for _ in self._client.messages:
+                    pass
             except aiomqtt.MqttError as exc:
                 if not self._closing:
                     log.warning("lost connection to %s: %s", self.url, exc)
@@ -322,12 +319,18 @@ class MqttTransport:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._publish_timeout_s
         while True:
-            await self._wait_connected(deadline)
+            if self._closing or not self._connected.is_set():
+                await self._wait_connected(deadline)
             try:
-                await self._client.publish(
-                    topic, payload, qos=qos, retain=retain, timeout=self._publish_timeout_s
-                )
+                # timeout=inf: aiomqtt awaits the PUBACK without a wait_for task; a publish cut
+                # by a disconnect is re-sent by paho after the reconnect and confirmed then
+                async with asyncio.timeout_at(deadline):
+                    await self._client.publish(
+                        topic, payload, qos=qos, retain=retain, timeout=math.inf
+                    )
                 return
+            except TimeoutError:
+                raise TransportError(f"publish to {self.url} not confirmed in time") from None
             except aiomqtt.MqttError as exc:
                 if loop.time() >= deadline or self._closing:
                     raise TransportError(f"publish to {self.url} failed: {exc}") from exc
@@ -359,6 +362,26 @@ class MqttTransport:
                 return
             assert isinstance(item, Received)
             yield item
+
+
+def _forwarding_queue(target: asyncio.Queue[Received | object]) -> type[asyncio.Queue[Any]]:
+    """An aiomqtt ``queue_type`` handing each message straight to ``target`` as Received.
+
+    Saves aiomqtt's per-message task and queue hop; aiomqtt only calls ``put_nowait`` on it.
+    """
+
+    class _Forward(asyncio.Queue[Any]):
+        def put_nowait(self, item: Any) -> None:
+            payload = item.payload
+            if isinstance(payload, bytes | bytearray):
+                data = bytes(payload)
+            elif payload is None:
+                data = b""
+            else:
+                data = str(payload).encode()
+            target.put_nowait(Received(item.topic.value, data))
+
+    return _Forward
 
 
 def _take_nowait(queue: asyncio.Queue[Received | object]) -> Received | None:
