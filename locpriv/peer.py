@@ -184,8 +184,7 @@ class PeerClient:
                 raise RequestTimeout(f"no answer within {timeout_s} s") from None
         finally:
             self._futures.pop(qid, None)
-            if self.machine.pending and not fut.done():
-                self._spawn(self.machine.cancel(qid))
+            self._spawn(self.machine.cancel(qid))  # no-op when the query has finished
 
     # ------------------------------------------------------------------ driving
 
