@@ -336,13 +336,19 @@ class Dispatcher:
         self.max_payload = max_payload
         self.stats = stats if stats is not None else {"rejected": 0}
         self.stats.setdefault("rejected", 0)
+        self._route_cache: dict[str, Route | None] = {}
 
     def route(self, topic: str) -> Route | None:
-        """The first route whose filter matches ``topic``."""
-        for route in self.routes:
-            if matches(route.topic_filter, topic):
-                return route
-        return None
+        """The first route whose filter matches ``topic`` (memoised per topic)."""
+        try:
+            return self._route_cache[topic]
+        except KeyError:
+            pass
+        found = next((r for r in self.routes if matches(r.topic_filter, topic)), None)
+        if len(self._route_cache) >= 100_000:
+            self._route_cache.clear()
+        self._route_cache[topic] = found
+        return found
 
     def reject(
         self, received: Received, code: ErrorCode, reason: str, field: str | None = None
