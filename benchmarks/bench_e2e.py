@@ -10,8 +10,9 @@ scenario):
 * ``raw_echo`` - a bare aiomqtt 2.5 client in its own process that parses each JSON request and
   publishes a reply to its ``reply_to`` (QoS 1, publishes not serialised): the MQTT client
   library's own request/reply rate on this machine;
-* ``raw_relay`` - the same bare client relaying each request to the echo and the reply back: two
-  round trips through the broker, the shape of Protocol 2, without any locpriv code;
+* ``raw_relay`` - a second bare aiomqtt process relaying each request to the echo and the reply
+  back: two round trips through the broker and two server processes, the shape of Protocol 2,
+  without any locpriv code;
 * ``p3_cloak`` - Protocol 3 cloak requests to ``locpriv serve anonymizer`` (own process) over a
   population of 2,000 users (k=5, 1e4 < A < 4e6 m²);
 * ``p2_query`` - Protocol 2 nearest-3 queries: user -> mediator -> DS -> mediator -> user (two
@@ -72,10 +73,11 @@ USERS = 2000
 # ------------------------------------------------------------------ echo server
 
 
-async def echo_server(url: str) -> None:
-    """Bare aiomqtt baselines, until killed: an echo on ``ECHO_TOPIC`` and a relay on
-    ``RELAY_TOPIC`` that forwards each request to the echo and the echo's reply back (two round
-    trips through the broker, the shape of Protocol 2)."""
+async def echo_server(url: str, role: str) -> None:
+    """Bare aiomqtt baselines, until killed: ``role="echo"`` answers on ``ECHO_TOPIC``;
+    ``role="relay"`` (its own process, like the mediator) forwards each request on
+    ``RELAY_TOPIC`` to the echo and the echo's reply back: two round trips through the broker,
+    the shape of Protocol 2."""
     import aiomqtt
 
     host, port = url.removeprefix("mqtt://").split(":")
@@ -83,12 +85,14 @@ async def echo_server(url: str) -> None:
     own_reply = "bench/relay/reply"
     waiting: dict[str, tuple[str, str]] = {}
     async with aiomqtt.Client(
-        host, int(port), identifier="bench-echo", socket_options=nodelay
+        host, int(port), identifier=f"bench-{role}", socket_options=nodelay
     ) as client:
         client.pending_calls_threshold = 10_000
-        await client.subscribe(ECHO_TOPIC, qos=1)
-        await client.subscribe(RELAY_TOPIC, qos=1)
-        await client.subscribe(own_reply, qos=1)
+        if role == "echo":
+            await client.subscribe(ECHO_TOPIC, qos=1)
+        else:
+            await client.subscribe(RELAY_TOPIC, qos=1)
+            await client.subscribe(own_reply, qos=1)
         print("ready", flush=True)
         tasks: set[asyncio.Task[None]] = set()
         async for message in client.messages:
@@ -225,7 +229,8 @@ async def run(duration_s: float, concurrency: int, warmup_s: float, rounds: int)
         serve = ["-m", "locpriv", "-q", "serve"]
         opts = ["--broker", url, "--config", str(toml)]
         procs = [
-            _spawn([__file__, "--echo-server", url], env),
+            _spawn([__file__, "--echo-server", url, "--role", "echo"], env),
+            _spawn([__file__, "--echo-server", url, "--role", "relay"], env),
             _spawn([*serve, "anonymizer", *opts], env),
             _spawn([*serve, "ds", *opts], env),
         ]
@@ -293,9 +298,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     parser.add_argument("--echo-server", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--role", default="echo", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_server:
-        asyncio.run(echo_server(args.echo_server))
+        asyncio.run(echo_server(args.echo_server, args.role))
         return
     duration = 2.0 if args.quick else args.duration
     warmup = 0.5 if args.quick else 1.5
