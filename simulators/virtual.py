@@ -19,11 +19,12 @@ Per protocol (what the records measure):
 * P3 -- the anonymizer returns the cloak; the user asks DS for the region's candidates and
   refines locally. 4 messages.
 * P4 -- the device perturbs its location (Gaussian, its profile's σ; a static device reuses its
-  draw while within ``reuse_radius_m``), asks its 3x3 discovery block (cell side from
-  :func:`locpriv.cells.cell_side_for`), receives the perturbed points of up to ``p4_max_replies``
-  nearest neighbours, selects a k-group and queries DS at the group centroid. With
-  ``p4_centroid_radius`` the query carries the group's radius and the answer is refined (exact);
-  otherwise DS answers at the centroid and the device uses that answer as is.
+  draw while within ``reuse_radius_m``), receives the perturbed points of the neighbours within
+  ``p4_max_distance_m`` (up to ``p4_max_replies`` nearest), selects a k-group
+  (:func:`locpriv.grouping.select_group`) and queries DS at the group centroid. With
+  ``p4_centroid_radius`` (default, as :class:`locpriv.protocols.p4_peer.PeerMachine` does) the
+  query carries a radius from the same ladder covering the true point and the candidates are
+  refined (exact answer); otherwise DS answers at the centroid and the device uses that as is.
 
 Wire sizes are those of the real encoded messages (:func:`locpriv.messages.encode`).
 """
@@ -41,11 +42,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from locpriv import messages as m
-from locpriv.cells import cell_side_for
 from locpriv.cloak import CloakConfig, Cloaker, CloakOutcome, CloakParams, CloakRegion
 from locpriv.geo import LocalProjection, region_to_wire
 from locpriv.grouping import Group, select_group
 from locpriv.poi import POIIndex, load_pois, refine
+from locpriv.protocols.p4_peer import radius_ladder
 from simulators.evaluate import QueryRecord, RunStats, expected_error_uniform, precision_recall
 from simulators.scenario import BuiltScenario
 from simulators.workload import QueryEvent, UserProfile
@@ -74,7 +75,9 @@ class VirtualConfig:
     max_delay_s_bound: float = 60.0
     p4_max_replies: int = 64
     p4_reuse_radius_m: float = 50.0
-    p4_centroid_radius: bool = False
+    p4_max_distance_m: float = 300.0
+    """Responders farther than this (between perturbed points) stay silent, metres."""
+    p4_centroid_radius: bool = True
     p4_node_budget: int = 20_000
     cloak: CloakConfig | None = None
     """Cloaker configuration; by default the scenario extent with 1 km margin, epoch ``tick_s``."""
@@ -298,7 +301,7 @@ class _Runner:
     def p4(self, ctx: _Ctx, prof: UserProfile) -> None:
         rec, ev = ctx.record, ctx.event
         own = self.perturbed(ev.user, ctx.xy, prof.sigma_m)
-        side = float(cell_side_for(prof.a_max_m2))
+        side = self.cfg.p4_max_distance_m
         xs, ys = self.traj.at(ev.t_s)
         near = np.flatnonzero(np.hypot(xs - own[0], ys - own[1]) <= side + self.reach_m)
         near = near[near != ev.user]
@@ -344,8 +347,9 @@ class _Runner:
         clon, clat = self.lonlat((cx, cy))
         q = m.NearestQuery(category=ev.category, n=ev.n)
         if self.cfg.p4_centroid_radius:
-            members = np.vstack([np.asarray([own]), pts[list(res.indices)]])
-            rho = float(np.max(np.hypot(members[:, 0] - cx, members[:, 1] - cy)))
+            # as the device does: a radius from a fixed ladder that covers the true point
+            base = math.sqrt(prof.a_max_m2 / math.pi) + 3.0 * prof.sigma_m
+            rho = radius_ladder(rec.ds_error_m + 5.0, base)
             loc = m.CentroidLocation(lat=clat, lon=clon, radius_m=rho)
             pois = self.pois.centroid_candidates(cx, cy, rho, q)
             self.finish_answer(ctx, pois, ev.t_s, loc, True)
