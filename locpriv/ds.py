@@ -12,17 +12,22 @@ import logging
 from pathlib import Path
 
 from locpriv.config import ServiceConfig
+from locpriv.errors import ErrorCode
 from locpriv.messages import DSQuery, Message, QueryAnswer
 from locpriv.poi import POIIndex, load_pois
-from locpriv.protocols import Send
+from locpriv.protocols import Send, error_send
 from locpriv.services import Route, ServiceDriver
 
-__all__ = ["DEFAULT_POIS", "DSCore", "DSService"]
+__all__ = ["DEFAULT_POIS", "MAX_ANSWER_POIS", "DSCore", "DSService"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_POIS = Path(__file__).parent / "data" / "pois.csv"
 """The generated demo POI set (5,000 POIs, 6 categories, 20 km x 20 km around Barcelona)."""
+
+
+MAX_ANSWER_POIS = 10_000
+"""Largest answer DS sends (the wire limit of QueryAnswer.pois); beyond it: bad_parameters."""
 
 
 class DSCore:
@@ -36,8 +41,20 @@ class DSCore:
         if not isinstance(message, DSQuery):
             return []
         pois, candidates = self.index.answer(message.query, message.location)
+        if len(pois) > MAX_ANSWER_POIS:
+            # never truncate: a cut candidate set would no longer contain the exact answer
+            return [
+                error_send(
+                    message.reply_to,
+                    message.correlation_id,
+                    ErrorCode.BAD_PARAMETERS,
+                    f"the query matches {len(pois)} POIs, more than {MAX_ANSWER_POIS}; "
+                    "use a smaller region or radius",
+                    "location" if candidates else "query",
+                )
+            ]
         answer = QueryAnswer(
-            correlation_id=message.correlation_id, pois=pois[:10_000], candidates=candidates
+            correlation_id=message.correlation_id, pois=pois, candidates=candidates
         )
         return [Send(message.reply_to, answer)]
 

@@ -15,6 +15,7 @@ from locpriv.ds import DEFAULT_POIS, DSCore
 from locpriv.errors import ConfigError, ErrorCode
 from locpriv.geo import LocalProjection, region_from_wire
 from locpriv.messages import (
+    POI,
     CloakReply,
     CloakRequest,
     DSQuery,
@@ -26,6 +27,7 @@ from locpriv.messages import (
     QueryAnswer,
     QueryRequest,
     RegionLocation,
+    WithinQuery,
     encode,
 )
 from locpriv.poi import POIIndex, load_pois, refine
@@ -268,3 +270,26 @@ def test_operator_config_feeds_the_machines(tmp_path: Path) -> None:
     bad.write_text("[limits\n")
     with pytest.raises(ConfigError, match="TOML"):
         load_config(bad)
+
+
+def test_ds_refuses_rather_than_truncates_huge_answers() -> None:
+    rng = np.random.default_rng(5)
+    xy = rng.uniform(-500, 500, size=(10_050, 2))
+    lon, lat = PROJ.to_lonlat(xy[:, 0], xy[:, 1])
+    pois = [
+        POI(id=f"d{i}", category="atm", lat=float(lat[i]), lon=float(lon[i]))
+        for i in range(len(xy))
+    ]
+    ds = DSCore(POIIndex(pois, PROJ))
+    query = DSQuery(
+        correlation_id="big",
+        reply_to=USER_REPLY,
+        query=WithinQuery(radius_m=2000.0),
+        location=PointLocation(lat=41.3874, lon=2.1686),
+    )
+    err = _one(ds.receive(query, T0)).message
+    assert isinstance(err, ErrorReply)
+    assert (err.correlation_id, err.code, err.field) == ("big", ErrorCode.BAD_PARAMETERS, "query")
+    small = query.model_copy(update={"query": WithinQuery(radius_m=5.0)})
+    answer = _one(ds.receive(small, T0)).message
+    assert isinstance(answer, QueryAnswer) and len(answer.pois) < 10_000
