@@ -293,3 +293,15 @@ def test_ds_refuses_rather_than_truncates_huge_answers() -> None:
     small = query.model_copy(update={"query": WithinQuery(radius_m=5.0)})
     answer = _one(ds.receive(small, T0)).message
     assert isinstance(answer, QueryAnswer) and len(answer.pois) < 10_000
+
+
+def test_anonymizer_prepares_each_epoch_at_its_boundary() -> None:
+    core = _core()
+    assert core.next_deadline() is None  # nobody known: nothing to prepare
+    _populate(core, T0 + 0.3)
+    assert core.next_deadline() == 0.0  # never prepared: at once
+    assert core.on_deadline(T0 + 0.4) == []
+    assert core.next_deadline() == pytest.approx(T0 + 1.0)
+    # a request in the prepared epoch is served from the pre-built snapshot
+    request = CloakRequest(correlation_id="p", reply_to=USER_REPLY, user_id="u1", profile=PROFILE)
+    assert isinstance(_one(core.receive(request, T0 + 0.5)).message, CloakReply)

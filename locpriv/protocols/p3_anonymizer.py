@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Callable, Hashable
 
 from shapely.geometry import Polygon
@@ -44,11 +45,17 @@ Continuation = Callable[[CloakOutcome, RegionInfo | None, float], list[Send]]
 class Anonymizer:
     """Location updates in, cloaked regions out (sans-I/O)."""
 
-    def __init__(self, cloaker: Cloaker, projection: LocalProjection) -> None:
+    def __init__(
+        self, cloaker: Cloaker, projection: LocalProjection, *, prepare_epochs: bool = True
+    ) -> None:
         self.cloaker = cloaker
         self.projection = projection
+        self.prepare_epochs = prepare_epochs
+        """Pre-build each epoch's snapshot and partitions at the epoch boundary (a timer
+        deadline while users are known), so that requests do not pay for them."""
         self._waiting: dict[Hashable, Continuation] = {}
         self._seq = itertools.count()
+        self._prepared_epoch: int | None = None
 
     @property
     def pending(self) -> int:
@@ -125,12 +132,25 @@ class Anonymizer:
         return []
 
     def on_deadline(self, now: float) -> list[Send]:
-        """Expire users, retry pending cloaks, time out overdue ones."""
-        return self._dispatch(self.cloaker.on_deadline(now), now)
+        """Prepare a new epoch, expire users, retry pending cloaks, time out overdue ones."""
+        outcomes = []
+        epoch = math.floor(now / self.cloaker.config.epoch_s)
+        if self.prepare_epochs and len(self.cloaker) and epoch != self._prepared_epoch:
+            self._prepared_epoch = epoch
+            outcomes += self.cloaker.prepare(now)
+        outcomes += self.cloaker.on_deadline(now)
+        return self._dispatch(outcomes, now)
 
     def next_deadline(self) -> float | None:
         """When :meth:`on_deadline` has work next (s), or None."""
-        return self.cloaker.next_deadline()
+        deadline = self.cloaker.next_deadline()
+        if self.prepare_epochs and len(self.cloaker):
+            epoch_s = self.cloaker.config.epoch_s
+            boundary = (
+                (self._prepared_epoch + 1) * epoch_s if self._prepared_epoch is not None else 0.0
+            )
+            deadline = boundary if deadline is None else min(deadline, boundary)
+        return deadline
 
     def shutdown(self, now: float) -> list[Send]:
         """Fail every pending cloak with ``unavailable``."""
