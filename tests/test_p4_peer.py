@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import locpriv
 from locpriv.errors import GroupInfeasible, RemoteError, RequestTimeout
 from locpriv.geo import LocalProjection
 from locpriv.grouping import Group, select_group
@@ -44,7 +46,7 @@ from locpriv.topics import Topics, matches
 
 LAT0, LON0 = 41.39, 2.17  # the demo POI set covers Barcelona
 SIGMA = 60.0
-POIS = load_pois("locpriv/data/pois.csv")
+POIS = load_pois(Path(locpriv.__file__).parent / "data" / "pois.csv")
 PROJ = LocalProjection(LAT0, LON0)
 INDEX = POIIndex(POIS, PROJ)
 

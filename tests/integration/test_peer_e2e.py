@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import locpriv
 from locpriv.config import MqttSection, ServiceConfig
 from locpriv.ds import DSService
 from locpriv.errors import GroupInfeasible
@@ -32,7 +34,7 @@ from locpriv.topics import Topics
 from locpriv.transport import Received, connect
 
 LAT0, LON0 = 41.3874, 2.1686
-POIS = load_pois("locpriv/data/pois.csv")
+POIS = load_pois(Path(locpriv.__file__).parent / "data" / "pois.csv")
 K, A_MIN, A_MAX, SIGMA = 5, 20_000.0, 1_000_000.0, 60.0
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
