@@ -124,8 +124,11 @@ def _branch_and_bound(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         sse = sq[t] - (sx[t] * sx[t] + sy[t] * sy[t]) / n
         cn = np.sqrt(cx * cx + cy * cy)
         if d[j] > cn:
+            # every completion adds rr = r - t points, all with norm >= d[j]; then
+            # SSE(final) >= SSE(S) + n·rr/(n+rr)·(d[j] - |c_S|)² (see select_group)
             g = d[j] - cn
-            if sse + n / (n + 1.0) * g * g >= best:
+            rr = r - t
+            if sse + n * rr / (n + rr) * g * g >= best:
                 t -= 1  # candidates are sorted by d: the rest of this level cannot win
                 continue
         nodes += 1
@@ -321,10 +324,13 @@ def select_group(
     """Choose ``k-1`` candidates which with ``own_xy`` span ``A_min < area < A_max`` (m²) with the
     least within-group SSE (m²). Points in metres in one local projection.
 
-    Branch and bound over candidates ordered by distance to ``own_xy``: partial SSE never
-    drops when a point joins (``SSE(S∪{p}) = SSE(S) + |S|/(|S|+1)·|p-c_S|²``), and because the
-    distances are sorted, ``|p-c_S| ≥ d(p) - |c_S|`` bounds every later candidate at a level
-    at once; partial groups whose area already reaches ``A_max`` are cut (area is monotone).
+    Branch and bound over candidates ordered by distance ``d`` to ``own_xy``: partial SSE never
+    drops when a point joins (``SSE(S∪{p}) = SSE(S) + |S|/(|S|+1)·|p-c_S|²``). Completing a
+    partial group ``S`` (n points, centroid ``c_S``) with ``r`` points whose distances are all
+    ``≥ d_j`` gives ``SSE ≥ SSE(S) + n·r/(n+r)·(d_j - |c_S|)²`` when ``d_j > |c_S|`` (from
+    ``SSE = Σ|p|² - k|c|²`` and ``|c| ≤ (n|c_S| + Σd)/k``); since ``d`` is sorted, once this
+    reaches the best SSE the rest of the level is cut at once. Partial groups whose area
+    already reaches ``A_max`` are cut (area is monotone).
     The search is exact when it finishes within ``node_budget`` nodes (``None``: no limit;
     always so when ``C(m, k-1)`` ≤ the budget); otherwise the best group found is improved
     by 1-swap local search and returned with ``exact=False`` (a bounded heuristic).
