@@ -429,6 +429,20 @@ def test_reply_is_the_reused_perturbed_point_and_never_the_true_one() -> None:
     assert net.machines[0].point.fresh_draws == 1
 
 
+def test_config_validation() -> None:
+    from locpriv.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="hull"):
+        config(k=2)
+    assert config(k=2, area="bbox").k == 2
+    with pytest.raises(ConfigError):
+        config(window_s=0.0)
+    with pytest.raises(ConfigError):
+        config(max_candidates=2)
+    assert config().side_m == 1600  # √(1e6 m²) = 1000 m -> 1600 m cells
+    assert config().radius_base_m == pytest.approx(math.sqrt(1e6 / math.pi) + 3 * SIGMA)
+
+
 def test_token_bucket_refills() -> None:
     b = TokenBucket(1.0, 2.0)
     assert b.take(0.0) and b.take(0.0) and not b.take(0.0)

@@ -236,6 +236,8 @@ class PeerConfig:
             raise ConfigError("window_s and ds_timeout_s must be > 0, max_rounds >= 1")
         if self.max_candidates < self.k - 1:
             raise ConfigError("max_candidates must be >= k - 1")
+        if self.k == 2 and AreaMode(self.area) is AreaMode.HULL:
+            raise ConfigError("two points span no hull area: use k >= 3 or area='bbox'")
 
     @property
     def side_m(self) -> int:
