@@ -16,7 +16,12 @@ from collections.abc import Sequence
 from locpriv import __version__
 from locpriv.errors import LocprivError
 
-COMMAND_MODULES: tuple[str, ...] = ("locpriv.schemas", "locpriv.tabular.cli", "locpriv.serve")
+COMMAND_MODULES: tuple[str, ...] = (
+    "locpriv.schemas",
+    "locpriv.tabular.cli",
+    "locpriv.serve",
+    "locpriv.demo",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -91,10 +91,16 @@ class FleetOptions:
     """After the scenario ends, how long to wait for answers still in flight."""
     update_qos: int = 0
     p4_window_s: float = 0.5
-    p4_max_distance_m: float = 300.0
+    p4_max_distance_m: float = 200.0
     p4_max_rounds: int = 2
     progress_every_s: float = 0.5
-    publishers: int = 8
+    log_level: int = logging.WARNING
+    """Logging level of the worker processes."""
+    p4_reply_wildcard: bool = True
+    """Receive the devices' per-query P4 reply topics through one ``reply/+`` subscription
+    instead of two subscribe/unsubscribe round trips per query (amqtt 0.12 handles that churn
+    badly under load). Every shard then also sees other clients' replies and ignores them."""
+    publishers: int = 64
     """Tasks per shard publishing peer-machine effects (replies, unsubscriptions)."""
 
 
@@ -242,7 +248,8 @@ class _Shard:
                 await self.transport.subscribe(topic, qos=qos)
         else:
             self.topic_owner[topic] = uid
-            await self.transport.subscribe(topic, qos=qos)
+            if not self.opts.p4_reply_wildcard:
+                await self.transport.subscribe(topic, qos=qos)
 
     async def unsubscribe(self, uid: int, topic: str) -> None:
         if "/peer/cell/" in topic:
@@ -254,7 +261,8 @@ class _Shard:
                     self.unsubs.put_nowait(topic)
         else:
             self.topic_owner.pop(topic, None)
-            self.unsubs.put_nowait(topic)
+            if not self.opts.p4_reply_wildcard:
+                self.unsubs.put_nowait(topic)
 
     async def unsubscriber(self) -> None:
         """Unsubscribe per-query topics one at a time, bounded: aiomqtt 2.5 can lose an
@@ -555,6 +563,8 @@ class _Shard:
             self.transport = transport
             self.requester = Requester(transport, self.topics.reply(self.client_id))
             await self.requester.start()
+            if self.opts.p4_reply_wildcard:
+                await transport.subscribe(f"{self.topics.root}/reply/+", qos=1)
             tasks = [
                 asyncio.create_task(self.dispatch()),
                 asyncio.create_task(self.deadlines()),
@@ -641,6 +651,12 @@ async def run_fleet_async(
 def _worker(job: tuple[BuiltScenario, FleetOptions, int, list[int], float], out: Any) -> None:
     """Process entry point: run some shards, stream progress, send the result."""
     built, opts, shards, shard_ids, t0_wall = job
+    # A spawned worker is a program of its own: log like the parent asked, MQTT stacks quieter.
+    logging.basicConfig(
+        level=opts.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for name in ("aiomqtt", "paho", "amqtt", "transitions"):
+        logging.getLogger(name).setLevel(max(logging.ERROR, opts.log_level))
 
     def report(p: Progress) -> None:
         with contextlib.suppress(Exception):

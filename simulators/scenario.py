@@ -245,7 +245,7 @@ def build(sc: Scenario) -> BuiltScenario:
         )
     traj = mobility.combine(*parts)
     workload = generate_workload(sc.workload, traj.n_users, sc.duration_s, r_work)
-    log.info(
+    log.debug(
         "scenario %s: %d users (%d static), %d queries",
         sc.name,
         traj.n_users,
