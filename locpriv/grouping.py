@@ -81,14 +81,16 @@ def _area(xs, ys, n, area_mode, wx, wy):  # type: ignore[no-untyped-def]  # noqa
 
 @numba.njit(cache=True)
 def _branch_and_bound(  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    P, k, a_min, a_max, area_mode, node_budget
+    P, k, a_min, a_max, area_mode, node_budget, polish
 ):
     """Exact minimum-SSE choice of ``k-1`` rows of ``P`` (sorted by norm) with the origin.
 
     Returns ``(best_idx, best_sse, best_area, nodes, n_small, n_large, complete)``;
     ``best_idx[0] == -1`` when no group was found. ``n_small``/``n_large`` count groups
     rejected for area ≤ a_min / partial groups pruned for area ≥ a_max. ``complete`` is False
-    when ``node_budget`` (> 0) ran out; the best found so far is returned then.
+    when ``node_budget`` (> 0) ran out; the best found so far is returned then. With
+    ``polish`` > 0 every new incumbent is improved by :func:`_swap_search` (``polish`` passes),
+    which tightens the pruning threshold early; the search stays exact.
     """
     m = P.shape[0]
     r = k - 1
@@ -159,6 +161,13 @@ def _branch_and_bound(  # type: ignore[no-untyped-def]  # noqa: PLR0917
                 best_area = area
                 for q in range(r):
                     best_idx[q] = chosen[q]
+                if polish > 0:  # a better incumbent prunes more: improve it by local search
+                    pidx, psse, parea = _swap_search(P, best_idx, a_min, a_max, area_mode, polish)
+                    if psse < best:
+                        best = psse
+                        best_area = parea
+                        for q in range(r):
+                            best_idx[q] = pidx[q]
             else:
                 n_small += 1
             continue
@@ -331,9 +340,11 @@ def select_group(
     ``SSE = Σ|p|² - k|c|²`` and ``|c| ≤ (n|c_S| + Σd)/k``); since ``d`` is sorted, once this
     reaches the best SSE the rest of the level is cut at once. Partial groups whose area
     already reaches ``A_max`` are cut (area is monotone).
-    The search is exact when it finishes within ``node_budget`` nodes (``None``: no limit;
-    always so when ``C(m, k-1)`` ≤ the budget); otherwise the best group found is improved
-    by 1-swap local search and returned with ``exact=False`` (a bounded heuristic).
+    Every new incumbent is improved by 1-swap local search (up to ``max_swap_passes`` passes;
+    0 turns this off), which lowers the pruning threshold early. The search is exact when it
+    finishes within ``node_budget`` nodes (``None``: no limit; always so when ``C(m, k-1)`` ≤
+    the budget); otherwise the best group found is returned with ``exact=False`` (a bounded
+    heuristic).
     """
     if k < 2:
         raise ValueError("k must be >= 2")
@@ -351,7 +362,7 @@ def select_group(
     P = np.ascontiguousarray(rel[order])
     budget = 0 if node_budget is None else int(node_budget)
     idx, sse, area_m2, nodes, n_small, n_large, complete = _branch_and_bound(
-        P, k, float(a_min_m2), float(a_max_m2), mode, budget
+        P, k, float(a_min_m2), float(a_max_m2), mode, budget, max_swap_passes
     )
     if idx[0] < 0:
         if not complete:
@@ -367,10 +378,6 @@ def select_group(
         if n_large:
             return Infeasible(InfeasibleReason.AREA_TOO_LARGE, f"every group of {k} spans >= A_max")
         return Infeasible(InfeasibleReason.AREA_TOO_SMALL, f"every group of {k} spans <= A_min")
-    if not complete:
-        idx, sse, area_m2 = _swap_search(
-            P, idx, float(a_min_m2), float(a_max_m2), mode, max_swap_passes
-        )
     chosen = np.sort(order[idx])
     members = np.vstack((np.asarray(own_xy, dtype=np.float64), cand[chosen]))
     cx, cy = members.mean(axis=0)
