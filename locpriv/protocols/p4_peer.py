@@ -67,6 +67,7 @@ from locpriv.protocols import Send
 from locpriv.topics import Topics
 
 __all__ = [
+    "MAX_RADIUS_M",
     "Effect",
     "PeerAnswer",
     "PeerConfig",
@@ -77,6 +78,7 @@ __all__ = [
     "Subscribe",
     "TokenBucket",
     "Unsubscribe",
+    "radius_ladder",
 ]
 
 log = logging.getLogger(__name__)
