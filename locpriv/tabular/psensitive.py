@@ -199,8 +199,68 @@ def _chunk_dist(XT: FloatArray, i0: int, L: int, q: FloatArray, acc: FloatArray)
 
 
 @numba.njit(cache=True)
+def _knn_range(  # noqa: PLR0917
+    XT: FloatArray,
+    lo: int,
+    hi: int,
+    q: FloatArray,
+    self_t: int,
+    cap: int,
+    hd: FloatArray,
+    ht: IntArray,
+) -> int:
+    """The ``cap`` nearest records to ``q`` among positions lo..hi-1 into ascending hd/ht.
+
+    Position ``self_t`` gets distance -1 (it sorts first). Returns the number kept.
+    """
+    acc = np.empty(_CHUNK)
+    size = 0
+    kth = np.inf
+    for i0 in range(lo, hi, _CHUNK):
+        L = min(_CHUNK, hi - i0)
+        _chunk_dist(XT, i0, L, q, acc)
+        hits = 0
+        for i in range(L):
+            hits += acc[i] < kth
+        if hits == 0 and not (i0 <= self_t < i0 + L):
+            continue
+        for i in range(L):
+            a = acc[i]
+            t = i0 + i
+            if t == self_t:
+                a = -1.0
+            if a < kth:
+                size = _insert_sorted(hd, ht, size, cap, a, t)
+                if size == cap:
+                    kth = hd[cap - 1]
+    return size
+
+
+@numba.njit(cache=True)
+def _knn(  # noqa: PLR0917
+    XT: FloatArray,
+    nu: int,
+    q: FloatArray,
+    self_t: int,
+    cap: int,
+    nthreads: int,
+    hd: FloatArray,
+    ht: IntArray,
+) -> int:
+    """Nearest ``cap`` live records to ``q`` (``nthreads`` is reserved; serial for now)."""
+    return _knn_range(XT, 0, nu, q, self_t, cap, hd, ht)
+
+
+@numba.njit(cache=True)
 def _seeded_kernel(  # noqa: PLR0917
-    X: FloatArray, S: IntArray, nvals: IntArray, k: int, p: int, mode: int, rnd: FloatArray
+    X: FloatArray,
+    S: IntArray,
+    nvals: IntArray,
+    k: int,
+    p: int,
+    mode: int,
+    rnd: FloatArray,
+    nthreads: int = 1,
 ) -> IntArray:
     n, d = X.shape
     m = S.shape[1]
@@ -290,40 +350,12 @@ def _seeded_kernel(  # noqa: PLR0917
         else:  # Algorithm 3: nearest to a uniform random vector over the attribute ranges
             for c in range(d):
                 ref[c] = lo[c] + rnd[g, c] * (hi[c] - lo[c])
-            best_v = np.inf
-            for i0 in range(0, nu, _CHUNK):
-                L = min(_CHUNK, nu - i0)
-                _chunk_dist(XT, i0, L, ref, acc)
-                mn = acc[0]
-                for i in range(1, L):
-                    mn = min(mn, acc[i])
-                if mn < best_v:
-                    for i in range(L):
-                        if acc[i] < best_v:
-                            best_v = acc[i]
-                            best_t = i0 + i
+            _knn(XT, nu, ref, -1, 1, nthreads, hd, ht)
+            best_t = ht[0]
         for c in range(d):
             xs[c] = XT[c, best_t]
         # --- nearest candidates (one chunked pass, bounded sorted buffer), widened if needed
-        size = 0
-        kth = np.inf
-        for i0 in range(0, nu, _CHUNK):
-            L = min(_CHUNK, nu - i0)
-            _chunk_dist(XT, i0, L, xs, acc)
-            hits = 0
-            for i in range(L):
-                hits += acc[i] < kth
-            if hits == 0:
-                continue
-            for i in range(L):
-                a = acc[i]
-                t = i0 + i
-                if t == best_t:
-                    a = -1.0
-                if a < kth:
-                    size = _insert_sorted(hd, ht, size, cap, a, t)
-                    if size == cap:
-                        kth = hd[cap - 1]
+        size = _knn(XT, nu, xs, best_t, cap, nthreads, hd, ht)
         order = ht[:size].copy()
         done = False
         nmem = 0
@@ -466,7 +498,7 @@ def seeded_groups(
     rng = rng if rng is not None else np.random.default_rng(0)
     rnd = rng.random((X.shape[0] // k + 1, X.shape[1])) if mode else np.zeros((1, 1))
     nvals = codes.max(axis=0) + 1
-    out: IntArray = _seeded_kernel(X, np.ascontiguousarray(codes), nvals, k, p, mode, rnd)
+    out: IntArray = _seeded_kernel(X, np.ascontiguousarray(codes), nvals, k, p, mode, rnd, 1)
     return out
 
 
