@@ -56,15 +56,46 @@ def _rec(**kw: object) -> QueryRecord:
 
 def test_summary_by_hand() -> None:
     recs = [
-        _rec(ok=True, t_anon_s=10.1, t_answer_s=10.2, k_achieved=5, area_m2=500.0, held_s=0.0,
-             precision=1.0, recall=1.0, ds_error_m=30.0, adversary_error_m=40.0,
-             messages=4, bytes=1000),
-        _rec(ok=True, t_anon_s=10.3, t_answer_s=10.4, k_achieved=10, area_m2=1000.0, held_s=2.0,
-             precision=0.5, recall=0.5, ds_error_m=10.0, adversary_error_m=20.0,
-             messages=4, bytes=3000),
+        _rec(
+            ok=True,
+            t_anon_s=10.1,
+            t_answer_s=10.2,
+            k_achieved=5,
+            area_m2=500.0,
+            held_s=0.0,
+            precision=1.0,
+            recall=1.0,
+            ds_error_m=30.0,
+            adversary_error_m=40.0,
+            messages=4,
+            bytes=1000,
+        ),
+        _rec(
+            ok=True,
+            t_anon_s=10.3,
+            t_answer_s=10.4,
+            k_achieved=10,
+            area_m2=1000.0,
+            held_s=2.0,
+            precision=0.5,
+            recall=0.5,
+            ds_error_m=10.0,
+            adversary_error_m=20.0,
+            messages=4,
+            bytes=3000,
+        ),
         _rec(ok=False, error="cloak_timeout", messages=2, bytes=500),
-        _rec(protocol=2, ok=True, t_answer_s=10.05, precision=1.0, recall=1.0, ds_error_m=0.0,
-             adversary_error_m=0.0, messages=2, bytes=300),
+        _rec(
+            protocol=2,
+            ok=True,
+            t_answer_s=10.05,
+            precision=1.0,
+            recall=1.0,
+            ds_error_m=0.0,
+            adversary_error_m=0.0,
+            messages=2,
+            bytes=300,
+        ),
     ]
     s = summarize(recs, RunStats(duration_s=10.0, users=7))
     p3 = s["protocols"]["p3"]
@@ -88,10 +119,28 @@ def test_summary_by_hand() -> None:
 
 def test_json_and_plots_are_written(tmp_path: Path) -> None:
     recs = [
-        _rec(ok=True, t_anon_s=10.1, t_answer_s=10.2, k_achieved=6, area_m2=400.0,
-             adversary_error_m=12.0, adversary_centroid_error_m=20.0, precision=1.0, recall=1.0),
-        _rec(protocol=4, ok=True, t_anon_s=10.5, t_answer_s=10.6, k_achieved=5, area_m2=300.0,
-             adversary_error_m=50.0, precision=1.0, recall=1.0),
+        _rec(
+            ok=True,
+            t_anon_s=10.1,
+            t_answer_s=10.2,
+            k_achieved=6,
+            area_m2=400.0,
+            adversary_error_m=12.0,
+            adversary_centroid_error_m=20.0,
+            precision=1.0,
+            recall=1.0,
+        ),
+        _rec(
+            protocol=4,
+            ok=True,
+            t_anon_s=10.5,
+            t_answer_s=10.6,
+            k_achieved=5,
+            area_m2=300.0,
+            adversary_error_m=50.0,
+            precision=1.0,
+            recall=1.0,
+        ),
     ]
     s = summarize(recs, RunStats(duration_s=1.0, users=2, extra={"nan": math.nan}))
     write_json(s, tmp_path / "s.json")

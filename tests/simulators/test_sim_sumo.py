@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("sumo")
 
-from simulators.sumo import parse_fcd, sumo_grid  # noqa: E402
+from simulators.sumo import parse_fcd, sumo_grid
 
 
 @pytest.mark.timeout(120)
@@ -21,7 +21,7 @@ def test_sumo_grid_vehicles_move_on_roads_deterministically(tmp_path: Path) -> N
     assert np.array_equal(tr.x_m, again.x_m) and np.array_equal(tr.y_m, again.y_m)
     # centred on the network: a 300 m x 300 m grid spans about [-150, 150]
     x0, y0, x1, y1 = tr.bounds_m()
-    assert -160 <= x0 and x1 <= 160 and -160 <= y0 and y1 <= 160
+    assert x0 >= -160 and x1 <= 160 and y0 >= -160 and y1 <= 160
     speeds = tr.speeds_mps()
     assert speeds.max() <= 1.5 + 1e-6  # walking-speed vehicle type
     assert speeds.mean() > 0.3  # they do drive

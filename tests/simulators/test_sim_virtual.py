@@ -22,8 +22,18 @@ def _run(users: int = 300, seconds: float = 60.0, seed: int | None = None) -> Vi
 
 def _key(res: VirtualResult) -> list[tuple[object, ...]]:
     return [
-        (r.protocol, r.user, r.t_request_s, r.ok, r.error, r.k_achieved, r.area_m2,
-         r.adversary_error_m, r.precision, r.bytes)
+        (
+            r.protocol,
+            r.user,
+            r.t_request_s,
+            r.ok,
+            r.error,
+            r.k_achieved,
+            r.area_m2,
+            r.adversary_error_m,
+            r.precision,
+            r.bytes,
+        )
         for r in res.records
     ]
 

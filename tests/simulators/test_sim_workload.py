@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -60,13 +61,9 @@ def test_workload_mix_profiles_and_determinism() -> None:
     assert abs(n - 6000) < 300  # 100 users x 360/h x 600 s
     mix = w.by_protocol()
     assert set(mix) == {1, 3} and 0.7 < mix[3] / n < 0.8
-    assert all(a.t_s <= b.t_s for a, b in itertools_pairwise(w.events))
+    assert all(a.t_s <= b.t_s for a, b in itertools.pairwise(w.events))
     for p in w.profiles:
         assert p.k >= 1 and p.a_max_m2 >= 4 * p.a_min_m2 and p.max_delay_s >= 0
-
-
-def itertools_pairwise(xs: tuple[object, ...]) -> list[tuple[object, object]]:
-    return list(zip(xs, xs[1:], strict=False))
 
 
 def test_profiles_keep_the_area_window_open() -> None:
@@ -110,7 +107,7 @@ def test_trace_scenario_adds_static_users_to_the_trace() -> None:
 def test_scenario_rejects_unknown_keys_and_models() -> None:
     with pytest.raises(ValueError, match="unknown scenario"):
         scenario_from_mapping({"userz": 3})
-    with pytest.raises(ValueError, match="mobility.model"):
+    with pytest.raises(ValueError, match=r"mobility\.model"):
         scenario_from_mapping({"mobility": {"model": "teleport"}})
     sc = load_scenario("demo")
     with pytest.raises(ValueError):

@@ -1,0 +1,59 @@
+"""`locpriv demo` end to end: embedded broker, services, a fleet worker process, outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from locpriv.cli import build_parser
+
+
+def test_demo_is_registered() -> None:
+    args = build_parser().parse_args(["demo", "--users", "5", "--seconds", "2", "--out", "x"])
+    assert args.users == 5 and args.seconds == 2.0 and args.out == Path("x")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "demo-out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "locpriv",
+            "-q",
+            "demo",
+            "--users",
+            "50",
+            "--seconds",
+            "5",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=170,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "p50 ms" in proc.stdout and "wrote" in proc.stdout  # the summary table
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenario"]["users"] == 50 and summary["run"]["users"] == 50
+    assert summary["all"]["queries"] > 0 and summary["all"]["answered"] > 0
+    assert summary["run"]["location_updates"] >= 50
+    for name in (
+        "latency",
+        "cloak_area",
+        "k_ratio",
+        "adversary_error",
+        "utility",
+        "cost",
+        "positions",
+    ):
+        assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
