@@ -175,8 +175,27 @@ class Microaggregator:
         tried: dict[str, float] = {}
         todo = candidates(self.method, p)
         for i, name in enumerate(todo):
+            sub = None
+            if self.progress is not None:
+                outer, base, span = self.progress, i / len(todo), 1.0 / len(todo)
+
+                def sub(
+                    f: float,
+                    outer: Callable[[float], None] = outer,
+                    base: float = base,
+                    span: float = span,
+                ) -> None:
+                    outer(base + span * f)
+
             labels, k_used = run_method(
-                name, Z, codes, k, p, seed=self.seed, time_budget_s=self.time_budget_s
+                name,
+                Z,
+                codes,
+                k,
+                p,
+                seed=self.seed,
+                time_budget_s=self.time_budget_s,
+                progress=sub,
             )
             err = metrics.sse(Z, labels)
             tried[name] = err

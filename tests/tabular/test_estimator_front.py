@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -171,3 +173,14 @@ def test_extended_p_sensitive_with_hierarchy() -> None:
     # three strong ancestors (cancer, flu, cold) => p=4 is infeasible
     with pytest.raises(InfeasibleError, match="'d' has 3 distinct values"):
         anonymize(df, ["x"], ["d"], k=4, p=4, hierarchies={"d": h})
+
+
+def test_progress_reaches_one_and_is_monotone() -> None:
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(120, 2))
+    S = (X[:, 0] > 0).astype(int)  # clustered values: k-increase has to grow k
+    seen: list[float] = []
+    Microaggregator(k=2, p=2, progress=seen.append).fit(X, S)
+    assert seen
+    assert seen[-1] == pytest.approx(1.0)
+    assert all(a <= b + 1e-12 for a, b in itertools.pairwise(seen))
