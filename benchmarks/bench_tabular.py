@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -70,6 +71,19 @@ def main() -> int:
         else [(n, d, k) for n in (10_000, 100_000) for d in (2, 13) for k in (3, 5)]
     )
     rows: list[dict[str, Any]] = []
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "quick": args.quick,
+        "complete": False,
+        "note": "shared 2-core machine, heavily loaded by other jobs; timings are noisy",
+    }
+
+    def dump() -> None:
+        OUT.write_text(json.dumps({"meta": meta, "runs": rows}, indent=2) + "\n")
+
     print(
         f"{'method':12s} {'n':>7s} {'d':>3s} {'k':>2s} {'p':>2s} {'sec':>8s} {'peakMB':>7s} "
         f"{'IL%':>7s} {'k_used':>6s} {'xMDAV':>6s} valid"
@@ -102,6 +116,7 @@ def main() -> int:
             if mdav_s and row.get("seconds") is not None:
                 row["x_mdav"] = row["seconds"] / mdav_s
             rows.append(row)
+            dump()
             sec = f"{row['seconds']:8.2f}" if row.get("seconds") is not None else " timeout"
             nan = float("nan")
             print(
@@ -111,15 +126,8 @@ def main() -> int:
                 f"{row.get('valid', '-')}",
                 flush=True,
             )
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": __import__("os").cpu_count(),
-        "quick": args.quick,
-        "note": "shared 2-core machine; timings are noisy",
-    }
-    OUT.write_text(json.dumps({"meta": meta, "runs": rows}, indent=2) + "\n")
+    meta["complete"] = True
+    dump()
     print(f"wrote {OUT}")
     return 0
 
