@@ -18,6 +18,9 @@ topic                       payload                               QoS    retaine
 ``peer/cell/{cell}``        PeerRequest (Protocol 4 discovery)    0      no
 ``status/{service}``        "online"/"offline" (last will)        1      yes
 ==========================  ====================================  =====  ========
+
+Protocol 4 uses a fresh ``reply/p4-<random>`` per query and purpose (peer replies, DS
+answer); ``{cell}`` is ``g{side_m}_{row}_{col}`` from :mod:`locpriv.cells` (docs/peer.md).
 """
 
 from __future__ import annotations
