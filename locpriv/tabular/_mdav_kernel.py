@@ -330,7 +330,7 @@ def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
         n_outer = w
         # d(x, c) <= dp(x) + e < dmax - e <= d(argmax dp, c) for every x with dp(x) < thr
         thr = dmax - 2.0 * e - _SLACK * (dmax + e)
-        if dmax < t_outer or thr < t_outer:  # the shell is not inside the list: rebuild it
+        if n_outer == 0 or thr < t_outer:  # the shell is not inside the list: rebuild it
             stats[ST_LIST] += 1
             dmax = _max_nonneg(dp, m)
             thr = dmax - 2.0 * e - _SLACK * (dmax + e)
