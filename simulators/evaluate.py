@@ -10,7 +10,9 @@ metric                         definition
 ``success_rate``               answered queries / issued queries (errors and timeouts fail)
 ``anon_latency_s``             p50/p95/p99 of request -> anonymised location (cloak reply, P4 group)
 ``e2e_latency_s``              p50/p95/p99 of request -> final answer at the user
-``k_ratio``                    achieved k / requested k (mean, min; P1, P3, P4)
+``k_ratio``                    achieved k (users truly inside at answer time) / requested k
+                               (mean, min, fraction below 1); ``k_reported_ratio`` likewise
+                               with the service's own count (from reported positions)
 ``area_m2``                    cloak area quantiles; ``below_a_min`` / ``above_a_max`` fractions
 ``temporal_delay_s``           mean and p95 of the time a request was held (``t2`` - request)
 ``precision``, ``recall``      of the answer against the ``n`` nearest POIs at the exact location
@@ -69,6 +71,9 @@ class QueryRecord:
     t_answer_s: float | None = None
     """When the final answer reached the user, s."""
     k_achieved: int | None = None
+    """Users truly inside the region (ground truth, requester included only when inside it)."""
+    k_reported: int | None = None
+    """The service's own count (P3 ``CloakReply.users``, the virtual cloaker's count)."""
     area_m2: float | None = None
     held_s: float | None = None
     """Temporal cloaking: how long the request was held (t2 of the interval - request time), s."""
@@ -131,6 +136,14 @@ def quantiles(values: Iterable[float | None], qs: Sequence[float] = (50, 95, 99)
     return out
 
 
+def _ratio(ratios: Sequence[float]) -> dict[str, float | None]:
+    return {
+        "mean": float(np.mean(ratios)) if ratios else None,
+        "min": float(np.min(ratios)) if ratios else None,
+        "below_1": sum(x < 1 for x in ratios) / len(ratios) if ratios else None,
+    }
+
+
 def _metrics(recs: Sequence[QueryRecord], duration_s: float) -> dict[str, Any]:
     n = len(recs)
     ok = [r for r in recs if r.ok]
@@ -151,11 +164,10 @@ def _metrics(recs: Sequence[QueryRecord], duration_s: float) -> dict[str, Any]:
         "errors": dict(sorted(errors.items())),
         "anon_latency_s": quantiles(anon),
         "e2e_latency_s": quantiles(e2e),
-        "k_ratio": {
-            "mean": float(np.mean(ratios)) if ratios else None,
-            "min": float(np.min(ratios)) if ratios else None,
-            "below_1": sum(x < 1 for x in ratios) / len(ratios) if ratios else None,
-        },
+        "k_ratio": _ratio(ratios),
+        "k_reported_ratio": _ratio(
+            [r.k_reported / r.k_requested for r in ok if r.k_reported is not None]
+        ),
         "area_m2": {
             **quantiles([r.area_m2 for r in areas], (5, 50, 95)),
             "below_a_min": (

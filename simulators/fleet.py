@@ -17,9 +17,9 @@ task holding **one** broker connection for all its devices, and shards run in se
 Each query yields a :class:`~simulators.evaluate.QueryRecord` with ground truth from the
 trajectories (true position, users truly inside a region, exact POI answer). Message and byte
 counts are those the device sends and receives (P4 includes its broadcasts and the replies it
-collects); the mediator-DS hop of P1/P2 is not visible to the device. P1's ``k_achieved`` is the
-number of users truly inside the region when the answer arrives (the wire does not carry it);
-P3's is the anonymizer's count.
+collects); the mediator-DS hop of P1/P2 is not visible to the device. ``k_achieved`` of P1 and
+P3 is the number of users truly inside the region when the answer arrives; P3's
+``k_reported`` is the anonymizer's count (from reported positions; the P1 answer carries none).
 """
 
 from __future__ import annotations
@@ -379,7 +379,9 @@ class _Shard:
         self.records.append(rec)
         return rec
 
-    def region_truth(self, rec: QueryRecord, region: m.Region, xy: tuple[float, float]) -> int:
+    def region_truth(
+        self, rec: QueryRecord, region: m.Region, xy: tuple[float, float], user: int
+    ) -> int:
         """Fill DS error and adversary errors for a region; returns users truly inside it."""
         ring = np.asarray(region.ring, dtype=np.float64)
         rx, ry = self.proj.to_xy(ring[:, 0], ring[:, 1])
@@ -389,9 +391,11 @@ class _Shard:
         rec.adversary_centroid_error_m = rec.ds_error_m
         xs, ys = self.traj.at(self.now_s())
         inside = shapely.contains_xy(poly, xs, ys)
+        n_inside = int(inside.sum())
+        inside[user] = False  # the requester is added once, at her true position
         cand = np.vstack([np.column_stack([xs[inside], ys[inside]]), np.asarray([xy])])
         rec.adversary_error_m = expected_error_uniform(xy, cand)
-        return int(inside.sum())
+        return n_inside
 
     def score(
         self, rec: QueryRecord, ev: QueryEvent, xy: tuple[float, float], got: list[str]
@@ -461,7 +465,7 @@ class _Shard:
                 return
             if ans.region is not None:
                 rec.area_m2 = ans.area_m2
-                rec.k_achieved = self.region_truth(rec, ans.region, xy)
+                rec.k_achieved = self.region_truth(rec, ans.region, xy, ev.user)
             if ans.t2 is not None:
                 rec.held_s = max(0.0, ans.t2 - t_unix)
             return
@@ -477,9 +481,9 @@ class _Shard:
         assert isinstance(reply, m.CloakReply)
         rec.t_anon_s = self.now_s()
         rec.area_m2 = reply.area_m2
-        rec.k_achieved = reply.users
+        rec.k_reported = reply.users
         rec.held_s = max(0.0, reply.t2 - t_unix)
-        self.region_truth(rec, reply.region, xy)
+        rec.k_achieved = self.region_truth(rec, reply.region, xy, ev.user)
         dsq = m.DSQuery(
             correlation_id="x" * 32,
             reply_to=self.requester.reply_to,
@@ -525,6 +529,7 @@ class _Shard:
         a = done.answer
         rec.t_anon_s = rec.t_request_s + pm.config.window_s * a.rounds
         rec.k_achieved = a.group_size
+        rec.k_reported = a.group_size
         rec.area_m2 = a.area_m2
         rec.held_s = 0.0
         cx, cy = self.proj.point_to_xy(a.centroid[1], a.centroid[0])

@@ -75,7 +75,7 @@ class VirtualConfig:
     max_delay_s_bound: float = 60.0
     p4_max_replies: int = 64
     p4_reuse_radius_m: float = 50.0
-    p4_max_distance_m: float = 300.0
+    p4_max_distance_m: float = 200.0
     """Responders farther than this (between perturbed points) stay silent, metres."""
     p4_centroid_radius: bool = True
     p4_node_budget: int = 20_000
@@ -172,7 +172,7 @@ class _Runner:
     def region_done(self, ctx: _Ctx, region: CloakRegion, now: float) -> None:
         r = ctx.record
         r.t_anon_s = now
-        r.k_achieved = region.users
+        r.k_reported = region.users
         r.area_m2 = region.area_m2
         r.held_s = max(0.0, now - r.t_request_s)
         poly_ll = self.proj.geometry_to_lonlat(region.polygon)
@@ -183,6 +183,8 @@ class _Runner:
         r.adversary_centroid_error_m = r.ds_error_m
         xs, ys = self.traj.at(now)
         inside = (xs >= x0) & (xs <= x1) & (ys >= y0) & (ys <= y1)
+        r.k_achieved = int(inside.sum())
+        inside[ctx.event.user] = False  # the requester is added once, at her true position
         cand = np.column_stack([xs[inside], ys[inside]])
         cand = np.vstack([cand, np.asarray([ctx.xy])])  # the requester is always a candidate
         r.adversary_error_m = expected_error_uniform(ctx.xy, cand)
@@ -339,6 +341,7 @@ class _Runner:
             return
         rec.t_anon_s = ev.t_s
         rec.k_achieved = len(res.indices) + 1
+        rec.k_reported = rec.k_achieved
         rec.area_m2 = res.area_m2
         rec.held_s = 0.0
         cx, cy = res.centroid_xy
