@@ -407,7 +407,8 @@ def decode(
         raise DecodeError(ErrorCode.INVALID_FIELD, "missing message type", field="type")
     if not isinstance(kind, str) or kind not in MESSAGE_TYPES:
         raise DecodeError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {kind!r}", field="type")
-    _reject_non_finite(obj, ())
+    if b"NaN" in raw or b"Infinity" in raw:  # json.loads makes non-finite floats only from these
+        _reject_non_finite(obj, ())
     try:
         message = _ADAPTER.validate_json(raw, strict=True)
     except ValidationError as exc:
