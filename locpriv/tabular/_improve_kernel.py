@@ -196,12 +196,16 @@ def group_sse(X, cnt, S, mem, g):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True)
-def sweep_records(X, lab, cnt, S, mem, slot, nbr, k, kmax, order, tol):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+def sweep_records(X, lab, cnt, S, mem, slot, nbr, k, kmax, order, tol, stamp, rseen, clock):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """For each record (in ``order``): the best of moving it to the group of one of its
     neighbours, or swapping it with a member of such a group; applied if it lowers the SSE.
 
     ``ΔSSE(move x: a→b) = n_b/(n_b+1)·|x-c_b|² - n_a/(n_a-1)·|x-c_a|²`` and
     ``ΔSSE(swap x∈a, y∈b) = |y-c_a|² - |x-c_a|² - |x-y|²/n_a + |x-c_b|² - |y-c_b|² - |x-y|²/n_b``.
+
+    A record is skipped when neither its group nor its neighbours' groups changed since it was
+    last looked at: ``clock[0]`` counts changes, ``stamp[g]`` is the count at group g's last
+    change, ``rseen[x]`` the count when x was last looked at.
     Returns (total ΔSSE, number of changes).
     """
     L = nbr.shape[1]
@@ -211,6 +215,16 @@ def sweep_records(X, lab, cnt, S, mem, slot, nbr, k, kmax, order, tol):  # type:
     for oi in range(order.shape[0]):
         x = order[oi]
         a = lab[x]
+        fresh = stamp[a] > rseen[x]
+        for u in range(L):
+            if fresh:
+                break
+            y = nbr[x, u]
+            if y >= 0 and stamp[lab[y]] > rseen[x]:
+                fresh = True
+        if not fresh:
+            continue
+        rseen[x] = clock[0]
         na = cnt[a]
         dxa = _dc(X, x, S, a, cnt)
         best = -tol
@@ -259,6 +273,9 @@ def sweep_records(X, lab, cnt, S, mem, slot, nbr, k, kmax, order, tol):  # type:
             _move(X, lab, cnt, S, mem, slot, x, bb)
             _move(X, lab, cnt, S, mem, slot, by, a)
         if kind > 0:
+            clock[0] += 1
+            stamp[a] = clock[0]
+            stamp[bb] = clock[0]
             total += best
             nchg += 1
     return total, nchg
@@ -333,10 +350,11 @@ def best_two_split(X, U, nu, lo_size, hi_size, w, proj, buf, out, iters):  # typ
 
 
 @numba.njit(cache=True)
-def sweep_pairs(X, lab, cnt, S, mem, slot, nbr, k, kmax, gorder, tol, iters):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+def sweep_pairs(X, lab, cnt, S, mem, slot, nbr, k, kmax, gorder, tol, iters, stamp, gseen, clock):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """For each group ``a`` and each group ``b`` holding a neighbour of one of a's members:
-    re-split ``a ∪ b`` by :func:`best_two_split`; applied if it lowers the SSE.
-    Returns (total ΔSSE, number of changes)."""
+    re-split ``a ∪ b`` by :func:`best_two_split`; applied if it lowers the SSE. A pair is
+    skipped when neither group changed since ``a``'s pairs were last looked at (``gseen[a]``;
+    see :func:`sweep_records`). Returns (total ΔSSE, number of changes)."""
     d = X.shape[1]
     cap = 2 * kmax + 2
     U = np.empty(cap, dtype=np.int64)
@@ -351,6 +369,8 @@ def sweep_pairs(X, lab, cnt, S, mem, slot, nbr, k, kmax, gorder, tol, iters):  #
         a = gorder[oi]
         if cnt[a] == 0:
             continue
+        since = gseen[a]
+        gseen[a] = clock[0]
         nadj = 0
         for t in range(cnt[a]):
             x = mem[a, t]
@@ -371,6 +391,8 @@ def sweep_pairs(X, lab, cnt, S, mem, slot, nbr, k, kmax, gorder, tol, iters):  #
                     nadj += 1
         for v in range(nadj):
             b = adj[v]
+            if stamp[a] <= since and stamp[b] <= since:
+                continue
             nu = 0
             for t in range(cnt[a]):
                 U[nu] = mem[a, t]
@@ -403,6 +425,9 @@ def sweep_pairs(X, lab, cnt, S, mem, slot, nbr, k, kmax, gorder, tol, iters):  #
                     else:
                         _move(X, lab, cnt, S, mem, slot, U[i2], b)
                         i2 += 1
+                clock[0] += 1
+                stamp[a] = clock[0]
+                stamp[b] = clock[0]
                 total += v2 - cur
                 nchg += 1
     return total, nchg

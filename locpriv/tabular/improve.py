@@ -142,6 +142,11 @@ def improve_partition(
     scale = float(np.einsum("ij,ij->", Xf - Xf.mean(axis=0), Xf - Xf.mean(axis=0))) / n
     tol = 1e-12 * max(scale, 1e-300)
 
+    stamp = np.ones(G, dtype=np.int64)  # change counts: see kern.sweep_records
+    rseen = np.zeros(n, dtype=np.int64)
+    gseen = np.zeros(G, dtype=np.int64)
+    clock = np.ones(1, dtype=np.int64)
+
     def out_of_time() -> bool:
         return time_budget_s is not None and time.perf_counter() - t0 > time_budget_s
 
@@ -149,12 +154,26 @@ def improve_partition(
         if out_of_time():
             break
         _, moved = kern.sweep_records(
-            Xf, lab, cnt, S, mem, slot, nbr, kk, kmax, rng.permutation(n), tol
+            Xf, lab, cnt, S, mem, slot, nbr, kk, kmax, rng.permutation(n), tol, stamp, rseen, clock
         )
         if out_of_time():
             break
         _, resplit = kern.sweep_pairs(
-            Xf, lab, cnt, S, mem, slot, nbr, kk, kmax, rng.permutation(G), tol, _SPLIT_ITERS
+            Xf,
+            lab,
+            cnt,
+            S,
+            mem,
+            slot,
+            nbr,
+            kk,
+            kmax,
+            rng.permutation(G),
+            tol,
+            _SPLIT_ITERS,
+            stamp,
+            gseen,
+            clock,
         )
         kern.refresh_sums(Xf, lab, S)
         if moved == 0 and resplit == 0:

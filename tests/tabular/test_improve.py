@@ -124,12 +124,20 @@ def test_sweep_delta_formulas_match_the_sse() -> None:
     cnt, S, mem, slot = kern.build_state(X, lab, G, 2 * k)
     nbr = kern.knn_exact(X, 10)
     order = np.random.default_rng(0).permutation(len(X))
-    total, changes = kern.sweep_records(X, lab, cnt, S, mem, slot, nbr, k, 2 * k - 1, order, 1e-12)
+    stamp, rseen, gseen, clock = (
+        np.ones(G, np.int64),
+        np.zeros(len(X), np.int64),
+        np.zeros(G, np.int64),
+        np.ones(1, np.int64),
+    )
+    total, changes = kern.sweep_records(
+        X, lab, cnt, S, mem, slot, nbr, k, 2 * k - 1, order, 1e-12, stamp, rseen, clock
+    )
     assert changes > 0
     assert sse(X, lab) - before == pytest.approx(total, rel=1e-9, abs=1e-9)
     np.testing.assert_array_equal(cnt, np.bincount(lab, minlength=G))
     total2, _ = kern.sweep_pairs(
-        X, lab, cnt, S, mem, slot, nbr, k, 2 * k - 1, np.arange(G), 1e-12, 8
+        X, lab, cnt, S, mem, slot, nbr, k, 2 * k - 1, np.arange(G), 1e-12, 8, stamp, gseen, clock
     )
     assert sse(X, lab) - before == pytest.approx(total + total2, rel=1e-9, abs=1e-9)
 
