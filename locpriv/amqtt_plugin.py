@@ -33,6 +33,7 @@ from typing import Any
 from amqtt.broker import BrokerContext
 from amqtt.plugins.base import BasePlugin
 
+from locpriv.cloak_partition import warm_up as cloak_warm_up
 from locpriv.config import ServiceConfig, load_config
 from locpriv.messages import encode
 from locpriv.protocols import Send
@@ -91,7 +92,9 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
     # ------------------------------------------------------------------ events
 
     async def on_broker_post_start(self) -> None:
-        """Start the deadline timer (temporal cloaking, DS timeouts, user expiry)."""
+        """Compile the cloaking kernels, then start the deadline timer (temporal cloaking,
+        DS timeouts, user expiry)."""
+        await asyncio.to_thread(cloak_warm_up)
         self._timer = asyncio.create_task(self._timer_loop(), name="locpriv-plugin-timer")
         log.info("locpriv anonymizer plugin active (prefix %s)", self.service_config.prefix)
 

@@ -42,6 +42,7 @@ __all__ = [
     "leaf_region",
     "shrink_toward",
     "shrunk_region",
+    "warm_up",
 ]
 
 F64 = NDArray[np.float64]
@@ -389,3 +390,13 @@ def cloak_once(
             "more than a_max_m2"
         )
     return small
+
+
+def warm_up() -> None:
+    """Compile the partition kernels (or load them from numba's cache) before serving.
+
+    The first compilation takes seconds; a service calls this off its event loop at start so
+    that no request pays for it.
+    """
+    xy = np.random.default_rng(0).uniform(0.0, 100.0, size=(8, 2))
+    cloak_once(xy, 0, CloakParams(k=2, a_min_m2=1.0, a_max_m2=1e6, max_delay_s=0.0))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from locpriv.cloak import Cloaker
+from locpriv.cloak_partition import warm_up as cloak_warm_up
 from locpriv.config import ServiceConfig
 from locpriv.errors import DecodeError, ErrorCode, TransportError
 from locpriv.messages import (
@@ -129,9 +130,11 @@ class ServiceDriver:
         routes: list[Route],
         config: ServiceConfig,
         client_id: str,
+        warm_up: Callable[[], None] | None = None,
     ) -> None:
         self.url = url
         self.name = name
+        self._warm_up = warm_up
         self.machine = machine
         self.routes = routes
         self.config = config
@@ -177,6 +180,8 @@ class ServiceDriver:
 
     async def run(self) -> None:
         """Connect, serve until :meth:`stop`, then drain and disconnect."""
+        if self._warm_up is not None:  # compile kernels before taking any request
+            await asyncio.to_thread(self._warm_up)
         mq = self.config.mqtt
         status = self.topics.status(self.name)
         transport = connect(
@@ -461,4 +466,5 @@ class AnonymizerService(ServiceDriver):
             routes=anonymizer_routes(config.topics, reply_to),
             config=config,
             client_id=client_id,
+            warm_up=cloak_warm_up,
         )
