@@ -2,12 +2,13 @@
 
 ``from locpriv.tabular import mdav`` gives the MDAV *function* (it shadows the submodule
 attribute of the same name; the module stays importable as ``locpriv.tabular.mdav`` through
-``sys.modules`` / ``importlib``).
+``sys.modules`` / ``importlib``). That is the only shadowed name: EnhancedPKClustering is exported
+as :func:`enhanced_pk_clustering`, so ``locpriv.tabular.enhanced_pk`` is the submodule.
 """
 
 from __future__ import annotations
 
-from locpriv.tabular.enhanced_pk import enhanced_pk
+from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.estimators import METHODS, Microaggregator
 from locpriv.tabular.hierarchy import Hierarchy
 from locpriv.tabular.io import anonymize
@@ -47,7 +48,7 @@ __all__ = [
     "avg_class_size",
     "conditions",
     "discernibility",
-    "enhanced_pk",
+    "enhanced_pk_clustering",
     "homogeneous_groups",
     "il_percent",
     "is_k_anonymous",

@@ -361,7 +361,7 @@ def _merge_repair(X: FloatArray, codes: IntArray, labels: IntArray, k: int, p: i
         labels[labels == b] = int(np.argmin(dist))
 
 
-def enhanced_pk(X: FloatArray, S: npt.ArrayLike, k: int, p: int) -> IntArray:
+def enhanced_pk_clustering(X: FloatArray, S: npt.ArrayLike, k: int, p: int) -> IntArray:
     """EnhancedPKClustering labels (0..g-1) of a p-sensitive k-anonymous partition of ``X``.
 
     Raises :class:`~locpriv.errors.InfeasibleError` when p > k, n < k, or Condition 1 fails.

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from locpriv.errors import ConfigError, DataError
 from locpriv.tabular import metrics
 from locpriv.tabular.categorical import zscore
-from locpriv.tabular.enhanced_pk import enhanced_pk
+from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.psensitive import (
     Conditions,
     _as_codes,
@@ -80,7 +80,7 @@ def run_method(
         rng = np.random.default_rng(seed)
         return seeded_groups(Z, codes, k, p, seed_mode="random", rng=rng), k
     if method == "enhanced-pk":
-        return enhanced_pk(Z, codes, k, p), k
+        return enhanced_pk_clustering(Z, codes, k, p), k
     raise ConfigError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
 
 

@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from locpriv.errors import ConfigError, DataError, InfeasibleError
-from locpriv.tabular import Hierarchy, Microaggregator, anonymize, enhanced_pk, is_p_sensitive
+from locpriv.tabular import (
+    Hierarchy,
+    Microaggregator,
+    anonymize,
+    enhanced_pk_clustering,
+    is_p_sensitive,
+)
 from locpriv.tabular.categorical import group_centroids
 from locpriv.tabular.enhanced_pk import intervals
 
@@ -123,7 +129,7 @@ def test_enhanced_pk_intervals_release() -> None:
     assert rep["release"] == "intervals"
     assert out["x"].str.match(r"^\[.+, .+\]$").all()
     assert out.groupby(["x", "y"]).size().min() >= 3
-    labels = enhanced_pk(df[["x", "y"]].to_numpy(), df["s"].to_numpy(), 3, 2)
+    labels = enhanced_pk_clustering(df[["x", "y"]].to_numpy(), df["s"].to_numpy(), 3, 2)
     lo, hi = intervals(df[["x", "y"]].to_numpy(), labels)
     assert np.all(lo[labels] <= df[["x", "y"]].to_numpy())
     assert np.all(hi[labels] >= df[["x", "y"]].to_numpy())
@@ -134,7 +140,7 @@ def test_enhanced_pk_skewed_values_and_i_value_case() -> None:
     n = 400
     X = rng.normal(size=(n, 3))
     s = np.where(rng.random(n) < 0.7, 0, rng.integers(1, 5, n))  # one dominant value
-    labels = enhanced_pk(X, s, 4, 3)
+    labels = enhanced_pk_clustering(X, s, 4, 3)
     assert is_p_sensitive(labels, s, 4, 3)
 
 
@@ -184,3 +190,12 @@ def test_progress_reaches_one_and_is_monotone() -> None:
     assert seen
     assert seen[-1] == pytest.approx(1.0)
     assert all(a <= b + 1e-12 for a, b in itertools.pairwise(seen))
+
+
+def test_enhanced_pk_submodule_is_not_shadowed() -> None:
+    import types
+
+    import locpriv.tabular as tab
+
+    assert isinstance(tab.enhanced_pk, types.ModuleType)
+    assert tab.enhanced_pk.enhanced_pk_clustering is enhanced_pk_clustering

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from locpriv.errors import ConfigError, InfeasibleError
 from locpriv.tabular import (
     conditions,
-    enhanced_pk,
+    enhanced_pk_clustering,
     il_percent,
     is_k_anonymous,
     is_p_sensitive,
@@ -64,7 +64,7 @@ def test_condition2_is_an_upper_bound_on_groups() -> None:
             continue
         X = rng.normal(size=(n, 2))
         cond = conditions(s, k, p)
-        for labels in (mdav_seed(X, s, k, p), enhanced_pk(X, s, k, p)):
+        for labels in (mdav_seed(X, s, k, p), enhanced_pk_clustering(X, s, k, p)):
             assert labels.max() + 1 <= cond.max_clusters
 
 
@@ -88,7 +88,7 @@ def test_require_feasible_errors(
 def test_methods_raise_on_infeasible() -> None:
     X = np.arange(12.0)[:, None]
     s = np.array([0, 1] * 6)
-    for fn in (mdav_seed, random_seed, enhanced_pk):
+    for fn in (mdav_seed, random_seed, enhanced_pk_clustering):
         with pytest.raises(InfeasibleError, match="p=3 is larger than k=2"):
             fn(X, s, 2, 3)
         with pytest.raises(InfeasibleError, match="fewer than p=3"):
@@ -140,7 +140,7 @@ def test_every_method_is_p_sensitive_k_anonymous(prob: tuple) -> None:  # type: 
     outs = {
         "mdav-seed": mdav_seed(X, S, k, p),
         "random-seed": random_seed(X, S, k, p, np.random.default_rng(prob[0])),
-        "enhanced-pk": enhanced_pk(X, S, k, p),
+        "enhanced-pk": enhanced_pk_clustering(X, S, k, p),
     }
     if n <= 40:
         outs["k-increase"] = k_increase(X, S, k, p)[0]
@@ -243,7 +243,7 @@ def test_census_methods_valid_and_il_ordered() -> None:
     Z, s = _census()
     for k, p in ((3, 2), (5, 3)):
         il_m = il_percent(Z, np.asarray(mdav(Z, k), dtype=np.int64))
-        for labels in (mdav_seed(Z, s, k, p), enhanced_pk(Z, s, k, p)):
+        for labels in (mdav_seed(Z, s, k, p), enhanced_pk_clustering(Z, s, k, p)):
             assert is_p_sensitive(labels, s, k, p)
             # p-sensitivity costs information: never below plain MDAV by a wide margin
             assert il_percent(Z, labels) > 0.8 * il_m
