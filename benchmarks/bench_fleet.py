@@ -158,7 +158,7 @@ def main() -> int:
     elif args.quick:
         levels = [250, 500, 1000]
     else:
-        levels = [1000, 2000, 4000, 6000, 8000, 12000, 16000]
+        levels = [1000, 2000, 2500, 3000, 3500, 4000, 6000, 8000]
     seconds = args.seconds or (8.0 if args.quick else 20.0)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
