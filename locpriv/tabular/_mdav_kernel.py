@@ -168,13 +168,14 @@ def _around(XT, idx, m, rp, q, allcols, dr, kk, near_d, near_i):  # type: ignore
 
 
 @numba.njit(cache=True)
-def _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, part, acc):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+def _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, cand2, part, acc):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Positions (other than ``sp``) of live records that may lie within ``delta`` of ``q``.
 
     Lower bounds of ``d(x, q)`` rule records out: ``ds - sqrt(dr(x))`` (the triangle inequality
     through r, where ``ds = d(q, r)``) and the partial distance over the first ``_J1`` columns
     of ``cols`` (one vectorised sweep), then over all of ``cols`` (on the survivors only).
-    Returns (count after the first bound, count); the survivors are in ``cand[:count]``.
+    Returns (n1, n2): the survivors of the first two bounds are in ``cand[:n1]``, those of all
+    three in ``cand2[:n2]``.
     """
     if delta < np.inf:
         lo = ds - delta * (1.0 + _SLACK) - _SLACK * ds
@@ -200,6 +201,7 @@ def _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, part, acc):  # typ
                 part[n1] = acc[i]
                 n1 += 1
     if cols.shape[0] == J1:
+        cand2[:n1] = cand[:n1]
         return n1, n1
     n2 = 0
     for t in range(n1):
@@ -210,7 +212,7 @@ def _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, part, acc):  # typ
             v = XT[j, i] - q[j]
             a += v * v
         if a <= b2:
-            cand[n2] = i
+            cand2[n2] = i
             n2 += 1
     return n1, n2
 
@@ -286,6 +288,7 @@ def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
     near_d = np.empty(max(kk, 1))
     near_i = np.empty(max(kk, 1), dtype=np.intp)
     cand = np.empty(n, dtype=np.intp)
+    cand2 = np.empty(n, dtype=np.intp)
     part = np.empty(n)
     acc = np.empty(_CHUNK)
     outer = np.empty(n, dtype=np.intp)  # records (original indices) with dp >= t_outer
@@ -388,24 +391,32 @@ def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
         delta = s_guess
         found = 0.0
         while kk > 0:
-            n1, ncand = _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, part, acc)
+            n1, n2 = _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, cand2, part, acc)
             stats[ST_SCAND1] += n1
-            stats[ST_SCAND] += ncand
-            if ncand < kk:  # fewer than k-1 records within the guess: widen it
-                delta = np.inf if delta >= ds else max(2.0 * delta, 1e-3 * ds)
-                stats[ST_SRETRY] += 1
-                continue
+            stats[ST_SCAND] += n2
             cnt = 0
-            for t in range(ncand):
-                i = cand[t]
+            for t in range(n2):
+                i = cand2[t]
                 dd = _sqdist(XT, i, q)
                 if cnt < kk or dd <= near_d[kk - 1]:
                     cnt = _insert(dd, idx[i], near_d, near_i, cnt, kk)
-            found = np.sqrt(near_d[kk - 1])
-            if found <= delta:
-                break  # every record left out is further than delta >= the kth nearest
-            delta = found
+            if cnt == kk:
+                found = np.sqrt(near_d[kk - 1])
+                if found <= delta:
+                    break  # every record left out is further than delta >= the kth nearest
+            # the guess was too small. The kth nearest among the first survivors bounds the
+            # true one from above: one more sweep with it is exact
             stats[ST_SRETRY] += 1
+            if n1 >= kk:
+                cnt = 0
+                for t in range(n1):
+                    i = cand[t]
+                    dd = _sqdist(XT, i, q)
+                    if cnt < kk or dd <= near_d[kk - 1]:
+                        cnt = _insert(dd, idx[i], near_d, near_i, cnt, kk)
+                delta = np.sqrt(near_d[kk - 1]) * (1.0 + _SLACK)
+            else:
+                delta = np.inf if delta >= ds else max(2.0 * delta, 1e-3 * ds)
         s_guess = _GUESS * found
         members[0] = s_idx
         members[1:] = near_i[:kk]
