@@ -38,7 +38,9 @@ async def _run(url: str) -> tuple[FleetResult, list[Progress]]:
     seen: list[Progress] = []
     try:
         await asyncio.wait_for(asyncio.gather(anon.ready.wait(), ds.ready.wait()), 20)
-        opts = FleetOptions(url=url, processes=0, start_delay_s=1.0, drain_s=3.0)
+        opts = FleetOptions(
+            url=url, processes=0, start_delay_s=1.0, drain_s=3.0, p4_window_s=1.0, p4_max_rounds=3
+        )
         result = await run_fleet_async(built, opts, shards=2, report=seen.append)
     finally:
         anon.stop()
