@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+import locpriv
 from locpriv import messages as m
 from locpriv.cloak import CloakConfig, Cloaker, CloakOutcome, CloakParams, CloakRegion
 from locpriv.geo import LocalProjection, region_to_wire
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 
 F64 = NDArray[np.float64]
 
-DEFAULT_POIS = Path(__file__).resolve().parent.parent / "locpriv" / "data" / "pois.csv"
+DEFAULT_POIS = Path(locpriv.__file__).resolve().parent / "data" / "pois.csv"
 """The demo POIs shipped with locpriv (Barcelona, 20 km x 20 km)."""
 
 __all__ = ["DEFAULT_POIS", "VirtualConfig", "VirtualResult", "load_poi_index", "run_virtual"]
