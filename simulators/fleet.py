@@ -20,6 +20,8 @@ counts are those the device sends and receives (P4 includes its broadcasts and t
 collects); the mediator-DS hop of P1/P2 is not visible to the device. ``k_achieved`` of P1 and
 P3 is the number of users truly inside the region when the answer arrives; P3's
 ``k_reported`` is the anonymizer's count (from reported positions; the P1 answer carries none).
+Anonymisation latency is the cloak reply's arrival for P3, the collection windows
+(``window_s`` x rounds) for P4, and not observable for P1/P2 (end-to-end latency only).
 """
 
 from __future__ import annotations
