@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-exec .venv/bin/locpriv demo "$@"
+exec .venv/bin/locpriv -q demo "$@"
