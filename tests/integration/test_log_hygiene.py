@@ -1,0 +1,58 @@
+"""No user id or raw coordinate reaches the logs above DEBUG (services, client, transport)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from _svc_helpers import PROJ, make_config, running, seed_population
+
+from locpriv.client import Client
+from locpriv.ds import DSService
+from locpriv.messages import NearestQuery
+from locpriv.services import AnonymizerService
+from locpriv.topics import Topics
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+SECRET_ID = "zelda-7f3a9"
+
+
+@pytest.mark.asyncio
+async def test_no_user_id_or_coordinates_above_debug(
+    amqtt_url: str, topics: Topics, caplog: pytest.LogCaptureFixture
+) -> None:
+    lon, lat = PROJ.point_to_lonlat(217.0, -143.0)
+    caplog.set_level(logging.DEBUG)
+    config = make_config(topics)
+    async with running(AnonymizerService(amqtt_url, config), DSService(amqtt_url, config)):
+        await seed_population(amqtt_url, topics)
+        async with Client(amqtt_url, user_id=SECRET_ID, prefix=topics.prefix) as c:
+            await c.update_location(lat=lat, lon=lon)
+            await asyncio.sleep(0.3)
+            await c.query(NearestQuery(category="cafe", n=2), protocol=2)
+            await c.query(
+                NearestQuery(category="cafe", n=2),
+                protocol=1,
+                k=3,
+                a_min_m2=1e4,
+                a_max_m2=5e7,
+                max_delay_s=3,
+            )
+            # a malformed request from this user is logged by the service as a rejection
+            await c._transport.publish(topics.p2_query, f'{{"user_id":"{SECRET_ID}"'.encode())
+            await asyncio.sleep(0.3)
+    ours = [r for r in caplog.records if r.name.startswith("locpriv")]
+    assert any(r.levelno >= logging.INFO for r in ours), "services log nothing at INFO?"
+    leaks = [
+        r.getMessage()
+        for r in ours
+        if r.levelno > logging.DEBUG
+        and (
+            SECRET_ID in r.getMessage()
+            or f"{lat:.4f}" in r.getMessage()
+            or f"{lon:.4f}" in r.getMessage()
+        )
+    ]
+    assert leaks == []
