@@ -1,9 +1,12 @@
 """Fixed-size MDAV microaggregation (Domingo-Ferrer & Mateo-Sanz 2002; Domingo-Ferrer & Torra 2005).
 
 :func:`mdav` partitions the rows of ``X`` into groups of ``k`` records (one group of ``k..2k-1``)
-and returns one label per row. The work is done by an exact numba kernel
-(:mod:`locpriv.tabular._mdav_kernel`); docs/microaggregation.md explains the tie-breaks, the
-complexity and why the kernel is fast.
+and returns one label per row. Two exact numba kernels do the work, with identical results:
+:mod:`~locpriv.tabular._mdav_blocks` (blocks of a k-d tree with bounding boxes: most queries
+touch a few blocks) when the data have few effective dimensions, and
+:mod:`~locpriv.tabular._mdav_kernel` (one vectorised sweep per step, pruned where bounds allow)
+when box bounds cannot prune (many independent dimensions, e.g. uniform noise in 13-D).
+docs/microaggregation.md explains the tie-breaks, the complexity and why the kernels are fast.
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import DataError, InfeasibleError
+from locpriv.tabular._mdav_blocks import mdav_blocks
 from locpriv.tabular._mdav_kernel import mdav_kernel
 
 FloatArray = npt.NDArray[np.float64]
 IntpArray = npt.NDArray[np.intp]
 
-__all__ = ["check_k", "check_matrix", "mdav"]
+__all__ = ["check_k", "check_matrix", "effective_dimension", "mdav"]
+
+_BLOCK = 128  # records per block of the block kernel
+_BLOCK_MAX_DIM = 8  # the block kernel is used up to this many effective dimensions
 
 
 def check_matrix(X: npt.ArrayLike, name: str = "X") -> FloatArray:
@@ -55,6 +62,25 @@ def check_k(k: object, n: int) -> int:
     if kk > n:
         raise InfeasibleError(f"k={kk} exceeds the number of records n={n}")
     return kk
+
+
+def effective_dimension(X: FloatArray, share: float = 0.95, sample: int = 20000) -> int:
+    """Principal components needed for ``share`` of the variance (on at most ``sample`` rows)."""
+    n = X.shape[0]
+    rows = X if n <= sample else X[np.linspace(0, n - 1, sample).astype(np.intp)]
+    centred = rows - rows.mean(axis=0)
+    ev = np.linalg.eigvalsh(centred.T @ centred)[::-1]
+    total = float(ev.sum())
+    if total <= 0:
+        return 0
+    return int(np.searchsorted(np.cumsum(ev) / total, share) + 1)
+
+
+def _kernel_for(X: FloatArray) -> str:
+    d = X.shape[1]
+    if d <= _BLOCK_MAX_DIM or effective_dimension(X) <= _BLOCK_MAX_DIM:
+        return "blocks"
+    return "sweep"
 
 
 def mdav(X: npt.ArrayLike, k: int) -> IntpArray:
@@ -111,5 +137,9 @@ def mdav(X: npt.ArrayLike, k: int) -> IntpArray:
     """
     Xf = check_matrix(X)
     kk = check_k(k, Xf.shape[0])
-    labels: IntpArray = mdav_kernel(Xf, kk, np.zeros(8, dtype=np.int64))
+    stats = np.zeros(8, dtype=np.int64)
+    if _kernel_for(Xf) == "blocks":
+        labels: IntpArray = mdav_blocks(Xf, kk, _BLOCK, stats)
+    else:
+        labels = mdav_kernel(Xf, kk, stats)
     return labels

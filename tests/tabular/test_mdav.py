@@ -9,9 +9,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from locpriv.errors import DataError, InfeasibleError
-from locpriv.tabular.mdav import mdav
+from locpriv.tabular._mdav_blocks import mdav_blocks
+from locpriv.tabular._mdav_kernel import mdav_kernel
+from locpriv.tabular.mdav import effective_dimension, mdav
 from locpriv.tabular.metrics import il_percent
 from tests.tabular._mdav_helpers import CENSUS, load_census, mdav_reference
+
+
+def _assert_all_kernels_match(X: np.ndarray, k: int, msg: str = "") -> np.ndarray:
+    """The public function and both kernels (blocks of 128 and of 4 records) equal the
+    reference; returns the reference labels."""
+    ref = mdav_reference(X, k)
+    Xf = np.ascontiguousarray(X, dtype=np.float64)
+    stats = np.zeros(8, dtype=np.int64)
+    got = {
+        "mdav": mdav(X, k),
+        "sweep": mdav_kernel(Xf, k, stats),
+        "blocks": mdav_blocks(Xf, k, 128, stats),
+        "small_blocks": mdav_blocks(Xf, k, 4, stats),
+    }
+    for name, labels in got.items():
+        np.testing.assert_array_equal(labels, ref, err_msg=f"{msg} {name}")
+    return ref
+
 
 needs_census = pytest.mark.skipif(not CENSUS.exists(), reason=f"{CENSUS} not found")
 
@@ -27,7 +47,7 @@ def test_census_information_loss(k: int, ddof: int) -> None:
     X = load_census(ddof)
     labels = mdav(X, k)
     assert il_percent(X, labels) == pytest.approx(CENSUS_IL[k], abs=5e-4)
-    np.testing.assert_array_equal(labels, mdav_reference(X, k))
+    _assert_all_kernels_match(X, k)
 
 
 def test_pinned_edge_case_k2() -> None:
@@ -102,15 +122,13 @@ def datasets(draw: st.DrawFn) -> tuple[np.ndarray, int]:
 @given(datasets())
 def test_matches_reference_and_group_sizes(data: tuple[np.ndarray, int]) -> None:
     X, k = data
-    labels = mdav(X, k)
-    _check_sizes(labels, len(X), k)
-    np.testing.assert_array_equal(labels, mdav_reference(X, k))
+    _check_sizes(_assert_all_kernels_match(X, k), len(X), k)
 
 
 @pytest.mark.parametrize(("n", "d", "k"), [(2000, 13, 3), (3000, 2, 5), (1500, 5, 4)])
 def test_matches_reference_larger(n: int, d: int, k: int) -> None:
     X = np.random.default_rng(n + d + k).uniform(size=(n, d))
-    np.testing.assert_array_equal(mdav(X, k), mdav_reference(X, k))
+    _assert_all_kernels_match(X, k)
 
 
 def _stress_cases() -> list[tuple[str, np.ndarray, int]]:
@@ -142,4 +160,12 @@ def _stress_cases() -> list[tuple[str, np.ndarray, int]]:
     ("name", "X", "k"), _stress_cases(), ids=lambda v: v if isinstance(v, str) else ""
 )
 def test_matches_reference_stress(name: str, X: np.ndarray, k: int) -> None:
-    np.testing.assert_array_equal(mdav(X, k), mdav_reference(X, k), err_msg=name)
+    _assert_all_kernels_match(X, k, name)
+
+
+def test_effective_dimension_picks_the_kernel() -> None:
+    rng = np.random.default_rng(0)
+    assert effective_dimension(rng.normal(size=(5000, 13))) == 13
+    latent = rng.normal(size=(5000, 3)) @ rng.normal(size=(3, 13))
+    assert effective_dimension(latent + 1e-3 * rng.normal(size=(5000, 13))) == 3
+    assert effective_dimension(np.ones((10, 4))) == 0
