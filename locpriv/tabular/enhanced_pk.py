@@ -38,7 +38,10 @@ from locpriv.tabular.psensitive import (
     _CHUNK,
     _as_codes,
     _chunk_dist,
+    _chunk_pruned,
     _insert_sorted,
+    _n_prune,
+    _prune_cols,
     require_feasible,
 )
 
@@ -106,6 +109,10 @@ def _epk_kernel(  # noqa: PLR0917
     seen = np.zeros((m, maxv), dtype=np.bool_)
     cent = np.zeros((nc, d))
     xs = np.empty(d)
+    cen = np.empty(d)
+    part = np.empty(_CHUNK)
+    surv = np.empty(_CHUNK, dtype=np.int64)
+    J = _n_prune(d)
     bmin = np.zeros((nc, d))
     bmax = np.zeros((nc, d))
     for g in range(nc):
@@ -180,22 +187,28 @@ def _epk_kernel(  # noqa: PLR0917
         size = 0
         kth = np.inf
         for c in range(d):
+            cen[c] = sumx[c] / nu
             xs[c] = XT[c, best_t]
+        cols = _prune_cols(xs, cen)
         wmax = np.inf
         for i0 in range(0, nu, _CHUNK):
             L = min(_CHUNK, nu - i0)
-            _chunk_dist(XT, i0, L, xs, acc)
+            # records at least lim away change nothing below (lim only shrinks): pruned
             lim = max(kth, wmax)
-            hits = 0
-            for i in range(L):
-                hits += acc[i] < lim
-            if hits == 0 and not (i0 <= best_t < i0 + L):
-                continue
-            for i in range(L):
-                a = acc[i]
-                t = i0 + i
-                if t == best_t:
+            ns = _chunk_pruned(XT, i0, L, xs, cols, J, lim, part, surv, acc)
+            self_here = i0 <= best_t < i0 + L
+            for s in range(ns + 1):
+                if s < ns:
+                    a = acc[s]
+                    t = i0 + surv[s]
+                    if t == best_t:
+                        self_here = False
+                        a = -1.0
+                elif self_here:  # the seed was pruned (lim <= 0): it still counts
+                    t = best_t
                     a = -1.0
+                else:
+                    break
                 if a >= lim:
                     continue
                 v = secc[t]

@@ -35,6 +35,8 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 Progress = Callable[[float], None]
 
+_PREFIX_ITER = 200  # MDAV iterations replayed by k-increase before it runs MDAV for a k'
+
 
 @dataclass(frozen=True)
 class Conditions:
@@ -125,6 +127,138 @@ def group_is_p_sensitive(labels: IntArray, S: IntArray, p: int) -> bool:
     return True
 
 
+@numba.njit(cache=True)
+def _lex_insert(  # noqa: PLR0917
+    bd: FloatArray, bi: IntArray, bp: IntArray, size: int, cap: int, dv: float, iv: int, pv: int
+) -> int:
+    """Insert (dv, iv) (position pv) into the (distance, row index)-ascending buffer."""
+    if size == cap:
+        if dv > bd[size - 1] or (dv == bd[size - 1] and iv > bi[size - 1]):
+            return size
+        size -= 1
+    j = size
+    while j > 0 and (bd[j - 1] > dv or (bd[j - 1] == dv and bi[j - 1] > iv)):
+        bd[j] = bd[j - 1]
+        bi[j] = bi[j - 1]
+        bp[j] = bp[j - 1]
+        j -= 1
+    bd[j] = dv
+    bi[j] = iv
+    bp[j] = pv
+    return size + 1
+
+
+@numba.njit(cache=True)
+def _mdav_prefix_fails(X: FloatArray, S: IntArray, k: int, p: int, max_iter: int) -> bool:
+    """True when one of the first groups of fixed-size MDAV(k) provably lacks p distinct values.
+
+    Replays the first ``max_iter`` iterations (two groups each) of the algorithm documented in
+    :func:`locpriv.tabular.mdav.mdav`, with its tie-breaks ((squared distance, row index); the
+    k-1 nearest exclude the seed; ``s`` is the furthest from ``r`` outside r's group). The only
+    quantity not reproduced bit for bit is the centroid (here a compensated sum, in the kernel
+    a correctly rounded one): whenever the furthest record from it is not ahead of the
+    runner-up by a margin far above that rounding, the replay stops and answers False (not
+    proven). False never skips anything: the caller then runs MDAV.
+    """
+    n, d = X.shape
+    m = S.shape[1]
+    XT = np.ascontiguousarray(X.T)
+    orig = np.arange(n)
+    nu = n
+    s_hi = np.zeros(d)
+    s_lo = np.zeros(d)
+    for i in range(n):
+        for c in range(d):
+            a = s_hi[c]
+            b = X[i, c]
+            s = a + b
+            bb = s - a
+            s_lo[c] += (a - (s - bb)) + (b - bb)
+            s_hi[c] = s
+    dist = np.empty(n)
+    cen = np.empty(d)
+    bd = np.empty(k)
+    bi = np.empty(k, dtype=np.int64)
+    bp = np.empty(k, dtype=np.int64)
+    maxv = 1
+    for j in range(m):
+        maxv = max(maxv, S[:, j].max() + 1)
+    seen = np.zeros(maxv, dtype=np.bool_)
+    Sc = S.copy()
+    for _ in range(max_iter):
+        if nu < 3 * k:
+            return False
+        csq = 0.0
+        for c in range(d):
+            cen[c] = (s_hi[c] + s_lo[c]) / nu
+            csq += cen[c] * cen[c]
+        b1 = -1.0
+        b2 = -1.0
+        seed = -1
+        for t in range(nu):
+            a = 0.0
+            for c in range(d):
+                diff = XT[c, t] - cen[c]
+                a += diff * diff
+            if a > b1:
+                b2 = b1
+                b1 = a
+                seed = t
+            elif a > b2:
+                b2 = a
+        if b1 - b2 <= 1e-7 * b1 + 1e-12 * (csq + b1):
+            return False  # too close to call without the kernel's exact centroid
+        for half in range(2):
+            xs = XT[:, seed].copy()
+            size = 0
+            for t in range(nu):
+                a = 0.0
+                for c in range(d):
+                    diff = XT[c, t] - xs[c]
+                    a += diff * diff
+                dist[t] = a
+                if t != seed:
+                    size = _lex_insert(bd, bi, bp, size, k - 1, a, orig[t], t)
+            bp[k - 1] = seed
+            for j in range(m):
+                cntv = 0
+                for o in range(k):
+                    v = Sc[bp[o], j]
+                    if not seen[v]:
+                        seen[v] = True
+                        cntv += 1
+                for o in range(k):
+                    seen[Sc[bp[o], j]] = False
+                if cntv < p:
+                    return True
+            # remove the group (swap-remove, descending positions), keep dist aligned
+            pos = np.sort(bp[:k])[::-1]
+            for o in range(k):
+                t = pos[o]
+                for c in range(d):
+                    a = s_hi[c]
+                    b = -XT[c, t]
+                    s = a + b
+                    bb = s - a
+                    s_lo[c] += (a - (s - bb)) + (b - bb)
+                    s_hi[c] = s
+                nu -= 1
+                for c in range(d):
+                    XT[c, t] = XT[c, nu]
+                for j in range(m):
+                    Sc[t, j] = Sc[nu, j]
+                orig[t] = orig[nu]
+                dist[t] = dist[nu]
+            if half == 0:  # s: furthest from r among the rest, lowest row index on ties
+                best = -1.0
+                seed = -1
+                for t in range(nu):
+                    if dist[t] > best or (dist[t] == best and orig[t] < orig[seed]):
+                        best = dist[t]
+                        seed = t
+    return False
+
+
 def k_increase(
     X: FloatArray,
     S: npt.ArrayLike,
@@ -141,6 +275,7 @@ def k_increase(
     running MDAV (the algorithm's outcome is unchanged). Raises :class:`InfeasibleError` when p > k
     or an attribute has fewer than p distinct values.
     """
+    prefix = mdav_fn is None  # the replay reproduces the documented MDAV only
     if mdav_fn is None:
         from locpriv.tabular.mdav import mdav as _mdav
 
@@ -151,7 +286,9 @@ def k_increase(
     n = X.shape[0]
     kk = k
     while kk <= n:
-        if n // kk <= cond.max_clusters:
+        if n // kk <= cond.max_clusters and not (
+            prefix and _mdav_prefix_fails(X, codes, kk, p, _PREFIX_ITER)
+        ):
             labels = np.asarray(mdav_fn(X, kk), dtype=np.int64)
             if group_is_p_sensitive(labels, codes, p):
                 logger.debug("k-increase: p-sensitive at k'=%d", kk)
@@ -198,6 +335,80 @@ def _chunk_dist(XT: FloatArray, i0: int, L: int, q: FloatArray, acc: FloatArray)
             acc[i] += t * t
 
 
+_SLACK = 1e-9  # relative slack of the partial-distance bound (rounding error is ~1e-15)
+
+
+@numba.njit(cache=True)
+def _prune_cols(q: FloatArray, center: FloatArray) -> IntArray:
+    """Columns by decreasing ``(q_j - center_j)**2``: where ``q`` lies furthest out, a partial
+    distance over few columns already rules out most records."""
+    d = q.shape[0]
+    gap = np.empty(d)
+    for j in range(d):
+        gap[j] = -((q[j] - center[j]) ** 2)
+    return np.argsort(gap, kind="mergesort").astype(np.int64)
+
+
+@numba.njit(cache=True)
+def _n_prune(d: int) -> int:
+    """Columns of the partial-distance bound: about a third of them, at least one, at most 4."""
+    return max(1, min(4, d // 3))
+
+
+@numba.njit(cache=True)
+def _chunk_pruned(  # noqa: PLR0917
+    XT: FloatArray,
+    i0: int,
+    L: int,
+    q: FloatArray,
+    cols: IntArray,
+    J: int,
+    thr: float,
+    part: FloatArray,
+    surv: IntArray,
+    acc: FloatArray,
+) -> int:
+    """Records ``i0..i0+L-1`` whose squared distance to ``q`` may be below ``thr``.
+
+    The partial sum over ``cols[:J]`` (one vectorised sweep per column, only those rows of the
+    chunk are read) is a lower bound of the distance; a record is kept unless the bound, less a
+    relative slack far above rounding error, reaches ``thr``. Returns the number kept; their
+    offsets go to ``surv`` and their exact squared distances, summed over the columns in order
+    0..d-1 as :func:`_chunk_dist` does (so bit-identical), to ``acc``. ``thr = inf`` keeps all.
+    """
+    d = XT.shape[0]
+    if thr == np.inf:
+        _chunk_dist(XT, i0, L, q, part)
+        for i in range(L):
+            surv[i] = i
+            acc[i] = part[i]
+        return L
+    j0 = cols[0]
+    q0 = q[j0]
+    for i in range(L):
+        t = XT[j0, i0 + i] - q0
+        part[i] = t * t
+    for u in range(1, J):
+        j = cols[u]
+        qj = q[j]
+        for i in range(L):
+            t = XT[j, i0 + i] - qj
+            part[i] += t * t
+    lim = thr * (1.0 + 4.0 * _SLACK)
+    ns = 0
+    for i in range(L):
+        surv[ns] = i
+        ns += part[i] < lim
+    for s in range(ns):
+        i = i0 + surv[s]
+        a = 0.0
+        for j in range(d):
+            t = XT[j, i] - q[j]
+            a += t * t
+        acc[s] = a
+    return ns
+
+
 @numba.njit(cache=True)
 def _knn_range(  # noqa: PLR0917
     XT: FloatArray,
@@ -208,28 +419,59 @@ def _knn_range(  # noqa: PLR0917
     cap: int,
     hd: FloatArray,
     ht: IntArray,
+    cols: IntArray,
+    guess: float = np.inf,
 ) -> int:
     """The ``cap`` nearest records to ``q`` among positions lo..hi-1 into ascending hd/ht.
 
-    Position ``self_t`` gets distance -1 (it sorts first). Returns the number kept.
+    Position ``self_t`` gets distance -1 (it sorts first). Returns the number kept. Chunks are
+    filtered by :func:`_chunk_pruned` against the current kth distance: a record is skipped only
+    if its distance is at least the kth (the plain pass would not insert it either), so the
+    result equals the plain pass's, ties included (same order of insertion).
+
+    ``guess`` (a guess of the kth squared distance) also prunes from the first chunk on. The
+    buffer always holds the ``cap`` smallest (distance, arrival) pairs seen, and a pruned record
+    is at least ``guess`` away, so if the buffer ends full with its kth below ``guess`` it is the
+    plain pass's; otherwise the pass is repeated without the guess.
     """
+    if guess < np.inf:
+        size = _knn_pass(XT, lo, hi, q, self_t, cap, hd, ht, cols, guess)
+        if size == cap and hd[cap - 1] < guess:
+            return size
+    return _knn_pass(XT, lo, hi, q, self_t, cap, hd, ht, cols, np.inf)
+
+
+@numba.njit(cache=True)
+def _knn_pass(  # noqa: PLR0917
+    XT: FloatArray,
+    lo: int,
+    hi: int,
+    q: FloatArray,
+    self_t: int,
+    cap: int,
+    hd: FloatArray,
+    ht: IntArray,
+    cols: IntArray,
+    thr0: float,
+) -> int:
+    """One pass of :func:`_knn_range`, records at least ``thr0`` away pruned as well."""
+    J = _n_prune(XT.shape[0])
     acc = np.empty(_CHUNK)
+    part = np.empty(_CHUNK)
+    surv = np.empty(_CHUNK, dtype=np.int64)
     size = 0
     kth = np.inf
+    if lo <= self_t < hi:
+        size = _insert_sorted(hd, ht, size, cap, -1.0, self_t)
+        if size == cap:
+            kth = hd[cap - 1]
     for i0 in range(lo, hi, _CHUNK):
         L = min(_CHUNK, hi - i0)
-        _chunk_dist(XT, i0, L, q, acc)
-        hits = 0
-        for i in range(L):
-            hits += acc[i] < kth
-        if hits == 0 and not (i0 <= self_t < i0 + L):
-            continue
-        for i in range(L):
-            a = acc[i]
-            t = i0 + i
-            if t == self_t:
-                a = -1.0
-            if a < kth:
+        ns = _chunk_pruned(XT, i0, L, q, cols, J, min(kth, thr0), part, surv, acc)
+        for s in range(ns):
+            a = acc[s]
+            t = i0 + surv[s]
+            if a < kth and t != self_t:
                 size = _insert_sorted(hd, ht, size, cap, a, t)
                 if size == cap:
                     kth = hd[cap - 1]
@@ -243,12 +485,13 @@ def _knn(  # noqa: PLR0917
     q: FloatArray,
     self_t: int,
     cap: int,
-    nthreads: int,
+    center: FloatArray,
     hd: FloatArray,
     ht: IntArray,
+    guess: float = np.inf,
 ) -> int:
-    """Nearest ``cap`` live records to ``q`` (``nthreads`` is reserved; serial for now)."""
-    return _knn_range(XT, 0, nu, q, self_t, cap, hd, ht)
+    """Nearest ``cap`` live records to ``q`` (bound columns chosen against ``center``)."""
+    return _knn_range(XT, 0, nu, q, self_t, cap, hd, ht, _prune_cols(q, center), guess)
 
 
 @numba.njit(cache=True)
@@ -260,7 +503,6 @@ def _seeded_kernel(  # noqa: PLR0917
     p: int,
     mode: int,
     rnd: FloatArray,
-    nthreads: int = 1,
 ) -> IntArray:
     n, d = X.shape
     m = S.shape[1]
@@ -299,6 +541,9 @@ def _seeded_kernel(  # noqa: PLR0917
     ht = np.empty(cap, dtype=np.int64)
     ref = np.empty(d)
     xs = np.empty(d)
+    cen = np.empty(d)
+    g1 = np.inf  # guesses of the squared distance to the nearest / to the cap-th nearest
+    gk = np.inf
     acc = np.empty(_CHUNK)
     # pivot for the furthest-from-centroid search: dp[t] = d(x_t, pv) (not squared)
     dp = np.zeros(n)
@@ -350,12 +595,19 @@ def _seeded_kernel(  # noqa: PLR0917
         else:  # Algorithm 3: nearest to a uniform random vector over the attribute ranges
             for c in range(d):
                 ref[c] = lo[c] + rnd[g, c] * (hi[c] - lo[c])
-            _knn(XT, nu, ref, -1, 1, nthreads, hd, ht)
+            for c in range(d):
+                cen[c] = sumx[c] / nu
+            _knn(XT, nu, ref, -1, 1, cen, hd, ht, g1)
             best_t = ht[0]
+            g1 = 2.0 * hd[0]
         for c in range(d):
             xs[c] = XT[c, best_t]
         # --- nearest candidates (one chunked pass, bounded sorted buffer), widened if needed
-        size = _knn(XT, nu, xs, best_t, cap, nthreads, hd, ht)
+        for c in range(d):
+            cen[c] = sumx[c] / nu
+        size = _knn(XT, nu, xs, best_t, cap, cen, hd, ht, gk)
+        if size == cap:
+            gk = 1.5 * hd[cap - 1]
         order = ht[:size].copy()
         done = False
         nmem = 0
@@ -498,7 +750,7 @@ def seeded_groups(
     rng = rng if rng is not None else np.random.default_rng(0)
     rnd = rng.random((X.shape[0] // k + 1, X.shape[1])) if mode else np.zeros((1, 1))
     nvals = codes.max(axis=0) + 1
-    out: IntArray = _seeded_kernel(X, np.ascontiguousarray(codes), nvals, k, p, mode, rnd, 1)
+    out: IntArray = _seeded_kernel(X, np.ascontiguousarray(codes), nvals, k, p, mode, rnd)
     return out
 
 

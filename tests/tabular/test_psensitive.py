@@ -25,7 +25,7 @@ from locpriv.tabular import (
     seeded_groups,
 )
 from locpriv.tabular.categorical import zscore
-from locpriv.tabular.psensitive import group_is_p_sensitive
+from locpriv.tabular.psensitive import _mdav_prefix_fails, group_is_p_sensitive
 
 CENSUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "census.csv"
 
@@ -200,6 +200,41 @@ def test_k_increase_equals_plain_algorithm(seed: int) -> None:
     assert kk >= 2
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_mdav_prefix_replay_never_rejects_a_p_sensitive_k(seed: int) -> None:
+    """The replay of MDAV's first groups (k-increase's early rejection) is sound: whenever it
+    reports a group without p distinct values, MDAV's partition is indeed not p-sensitive."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for it in range(40):
+        n = int(rng.integers(30, 300))
+        d = int(rng.integers(1, 4))
+        k = int(rng.integers(2, 6))
+        p = int(rng.integers(2, k + 1))
+        X = rng.normal(size=(n, d))
+        if it % 2:  # ties
+            X = np.round(X * 2) / 2
+        if it % 3 == 0:  # a large offset (centroid rounding)
+            X = X + 1000.0
+        S = rng.integers(0, int(rng.integers(p, 8)), (n, 1))
+        if len(np.unique(S)) < p:
+            continue
+        if _mdav_prefix_fails(X, S, k, p, 1000):
+            hits += 1
+            assert not group_is_p_sensitive(np.asarray(mdav(X, k), dtype=np.int64), S, p)
+    assert hits > 10
+
+
+def test_k_increase_equals_plain_algorithm_with_ties() -> None:
+    rng = np.random.default_rng(11)
+    X = np.round(rng.normal(size=(400, 3)) * 2) / 2
+    S = rng.integers(0, 4, (400, 1))
+    got, kk = k_increase(X, S, 2, 2)
+    want, kw = _reference_k_increase(X, S, 2, 2)
+    assert kk == kw
+    assert np.array_equal(got, want)
+
+
 # ---------------------------------------------------------------- Census (Solanas et al. Table 1)
 
 
@@ -281,6 +316,20 @@ def _reference_seeded(
     for i in np.flatnonzero(alive):
         labels[i] = np.argmin(((cent - Z[i]) ** 2).sum(1))
     return labels
+
+
+@pytest.mark.parametrize(("n", "d"), [(1200, 13), (1500, 2), (900, 4)])
+@pytest.mark.parametrize("mode", ["mdav", "random"])
+def test_seeded_kernel_equals_plain_python_many_chunks(n: int, d: int, mode: str) -> None:
+    """Several chunks, so the partial-distance pruning of the k-nearest pass is exercised (no
+    ties: the plain version breaks them by row order, the kernel by compact position)."""
+    rng = np.random.default_rng(n + d)
+    Z = rng.normal(size=(n, d))
+    s = rng.integers(0, 6, n)
+    k, p = 3, 2
+    got = seeded_groups(Z, s, k, p, seed_mode=mode, rng=np.random.default_rng(1))
+    rnd = np.random.default_rng(1).random((n // k + 1, d)) if mode == "random" else None
+    assert np.array_equal(got, _reference_seeded(Z, s, k, p, rnd))
 
 
 @pytest.mark.parametrize("seed", range(4))
