@@ -706,6 +706,10 @@ def _seeded_kernel(  # noqa: PLR0917
     dp = np.zeros(n)
     pv = np.empty(d)
     have_pivot = False
+    shell = np.empty(n, dtype=np.int64)  # original indices of the records with dp >= cut
+    nsh = 0
+    cut = np.inf
+    pos_of = np.arange(n)  # position of each original record in the compact arrays
     # low dimensions: a grid over the data's box answers the k-nearest queries by rings of cells
     use_grid = d <= 2 and n >= _GRID_MIN
     G = max(1, int((n / 8.0) ** (1.0 / d))) if use_grid else 1
@@ -729,12 +733,21 @@ def _seeded_kernel(  # noqa: PLR0917
                 for c in range(d):
                     delta += (pv[c] - ref[c]) ** 2
                 delta = np.sqrt(delta)
+            # maxdp over the live records: in the shell (records with dp >= cut) while it has any
             maxdp = 0.0
-            if have_pivot:
-                for t in range(nu):
-                    maxdp = max(maxdp, dp[t])
-            if not have_pivot or delta > 0.05 * maxdp:
-                # (re)build the pivot at the current centroid: one full pass
+            s = 0
+            while s < nsh:
+                o = shell[s]
+                if labels[o] >= 0:  # grouped meanwhile: drop it from the shell
+                    nsh -= 1
+                    shell[s] = shell[nsh]
+                    continue
+                maxdp = max(maxdp, dp[pos_of[o]])
+                s += 1
+            thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
+            if not have_pivot or nsh == 0 or delta > 0.05 * maxdp or thr < cut:
+                # (re)build the pivot at the current centroid: one full pass, which also finds
+                # the furthest record; the shell = the ~4 sqrt(nu k) records furthest from it
                 for c in range(d):
                     pv[c] = ref[c]
                 best_v = -1.0
@@ -747,17 +760,26 @@ def _seeded_kernel(  # noqa: PLR0917
                             best_v = acc[i]
                             best_t = i0 + i
                 have_pivot = True
-            else:
-                # d(x, c) <= dp + delta and the record of max dp has d >= maxdp - delta
-                thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
-                best_v = -1.0
+                msh = min(nu, max(64, int(4.0 * np.sqrt(nu * k))))
+                cut = np.partition(dp[:nu], nu - msh)[nu - msh]
+                nsh = 0
                 for t in range(nu):
+                    if dp[t] >= cut:
+                        shell[nsh] = orig[t]
+                        nsh += 1
+            else:
+                # d(x, c) <= dp + delta and the record of max dp has d >= maxdp - delta, so the
+                # furthest record has dp >= thr >= cut: it is in the shell. Ties: lowest position
+                best_v = -1.0
+                best_t = -1
+                for s in range(nsh):
+                    t = pos_of[shell[s]]
                     if dp[t] >= thr:
                         a = 0.0
                         for c in range(d):
                             diff = XT[c, t] - ref[c]
                             a += diff * diff
-                        if a > best_v:
+                        if a > best_v or (a == best_v and t < best_t):
                             best_v = a
                             best_t = t
         else:  # Algorithm 3: nearest to a uniform random vector over the attribute ranges
@@ -867,6 +889,7 @@ def _seeded_kernel(  # noqa: PLR0917
             for j in range(m):
                 Sc[t, j] = Sc[nu, j]
             orig[t] = orig[nu]
+            pos_of[orig[t]] = t
             dp[t] = dp[nu]
         g += 1
     if g == 0:

@@ -318,11 +318,12 @@ def _reference_seeded(
     return labels
 
 
-@pytest.mark.parametrize(("n", "d"), [(1200, 13), (1500, 2), (900, 4)])
+@pytest.mark.parametrize(("n", "d"), [(1200, 13), (2600, 2), (2300, 1), (900, 4)])
 @pytest.mark.parametrize("mode", ["mdav", "random"])
 def test_seeded_kernel_equals_plain_python_many_chunks(n: int, d: int, mode: str) -> None:
-    """Several chunks, so the partial-distance pruning of the k-nearest pass is exercised (no
-    ties: the plain version breaks them by row order, the kernel by compact position)."""
+    """Several chunks, so the partial-distance pruning of the k-nearest pass, the shell of the
+    furthest-record search and (d <= 2, n >= 2048) the grid index are exercised (no ties: the
+    plain version breaks them by row order, the kernel by compact position)."""
     rng = np.random.default_rng(n + d)
     Z = rng.normal(size=(n, d))
     s = rng.integers(0, 6, n)
