@@ -36,10 +36,14 @@ import numpy.typing as npt
 
 from locpriv.tabular.psensitive import (
     _CHUNK,
+    _GRID_MIN,
     _as_codes,
     _chunk_dist,
     _chunk_pruned,
+    _grid_build,
+    _grid_remove,
     _insert_sorted,
+    _lex_insert,
     _n_prune,
     _prune_cols,
     require_feasible,
@@ -62,6 +66,107 @@ def _hom(XT: FloatArray, i: int, gmin: FloatArray, gmax: FloatArray, inv: FloatA
         elif x > gmax[c]:
             acc += (x - gmax[c]) * inv[c]
     return acc
+
+
+@numba.njit(cache=True)
+def _grid_pass(  # noqa: PLR0917
+    XT: FloatArray,
+    nu: int,
+    xs: FloatArray,
+    best_t: int,
+    cap: int,
+    hd: FloatArray,
+    ht: IntArray,
+    secc: IntArray,
+    top: IntArray,
+    rem: IntArray,
+    near_d: FloatArray,
+    near_t: IntArray,
+    lo: FloatArray,
+    w: FloatArray,
+    G: int,
+    cstart: IntArray,
+    ccnt: IntArray,
+    cm: IntArray,
+) -> int:
+    """The candidate pass by rings of grid cells (d <= 2); -1 when the rings get too many cells.
+
+    The plain pass ends with ``near_t[v]`` = the record of wanted SEC v of smallest (distance,
+    position) and the buffer = the ``cap`` smallest (distance, position) pairs (seed first at
+    -1); the same keys are used here, so the outcome is the same. It stops when the records
+    outside the rings are provably further than both the kth and every wanted SEC's nearest
+    (SECs without live records are not waited for).
+    """
+    d = XT.shape[0]
+    cq = np.empty(d, dtype=np.int64)
+    scale = 0.0
+    for j in range(d):
+        cj = int((xs[j] - lo[j]) / w[j])
+        cq[j] = min(max(cj, 0), G - 1)
+        scale = max(scale, abs(lo[j]) + G * w[j] + abs(xs[j]))
+    bp = np.empty(cap, dtype=np.int64)
+    size = _lex_insert(hd, ht, bp, 0, cap, -1.0, best_t, best_t)
+    v = secc[best_t]
+    for w_ in top:
+        if w_ == v:
+            near_d[v] = -1.0
+            near_t[v] = best_t
+    cells = 0
+    for r in range(G + 1):
+        for i in range(max(cq[0] - r, 0), min(cq[0] + r, G - 1) + 1):
+            edge = abs(i - cq[0]) == r
+            if d == 1:
+                if not edge:
+                    continue
+                j0 = 0
+                j1 = 0
+                cstep = 1
+            else:
+                j0 = cq[1] - r
+                j1 = cq[1] + r
+                cstep = 1 if edge or r == 0 else 2 * r
+            jj = j0
+            while jj <= j1:
+                if 0 <= jj < G:
+                    c = i + jj * G if d == 2 else i
+                    cells += 1
+                    for s in range(cstart[c], cstart[c] + ccnt[c]):
+                        t = cm[s]
+                        if t == best_t:
+                            continue
+                        a = 0.0
+                        for col in range(d):
+                            diff = XT[col, t] - xs[col]
+                            a += diff * diff
+                        v = secc[t]
+                        if a < near_d[v] or (a == near_d[v] and t < near_t[v]):
+                            for w_ in top:
+                                if w_ == v:
+                                    near_d[v] = a
+                                    near_t[v] = t
+                        size = _lex_insert(hd, ht, bp, size, cap, a, t, t)
+                jj += cstep
+        gap = np.inf
+        whole = True
+        for j in range(d):
+            if cq[j] - r > 0:
+                whole = False
+                gap = min(gap, xs[j] - (lo[j] + (cq[j] - r) * w[j]))
+            if cq[j] + r < G - 1:
+                whole = False
+                gap = min(gap, lo[j] + (cq[j] + r + 1) * w[j] - xs[j])
+        if whole:
+            return size
+        lim = hd[cap - 1] if size == cap else np.inf
+        for w_ in top:
+            if rem[w_] > 0:
+                lim = max(lim, near_d[w_])
+        gap -= 1e-9 * scale
+        if gap > 0.0 and gap * gap > lim * (1.0 + 1e-9):
+            return size
+        if cells * 8 > nu + 64:
+            return -1
+    return size  # pragma: no cover - the last ring covers the grid
 
 
 @numba.njit(cache=True)
@@ -97,6 +202,26 @@ def _epk_kernel(  # noqa: PLR0917
     dp = np.zeros(n)
     pv = np.empty(d)
     have_pivot = False
+    # low dimensions: a grid over the data's box answers the candidate pass by rings of cells
+    use_grid = d <= 2 and n >= _GRID_MIN
+    G = max(1, int((n / 8.0) ** (1.0 / d))) if use_grid else 1
+    cellid = np.empty(n if use_grid else 0, dtype=np.int64)
+    gslot = np.empty(n if use_grid else 0, dtype=np.int64)
+    cm = np.empty(n if use_grid else 0, dtype=np.int64)
+    cstart = np.empty(G**d + 1 if use_grid else 1, dtype=np.int64)
+    ccnt = np.empty(G**d if use_grid else 0, dtype=np.int64)
+    glo = np.empty(d)
+    ghi = np.empty(d)
+    for c in range(d):
+        glo[c] = X[:, c].min()
+        ghi[c] = X[:, c].max()
+    gw = np.ones(d)
+    if use_grid:
+        gw = _grid_build(XT, glo, ghi, G, cellid, cstart, ccnt, cm, gslot)
+    shell = np.empty(n, dtype=np.int64)  # original indices of the records with dp >= cut
+    nsh = 0
+    cut = np.inf
+    pos_of = np.arange(n)  # position of each original record in the compact arrays
     near_t = np.empty(nsec, dtype=np.int64)
     near_d = np.empty(nsec)
     cap = 4 * k + 4
@@ -147,18 +272,29 @@ def _epk_kernel(  # noqa: PLR0917
             for c in range(d):
                 delta += (pv[c] - xs[c]) ** 2
             delta = np.sqrt(delta)
-            for t in range(nu):
-                maxdp = max(maxdp, dp[t])
-        if forced == 0 and have_pivot and delta <= 0.05 * maxdp:
-            # pivot pruning: d(x, c) <= dp + delta; the record of max dp has d >= maxdp - delta
-            thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
-            for t in range(nu):
+            # maxdp over the live records: in the shell (records with dp >= cut) while it has any
+            s = 0
+            while s < nsh:
+                o = shell[s]
+                if labels[o] >= 0:  # clustered meanwhile: drop it from the shell
+                    nsh -= 1
+                    shell[s] = shell[nsh]
+                    continue
+                maxdp = max(maxdp, dp[pos_of[o]])
+                s += 1
+        thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
+        if forced == 0 and have_pivot and nsh > 0 and delta <= 0.05 * maxdp and thr >= cut:
+            # pivot pruning: d(x, c) <= dp + delta; the record of max dp has d >= maxdp - delta,
+            # so the furthest record has dp >= thr >= cut: it is in the shell (ties: lowest
+            # position, as the plain scan)
+            for s in range(nsh):
+                t = pos_of[shell[s]]
                 if dp[t] >= thr:
                     a = 0.0
                     for c in range(d):
                         diff = XT[c, t] - xs[c]
                         a += diff * diff
-                    if a > best_v:
+                    if a > best_v or (a == best_v and t < best_t):
                         best_v = a
                         best_t = t
         else:
@@ -181,6 +317,14 @@ def _epk_kernel(  # noqa: PLR0917
                     if acc[i] > best_v and (forced == 0 or inp[secc[i0 + i]]):
                         best_v = acc[i]
                         best_t = i0 + i
+            if forced == 0:  # the shell: the ~4 sqrt(nu k) records furthest from the pivot
+                msh = min(nu, max(64, int(4.0 * np.sqrt(nu * k))))
+                cut = np.partition(dp[:nu], nu - msh)[nu - msh]
+                nsh = 0
+                for t in range(nu):
+                    if dp[t] >= cut:
+                        shell[nsh] = orig[t]
+                        nsh += 1
         for o in range(forced):
             inp[order[o]] = False
         # one pass: nearest record of every wanted SEC and the nearest candidates overall
@@ -191,7 +335,35 @@ def _epk_kernel(  # noqa: PLR0917
             xs[c] = XT[c, best_t]
         cols = _prune_cols(xs, cen)
         wmax = np.inf
-        for i0 in range(0, nu, _CHUNK):
+        gsize = -1
+        if use_grid:
+            gsize = _grid_pass(
+                XT,
+                nu,
+                xs,
+                best_t,
+                cap,
+                hd,
+                ht,
+                secc,
+                top,
+                rem,
+                near_d,
+                near_t,
+                glo,
+                gw,
+                G,
+                cstart,
+                ccnt,
+                cm,
+            )
+            if gsize < 0:  # too sparse around the seed: the plain pass, from scratch
+                for v in top:
+                    near_d[v] = np.inf
+                    near_t[v] = -1
+            else:
+                size = gsize
+        for i0 in range(0, nu if gsize < 0 else 0, _CHUNK):
             L = min(_CHUNK, nu - i0)
             # records at least lim away change nothing below (lim only shrinks): pruned
             lim = max(kth, wmax)
@@ -326,8 +498,11 @@ def _epk_kernel(  # noqa: PLR0917
             nu -= 1
             for c in range(d):
                 XT[c, t] = XT[c, nu]
+            if use_grid:
+                _grid_remove(t, nu, cellid, cstart, ccnt, cm, gslot)
             secc[t] = secc[nu]
             orig[t] = orig[nu]
+            pos_of[orig[t]] = t
             dp[t] = dp[nu]
     # leftovers: BestMatch by Hom (IL increase) against the clusters' bounds, ties by distance
     for t in range(nu):

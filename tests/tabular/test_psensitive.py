@@ -344,3 +344,23 @@ def test_seeded_kernel_equals_plain_python(seed: int, mode: str) -> None:
     rnd = np.random.default_rng(seed).random((n // k + 1, d)) if mode == "random" else None
     want = _reference_seeded(Z, s, k, p, rnd)
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_grid_index_gives_the_plain_pass_results(d: int) -> None:
+    """With d <= 2 (and n >= 2048) the k-nearest queries go through a grid; a constant extra
+    column adds exactly 0 to every distance but turns the grid off, so the labels must agree
+    (ties included: the data are rounded)."""
+    rng = np.random.default_rng(d)
+    n = 3000
+    X = np.round(rng.random((n, d)) * 40) / 40
+    X[: n // 3] *= 0.05  # a dense cluster and sparse surroundings
+    X3 = np.hstack([X, np.zeros((n, 3 - d))])
+    s = np.minimum(rng.geometric(0.3, n) - 1, 6)
+    for k, p in ((3, 2), (5, 4)):
+        assert np.array_equal(
+            enhanced_pk_clustering(X, s, k, p), enhanced_pk_clustering(X3, s, k, p)
+        )
+        assert np.array_equal(mdav_seed(X, s, k, p), mdav_seed(X3, s, k, p))
+        # random-seed draws (n // k + 1) x d numbers, so it is compared with the plain
+        # version in test_seeded_kernel_equals_plain_python_many_chunks (n >= 2048) instead
