@@ -7,11 +7,17 @@ Usage: ``.venv/bin/python benchmarks/bench_mdav.py [--quick] [--repeat R]``
   warm-up call (numba kernels loaded from the cache), so ``peak_mb`` is the growth of the
   child's peak resident memory during the timed call. Seconds: min and median of the runs (the
   machine may be shared: the load average is recorded).
+* ``kernels``: both MDAV kernels on 100k × 13 records with 3 latent dimensions
+  (``Z @ A + 0.05 · noise``, Z 100k × 3 and A 3 × 13 standard normal) and on uniform 100k × 13,
+  k = 3 (one run each): the block kernel wins when few dimensions carry the variance.
 * ``reference``: the plain numpy MDAV of tests/tabular/_mdav_helpers.py at 10k (one run), and
   whether its labels equal the kernel's.
 * ``jit``: the first call in a process with an empty numba cache (compilation), and the first
   call in a fresh process once the cache is filled (loading), on a 200-record input.
 * ``census``: IL of MDAV and of best_partition on Census (z-scored, 13 columns), k = 3, 4, 5, 10.
+* ``other_data``: the same on data the heuristic was not tuned on: Adult's six numeric columns
+  (all 32561 rows, z-scored), 5000 records in 50 Gaussian clusters (5 columns, z-scored) and
+  5000 uniform records in 8 columns; k = 3, 5, 10.
 * ``improve``: best_partition on uniform data, 10k × 13 (no budget) and 100k × 13 with a 60 s
   budget, k = 3: seconds and IL against MDAV's.
 
@@ -62,6 +68,36 @@ def _child_mdav(n: int, d: int, k: int) -> dict[str, Any]:
         "cpu_seconds": cpu,
         "peak_mb": max(0, after - before) / 1024.0,
         "groups": int(labels.max()) + 1,
+    }
+
+
+def _child_kernels(kind: str) -> dict[str, Any]:
+    import numpy as np
+
+    from locpriv.tabular._mdav_blocks import mdav_blocks
+    from locpriv.tabular._mdav_kernel import mdav_kernel
+    from locpriv.tabular.mdav import _BLOCK, effective_dimension, mdav
+
+    rng = np.random.default_rng(SEED)
+    if kind == "latent3":
+        X = rng.normal(size=(100_000, 3)) @ rng.normal(size=(3, 13))
+        X = np.ascontiguousarray(X + 0.05 * rng.normal(size=(100_000, 13)))
+    else:
+        X = rng.random((100_000, 13))
+    stats = np.zeros(8, dtype=np.int64)
+    mdav(X[:200], 3)
+    t0 = time.perf_counter()
+    a = mdav_blocks(X, 3, _BLOCK, stats)
+    t_blocks = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    b = mdav_kernel(X, 3, stats)
+    t_sweep = time.perf_counter() - t0
+    return {
+        "data": kind,
+        "effective_dimension": effective_dimension(X),
+        "blocks_seconds": t_blocks,
+        "sweep_seconds": t_sweep,
+        "labels_equal": bool(np.array_equal(a, b)),
     }
 
 
@@ -129,6 +165,38 @@ def _child_census() -> dict[str, Any]:
     return rows
 
 
+def _child_other_data() -> dict[str, Any]:
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT))
+    from locpriv.tabular.improve import best_partition
+    from locpriv.tabular.mdav import mdav
+    from locpriv.tabular.metrics import il_percent
+    from tests.tabular._mdav_helpers import ADULT, load_adult_numeric, zscore
+
+    rng = np.random.default_rng(SEED)
+    centres = rng.normal(size=(50, 5)) * 4
+    sets = {
+        "clustered_5000x5": zscore(centres[rng.integers(0, 50, 5000)] + rng.normal(size=(5000, 5))),
+        "uniform_5000x8": rng.random((5000, 8)),
+    }
+    if ADULT.exists():
+        sets["adult_numeric_32561x6"] = load_adult_numeric()
+    rows: dict[str, Any] = {}
+    for name, X in sets.items():
+        for k in (3, 5, 10):
+            il_m = il_percent(X, mdav(X, k))
+            t0 = time.perf_counter()
+            il_b = il_percent(X, best_partition(X, k))
+            rows[f"{name} k={k}"] = {
+                "mdav_il": round(il_m, 4),
+                "best_il": round(il_b, 4),
+                "below_mdav_percent": round(100 * (1 - il_b / il_m), 2),
+                "best_seconds": time.perf_counter() - t0,
+            }
+    return rows
+
+
 def _child_improve(n: int, d: int, k: int, budget: float | None) -> dict[str, Any]:
     from locpriv.tabular.improve import best_partition
     from locpriv.tabular.mdav import mdav
@@ -159,8 +227,10 @@ def _child_improve(n: int, d: int, k: int, budget: float | None) -> dict[str, An
 CHILDREN = {
     "mdav": _child_mdav,
     "reference": _child_reference,
+    "kernels": _child_kernels,
     "jit": _child_jit,
     "census": _child_census,
+    "other_data": _child_other_data,
     "improve": _child_improve,
 }
 
@@ -233,6 +303,16 @@ def main() -> int:
                 )
     results["mdav"] = rows
 
+    if not args.quick:
+        kernels = [_run("kernels", kind) for kind in ("latent3", "uniform")]
+        results["kernels"] = kernels
+        print("\n100k x 13, k=3         eff. dim  blocks s  sweep s  equal")
+        for r in kernels:
+            print(
+                f"  {r['data']:<20} {r['effective_dimension']:>8} {r['blocks_seconds']:>9.2f} "
+                f"{r['sweep_seconds']:>8.2f}  {r['labels_equal']}"
+            )
+
     ref = _run("reference", 10_000, 13, 3)
     kern = next(r for r in rows if (r["n"], r["d"], r["k"]) == (10_000, 13, 3))
     results["reference"] = {"n": 10_000, "d": 13, "k": 3, **ref}
@@ -251,6 +331,15 @@ def main() -> int:
                 f"       {k:>2} {r['mdav_il']:>8.4f} {r['best_il']:>18.4f} "
                 f"{r['below_mdav_percent']:>9.2f}% {r['best_seconds']:>8.2f}"
             )
+
+    other = _run("other_data")
+    results["other_data"] = other
+    print("\nother data           MDAV IL  best_partition IL  below MDAV  seconds")
+    for name, r in other.items():
+        print(
+            f"  {name:<28} {r['mdav_il']:>8.4f} {r['best_il']:>10.4f} "
+            f"{r['below_mdav_percent']:>9.2f}% {r['best_seconds']:>8.2f}"
+        )
 
     improve = [_run("improve", 10_000, 13, 3, None)]
     if not args.quick:

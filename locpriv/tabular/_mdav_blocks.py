@@ -19,12 +19,12 @@ from locpriv.tabular._mdav_kernel import (
     _SLACK,
     _chunk_sq,
     _insert,
-    _max_nonneg,
     _sqdist,
     _two_sum,
+    furthest_from_centroid,
 )
 
-# slots of the diagnostic counters returned in ``stats``
+# slots of the diagnostic counters returned in ``stats`` (1-3: see furthest_from_centroid)
 ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_RBLOCKS, ST_SBLOCKS, ST_POINTS = range(7)
 N_STATS = 7
 _SEEDS = 4  # blocks visited first: the nearest (and furthest) boxes
@@ -198,76 +198,24 @@ def mdav_blocks(X, k, B, stats):  # type: ignore[no-untyped-def]
     near_d = np.empty(max(kk, 1))
     near_i = np.empty(max(kk, 1), dtype=np.intp)
     outer = np.empty(n, dtype=np.intp)
-    n_outer = 0
-    t_outer = np.inf
-    width = 0.01
+    cstate = np.array([0.0, 0.0, np.inf, 0.01])  # see furthest_from_centroid
+    spans = np.empty((nb, 2), dtype=np.int64)  # live positions: (start, length) per block
     members = np.empty(k, dtype=np.intp)
     m = n
     g = 0
-    have_pivot = False
 
     while m >= 2 * k:
         stats[ST_ITER] += 1
         for j in range(d):
             c[j] = (s_hi[j] + s_lo[j]) / m
-        # ---- r: furthest from c, with the pivot table dp and the outer list ------------------
-        if not have_pivot:
-            stats[ST_PIVOT] += 1
-            piv[:] = c
-            for s in range(nact):
-                b = slot_blk[s]
-                p0 = bstart[b]
-                L = bcnt[b]
-                _chunk_sq(XT, p0, L, piv, allcols, d, dp[p0 : p0 + L])
-                for p in range(p0, p0 + L):
-                    dp[p] = np.sqrt(dp[p])
-            have_pivot = True
-            n_outer = 0
-        e2 = 0.0
-        for j in range(d):
-            t = piv[j] - c[j]
-            e2 += t * t
-        e = np.sqrt(e2)
-        dmax = -1.0
-        w = 0
-        for u in range(n_outer):
-            ii = outer[u]
-            if labels[ii] < 0:
-                outer[w] = ii
-                w += 1
-                dmax = max(dmax, dp[pos[ii]])
-        n_outer = w
-        thr = dmax - 2.0 * e - _SLACK * (dmax + e)
-        if n_outer == 0 or thr < t_outer:
-            stats[ST_LIST] += 1
-            dmax = 0.0
-            for s in range(nact):
-                b = slot_blk[s]
-                dmax = max(dmax, _max_nonneg(dp[bstart[b] :], bcnt[b]))
-            thr = dmax - 2.0 * e - _SLACK * (dmax + e)
-            t_outer = thr - width * dmax
-            n_outer = 0
-            for s in range(nact):
-                b = slot_blk[s]
-                for p in range(bstart[b], bstart[b] + bcnt[b]):
-                    if dp[p] >= t_outer:
-                        outer[n_outer] = idx[p]
-                        n_outer += 1
-            width *= min(2.0, max(0.5, (64.0 + m / 128.0) / max(n_outer, 1.0)))
-        best = -1.0
-        rp = -1
-        ncand = 0
-        for u in range(n_outer):
-            i = pos[outer[u]]
-            if dp[i] >= thr:
-                ncand += 1
-                dd = _sqdist(XT, i, c)
-                if dd >= best and (dd > best or idx[i] < idx[rp]):
-                    best = dd
-                    rp = i
-        stats[ST_CCAND] += ncand
-        if ncand > 16 + (m >> 7):
-            have_pivot = False
+        # ---- r: furthest from c -----------------------------------------------------------------
+        for s in range(nact):
+            b = slot_blk[s]
+            spans[s, 0] = bstart[b]
+            spans[s, 1] = bcnt[b]
+        rp = furthest_from_centroid(
+            XT, idx, pos, labels, m, c, piv, dp, outer, cstate, spans[:nact], stats
+        )
         # ---- around r: s (the furthest) and r's k-1 nearest, block by block --------------------
         for j in range(d):
             q[j] = XT[j, rp]

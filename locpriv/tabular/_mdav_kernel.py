@@ -35,7 +35,7 @@ _J1 = 6  # columns of the vectorised lower bound on the distance to s
 _J2 = 10  # columns of the second lower bound (survivors of the first only)
 _GUESS = 1.25  # s's kth-neighbour distance is guessed as this times the previous one
 
-# slots of the diagnostic counters returned in ``stats``
+# slots of the diagnostic counters returned in ``stats`` (1-3: see furthest_from_centroid)
 ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_SCAND1, ST_SCAND, ST_SRETRY = range(7)
 N_STATS = 7
 
@@ -253,6 +253,84 @@ def _max_nonneg(a, m):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True)
+def furthest_from_centroid(XT, idx, pos, labels, m, c, piv, dp, outer, st, spans, stats):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """Position of the live record furthest from ``c`` (ties: lowest original index).
+
+    ``dp`` holds each live record's distance (not squared) to the pivot ``piv``: with
+    ``e = |piv - c|``, ``|x - c| <= dp(x) + e < max dp - e`` whenever ``dp(x) < max dp - 2e``,
+    so only a thin outer shell can hold the answer. ``outer[:n]`` lists (original indices) the
+    records with ``dp >= t_outer``; it is rebuilt when the shell leaves it, and the pivot moves
+    to ``c`` when the shell gets thick. State in ``st``: [pivot valid, n, t_outer, width].
+    ``spans`` (``(start, length)`` rows) lists the live positions; ``stats`` counts pivot moves,
+    list rebuilds and candidates in slots 1, 2, 3.
+    """
+    d = XT.shape[0]
+    if st[0] == 0.0:  # (re)compute the pivot table
+        stats[1] += 1
+        piv[:] = c
+        allcols = np.arange(d)
+        for u in range(spans.shape[0]):
+            p0 = spans[u, 0]
+            L = spans[u, 1]
+            for i0 in range(p0, p0 + L, _CHUNK):
+                n0 = min(_CHUNK, p0 + L - i0)
+                _chunk_sq(XT, i0, n0, piv, allcols, d, dp[i0 : i0 + n0])
+            for i in range(p0, p0 + L):
+                dp[i] = np.sqrt(dp[i])
+        st[0] = 1.0
+        st[1] = 0.0
+    e2 = 0.0
+    for j in range(d):
+        t = piv[j] - c[j]
+        e2 += t * t
+    e = np.sqrt(e2)
+    # the outer list: drop records grouped since; its max is the max of dp if >= t_outer
+    n_outer = int(st[1])
+    dmax = -1.0
+    w = 0
+    for u in range(n_outer):
+        ii = outer[u]
+        if labels[ii] < 0:
+            outer[w] = ii
+            w += 1
+            dmax = max(dmax, dp[pos[ii]])
+    n_outer = w
+    thr = dmax - 2.0 * e - _SLACK * (dmax + e)
+    if n_outer == 0 or thr < st[2]:  # the shell is not inside the list: rebuild it
+        stats[2] += 1
+        dmax = 0.0
+        for u in range(spans.shape[0]):
+            dmax = max(dmax, _max_nonneg(dp[spans[u, 0] :], spans[u, 1]))
+        thr = dmax - 2.0 * e - _SLACK * (dmax + e)
+        # the list spans [thr - width * dmax, dmax]; the width adapts so that it holds about
+        # 64 + m/128 records (it then lasts several iterations: outer records leave, e grows)
+        st[2] = thr - st[3] * dmax
+        n_outer = 0
+        for u in range(spans.shape[0]):
+            for i in range(spans[u, 0], spans[u, 0] + spans[u, 1]):
+                if dp[i] >= st[2]:
+                    outer[n_outer] = idx[i]
+                    n_outer += 1
+        st[3] *= min(2.0, max(0.5, (64.0 + m / 128.0) / max(n_outer, 1.0)))
+    st[1] = n_outer
+    best = -1.0
+    rp = -1
+    ncand = 0
+    for u in range(n_outer):
+        i = pos[outer[u]]
+        if dp[i] >= thr:
+            ncand += 1
+            dd = _sqdist(XT, i, c)
+            if dd >= best and (dd > best or idx[i] < idx[rp]):
+                best = dd
+                rp = i
+    stats[3] += ncand
+    if ncand > 16 + (m >> 7):
+        st[0] = 0.0  # the shell got thick: re-centre the pivot next time
+    return rp
+
+
+@numba.njit(cache=True)
 def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
     """Labels of fixed-size MDAV for ``X`` (n × d, C-contiguous float64) and ``1 <= k <= n``.
 
@@ -292,13 +370,11 @@ def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
     part = np.empty(n)
     acc = np.empty(_CHUNK)
     outer = np.empty(n, dtype=np.intp)  # records (original indices) with dp >= t_outer
-    n_outer = 0
-    t_outer = np.inf
-    width = 0.01  # relative width of the outer list, adapted
+    cstate = np.array([0.0, 0.0, np.inf, 0.01])  # see furthest_from_centroid
+    spans = np.zeros((1, 2), dtype=np.int64)  # the live positions: 0..m-1
     members = np.empty(k, dtype=np.intp)
     m = n
     g = 0
-    have_pivot = False
     s_guess = np.inf  # guess of the distance from s to its kth nearest
 
     while m >= 2 * k:
@@ -306,60 +382,8 @@ def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
         for j in range(d):
             c[j] = (s_hi[j] + s_lo[j]) / m
         # ---- r: the furthest record from c ----------------------------------------------------
-        if not have_pivot:
-            stats[ST_PIVOT] += 1
-            p[:] = c
-            for i0 in range(0, m, _CHUNK):
-                L = min(_CHUNK, m - i0)
-                _chunk_sq(XT, i0, L, p, allcols, d, dp[i0 : i0 + L])
-            for i in range(m):
-                dp[i] = np.sqrt(dp[i])
-            have_pivot = True
-            n_outer = 0
-        e2 = 0.0
-        for j in range(d):
-            t = p[j] - c[j]
-            e2 += t * t
-        e = np.sqrt(e2)
-        # the outer list: drop records grouped since; its max is the max of dp if >= t_outer
-        dmax = -1.0
-        w = 0
-        for u in range(n_outer):
-            ii = outer[u]
-            if labels[ii] < 0:
-                outer[w] = ii
-                w += 1
-                dmax = max(dmax, dp[pos[ii]])
-        n_outer = w
-        # d(x, c) <= dp(x) + e < dmax - e <= d(argmax dp, c) for every x with dp(x) < thr
-        thr = dmax - 2.0 * e - _SLACK * (dmax + e)
-        if n_outer == 0 or thr < t_outer:  # the shell is not inside the list: rebuild it
-            stats[ST_LIST] += 1
-            dmax = _max_nonneg(dp, m)
-            thr = dmax - 2.0 * e - _SLACK * (dmax + e)
-            # the list spans [thr - width, dmax]; the width adapts so that it holds about
-            # 64 + m/128 records (it then lasts several iterations: outer records leave, e grows)
-            t_outer = thr - width * dmax
-            n_outer = 0
-            for i in range(m):
-                if dp[i] >= t_outer:
-                    outer[n_outer] = idx[i]
-                    n_outer += 1
-            width *= min(2.0, max(0.5, (64.0 + m / 128.0) / max(n_outer, 1.0)))
-        best = -1.0
-        rp = -1
-        ncand = 0
-        for u in range(n_outer):
-            i = pos[outer[u]]
-            if dp[i] >= thr:
-                ncand += 1
-                dd = _sqdist(XT, i, c)
-                if dd >= best and (dd > best or idx[i] < idx[rp]):
-                    best = dd
-                    rp = i
-        stats[ST_CCAND] += ncand
-        if ncand > 16 + (m >> 7):
-            have_pivot = False  # the shell got thick: re-centre the pivot next iteration
+        spans[0, 1] = m
+        rp = furthest_from_centroid(XT, idx, pos, labels, m, c, p, dp, outer, cstate, spans, stats)
         # ---- the full pass around r: r's k-1 nearest and s, the furthest from r -------------
         for j in range(d):
             q[j] = XT[j, rp]

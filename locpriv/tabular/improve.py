@@ -87,7 +87,8 @@ def vmdav(X: npt.ArrayLike, k: int, gamma: float = 0.2) -> IntpArray:
 def _pc1_start(X: FloatArray, k: int) -> IntpArray:
     """Optimal univariate partition of the projections on the first principal component."""
     Xc = X - X.mean(axis=0)
-    _, _, vt = np.linalg.svd(Xc[: min(len(Xc), 20000)], full_matrices=False)
+    rows = Xc if len(Xc) <= 20000 else Xc[np.linspace(0, len(Xc) - 1, 20000).astype(np.intp)]
+    _, _, vt = np.linalg.svd(rows, full_matrices=False)
     return optimal_univariate(Xc @ vt[0], k)
 
 

@@ -63,7 +63,7 @@ def mdav_reference(X: npt.ArrayLike, k: int) -> npt.NDArray[np.intp]:
         dd = _sqdist(X[cand], q)
         return int(cand[np.flatnonzero(dd == dd.max())[0]])  # cand is sorted: lowest index
 
-    def group(seed: int) -> npt.NDArray[np.intp]:
+    def group(seed: int) -> None:
         nonlocal rem, g
         others = rem[rem != seed]
         dd = _sqdist(X[others], X[seed])
@@ -72,14 +72,11 @@ def mdav_reference(X: npt.ArrayLike, k: int) -> npt.NDArray[np.intp]:
         labels[members] = g
         g += 1
         rem = np.setdiff1d(rem, members)
-        return members
 
     while len(rem) >= 3 * k:
         r = furthest(rem, _mean(X[rem]))
-        members = group(r)
-        s = furthest(rem, X[r])  # rem no longer holds r's group
-        del members
-        group(s)
+        group(r)
+        group(furthest(rem, X[r]))  # s: rem no longer holds r's group
     if len(rem) >= 2 * k:
         group(furthest(rem, _mean(X[rem])))
     labels[rem] = g
