@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +225,7 @@ def _child_improve(n: int, d: int, k: int, budget: float | None) -> dict[str, An
     }
 
 
-CHILDREN = {
+CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
     "mdav": _child_mdav,
     "reference": _child_reference,
     "kernels": _child_kernels,
@@ -326,9 +327,9 @@ def main() -> int:
     results["census"] = census
     if "skipped" not in census:
         print("\nCensus  k  MDAV IL  best_partition IL  below MDAV  seconds")
-        for k, r in census.items():
+        for kk, r in census.items():
             print(
-                f"       {k:>2} {r['mdav_il']:>8.4f} {r['best_il']:>18.4f} "
+                f"       {kk:>2} {r['mdav_il']:>8.4f} {r['best_il']:>18.4f} "
                 f"{r['below_mdav_percent']:>9.2f}% {r['best_seconds']:>8.2f}"
             )
 
