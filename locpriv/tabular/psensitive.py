@@ -20,6 +20,7 @@ int matrix ``S`` (n × m) of category codes ``0..c_j-1``; key attributes as a re
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -149,7 +150,9 @@ def _lex_insert(  # noqa: PLR0917
 
 
 @numba.njit(cache=True)
-def _mdav_prefix_fails(X: FloatArray, S: IntArray, k: int, p: int, max_iter: int) -> bool:
+def _mdav_prefix_fails(
+    X: FloatArray, S: IntArray, k: int, p: int, max_iter: int
+) -> tuple[bool, int]:
     """True when one of the first groups of fixed-size MDAV(k) provably lacks p distinct values.
 
     Replays the first ``max_iter`` iterations (two groups each) of the algorithm documented in
@@ -158,7 +161,8 @@ def _mdav_prefix_fails(X: FloatArray, S: IntArray, k: int, p: int, max_iter: int
     quantity not reproduced bit for bit is the centroid (here a compensated sum, in the kernel
     a correctly rounded one): whenever the furthest record from it is not ahead of the
     runner-up by a margin far above that rounding, the replay stops and answers False (not
-    proven). False never skips anything: the caller then runs MDAV.
+    proven). False never skips anything: the caller then runs MDAV. Also returns the number of
+    iterations replayed.
     """
     n, d = X.shape
     m = S.shape[1]
@@ -185,9 +189,9 @@ def _mdav_prefix_fails(X: FloatArray, S: IntArray, k: int, p: int, max_iter: int
         maxv = max(maxv, S[:, j].max() + 1)
     seen = np.zeros(maxv, dtype=np.bool_)
     Sc = S.copy()
-    for _ in range(max_iter):
+    for it in range(max_iter):
         if nu < 3 * k:
-            return False
+            return False, it
         csq = 0.0
         for c in range(d):
             cen[c] = (s_hi[c] + s_lo[c]) / nu
@@ -207,7 +211,7 @@ def _mdav_prefix_fails(X: FloatArray, S: IntArray, k: int, p: int, max_iter: int
             elif a > b2:
                 b2 = a
         if b1 - b2 <= 1e-7 * b1 + 1e-12 * (csq + b1):
-            return False  # too close to call without the kernel's exact centroid
+            return False, it  # too close to call without the kernel's exact centroid
         for half in range(2):
             xs = XT[:, seed].copy()
             size = 0
@@ -230,7 +234,7 @@ def _mdav_prefix_fails(X: FloatArray, S: IntArray, k: int, p: int, max_iter: int
                 for o in range(k):
                     seen[Sc[bp[o], j]] = False
                 if cntv < p:
-                    return True
+                    return True, it + 1
             # remove the group (swap-remove, descending positions), keep dist aligned
             pos = np.sort(bp[:k])[::-1]
             for o in range(k):
@@ -256,7 +260,7 @@ def _mdav_prefix_fails(X: FloatArray, S: IntArray, k: int, p: int, max_iter: int
                     if dist[t] > best or (dist[t] == best and orig[t] < orig[seed]):
                         best = dist[t]
                         seed = t
-    return False
+    return False, max_iter
 
 
 def k_increase(
@@ -285,14 +289,26 @@ def k_increase(
     cond = require_feasible(codes, k, p)
     n = X.shape[0]
     kk = k
+    # replay budget (iterations): the default until both a replay and an MDAV run have been
+    # timed, then about a tenth of the last MDAV run's time (only the speed depends on it)
+    budget = _PREFIX_ITER
+    per_iter = 0.0
     while kk <= n:
-        if n // kk <= cond.max_clusters and not (
-            prefix and _mdav_prefix_fails(X, codes, kk, p, _PREFIX_ITER)
-        ):
-            labels = np.asarray(mdav_fn(X, kk), dtype=np.int64)
-            if group_is_p_sensitive(labels, codes, p):
-                logger.debug("k-increase: p-sensitive at k'=%d", kk)
-                return labels, kk
+        if n // kk <= cond.max_clusters:
+            fails = False
+            if prefix and budget > 0:
+                t0 = time.perf_counter()
+                fails, done = _mdav_prefix_fails(X, codes, kk, p, budget)
+                if done:
+                    per_iter = (time.perf_counter() - t0) / done
+            if not fails:
+                t0 = time.perf_counter()
+                labels = np.asarray(mdav_fn(X, kk), dtype=np.int64)
+                if per_iter > 0.0:
+                    budget = min(4 * _PREFIX_ITER, int(0.1 * (time.perf_counter() - t0) / per_iter))
+                if group_is_p_sensitive(labels, codes, p):
+                    logger.debug("k-increase: p-sensitive at k'=%d", kk)
+                    return labels, kk
         if progress is not None:
             progress(min(1.0, kk / n))
         kk += 1
