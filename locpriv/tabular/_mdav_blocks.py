@@ -117,6 +117,20 @@ def _bounds(q, blo, bhi, nact, lo_out, hi_out):  # type: ignore[no-untyped-def] 
 
 
 @numba.njit(cache=True)
+def _min_bounds(q, blo, bhi, nact, lo_out):  # type: ignore[no-untyped-def]
+    """Squared min distance from ``q`` to the boxes of slots ``0..nact-1``."""
+    for s in range(nact):
+        lo_out[s] = 0.0
+    for j in range(blo.shape[0]):
+        qj = q[j]
+        lr = blo[j, :nact]
+        hr = bhi[j, :nact]
+        for s in range(nact):
+            g = max(0.0, lr[s] - qj, qj - hr[s])
+            lo_out[s] += g * g
+
+
+@numba.njit(cache=True)
 def _select(vals, nact, take, largest, out):  # type: ignore[no-untyped-def]
     """The ``take`` slots with the smallest (or largest) ``vals``, best first, into ``out``;
     returns how many (``min(take, nact)``)."""
@@ -292,7 +306,7 @@ def mdav_blocks(X, k, B, stats):  # type: ignore[no-untyped-def]
         sp = pos[s_idx]
         for j in range(d):
             q[j] = XT[j, sp]
-        _bounds(q, blo, bhi, nact, mind, maxd)
+        _min_bounds(q, blo, bhi, nact, mind)
         qstamp += 1
         cnt = 0
         kth = np.inf if kk > 0 else -1.0
@@ -354,6 +368,13 @@ def _remove(  # type: ignore[no-untyped-def]  # noqa: PLR0917
             s_hi[j] = h
             s_lo[j] += e
         b = pblk[i]
+        s = slot_of[b]
+        edge = False  # does the record lie on its block's box? (else the box is unchanged)
+        for j in range(d):
+            v = XT[j, i]
+            if v == blo[j, s] or v == bhi[j, s]:
+                edge = True
+                break
         last = bstart[b] + bcnt[b] - 1
         if i != last:
             for j in range(d):
@@ -364,9 +385,9 @@ def _remove(  # type: ignore[no-untyped-def]  # noqa: PLR0917
             dp[i] = dp[last]
         bcnt[b] -= 1
         m -= 1
-        s = slot_of[b]
         if bcnt[b] > 0:
-            _box(XT, bstart[b], bcnt[b], s, blo, bhi)
+            if edge:
+                _box(XT, bstart[b], bcnt[b], s, blo, bhi)
         else:  # move the last active slot into this one
             ls = nact - 1
             if s != ls:
