@@ -954,9 +954,11 @@ def seeded_groups(
     to the seed and add each one if it brings a value not yet p-covered, or if there is still room
     for the missing values within k records; stop when the group has >= k records and >= p distinct
     values of every attribute. Leftover records join the group with the closest centroid, so groups
-    may exceed k. Labels are 0..g-1 in creation order. Work per group is two O(|U|·d) passes
-    over a compacted copy (the second keeps the ~4k nearest candidates in a sorted buffer); only
-    when those cannot satisfy p is the whole remainder sorted.
+    may exceed k. Labels are 0..g-1 in creation order. Work per group, on a compacted copy: the
+    seed search (Algorithm 2: a shell of records around a pivot; Algorithm 3: a pruned pass) and
+    a pruned pass keeping the ~4k nearest candidates (grid rings when d <= 2); only when those
+    cannot satisfy p is the whole remainder sorted. Every shortcut gives exactly the plain
+    passes' results (docs/tabular.md).
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
     codes = _as_codes(S, X.shape[0])
