@@ -265,9 +265,10 @@ def _census_wins() -> int:
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "Solanas et al. (2008) Table 1 reports random-seed below mdav-seed in IL; with the group "
-        "construction implemented here (the paper's text was unavailable) mdav-seed is lower on "
-        "Census for every 2 <= p <= k <= 5. See docs/tabular.md."
+        "Solanas et al. (2008) Table 1 reports random-seed below mdav-seed in IL; with the "
+        "algorithm as the issue describes it (the paper's text could not be found) mdav-seed is "
+        "lower on Census for every 2 <= p <= k <= 5, and for every variant of group growth, "
+        "random range, discretisation and scaling tried. See docs/tabular.md."
     ),
 )
 def test_census_random_seed_beats_mdav_seed_for_most_k_p() -> None:
