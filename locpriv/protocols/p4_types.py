@@ -1,0 +1,213 @@
+"""Protocol 4 effects, answer and configuration (pure data, no machine).
+
+What :class:`~locpriv.protocols.p4_peer.PeerMachine` emits and how it is parametrised:
+responder policy, token buckets, the DS radius ladder. Re-exported by ``p4_peer``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from locpriv.cells import cell_side_for
+from locpriv.errors import ConfigError, LocprivError
+from locpriv.grouping import DEFAULT_NODE_BUDGET, AreaMode
+from locpriv.messages import POI
+from locpriv.noise import GaussianMechanism, Mechanism
+from locpriv.protocols import Send
+
+__all__ = [
+    "MAX_RADIUS_M",
+    "Effect",
+    "PeerAnswer",
+    "PeerConfig",
+    "QueryDone",
+    "QueryFailed",
+    "ResponderPolicy",
+    "Subscribe",
+    "TokenBucket",
+    "Unsubscribe",
+    "radius_ladder",
+]
+
+MAX_RADIUS_M = 100_000.0
+"""Largest ``radius_m`` the wire accepts, metres."""
+
+
+# --------------------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    """Effect: subscribe to ``topic`` (the driver waits for the broker's ack before going on)."""
+
+    topic: str
+    qos: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    """Effect: unsubscribe from ``topic``."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAnswer:
+    """The refined answer of a Protocol 4 query, with diagnostics.
+
+    ``pois``: exact answer at the true location. ``group_size``: k (requester included).
+    ``area_m2``/``sse_m2``: the group's area and within-group SSE (local metres). ``rounds``:
+    broadcasts made. ``centroid``: ``(lat, lon)`` degrees sent to DS with ``radius_m`` metres.
+    ``replies``: usable replies collected. ``dropped``: replies dropped, by reason.
+    ``candidates``: POIs DS returned. ``exact``: the group is proven SSE-optimal. ``ds_s``:
+    seconds from sending the DS query to receiving its answer.
+    """
+
+    pois: tuple[POI, ...]
+    group_size: int
+    area_m2: float
+    sse_m2: float
+    rounds: int
+    centroid: tuple[float, float]
+    radius_m: float
+    replies: int
+    dropped: dict[str, int]
+    candidates: int
+    exact: bool
+    ds_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class QueryDone:
+    """Effect: query ``query_id`` finished with ``answer``."""
+
+    query_id: str
+    answer: PeerAnswer
+
+
+@dataclass(frozen=True, slots=True)
+class QueryFailed:
+    """Effect: query ``query_id`` failed (GroupInfeasible, RemoteError, RequestTimeout)."""
+
+    query_id: str
+    error: LocprivError
+
+
+Effect: TypeAlias = Send | Subscribe | Unsubscribe | QueryDone | QueryFailed
+
+
+# ---------------------------------------------------------------------------- config
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """A token bucket: ``rate_per_s`` tokens per second up to ``burst``; starts full."""
+
+    rate_per_s: float
+    burst: float
+    tokens: float = -1.0
+    last: float = 0.0
+
+    def take(self, now: float) -> bool:
+        """Take one token at ``now`` (s); False when empty."""
+        if self.tokens < 0.0:
+            self.tokens, self.last = self.burst, now
+        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.last) * self.rate_per_s)
+        self.last = max(self.last, now)
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ResponderPolicy:
+    """When the device answers neighbours' requests.
+
+    ``enabled=False`` opts out. Requests from further than ``max_distance_m`` metres (between
+    perturbed points; ``None``: the deployment's cell side) are ignored; so are requests beyond
+    the per-requester bucket (``per_requester_rate_per_s``, ``per_requester_burst``) or the
+    overall bucket. Nothing is sent back when a request is refused.
+    """
+
+    enabled: bool = True
+    max_distance_m: float | None = None
+    per_requester_rate_per_s: float = 0.2
+    per_requester_burst: float = 5.0
+    overall_rate_per_s: float = 20.0
+    overall_burst: float = 60.0
+    max_requesters: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class PeerConfig:
+    """Protocol 4 parameters. One noise ``mechanism`` (one σ) per deployment: every device
+    must use the same one, or the noise level becomes a fingerprint and the devices with the
+    smallest σ the weakest members of every group.
+
+    Areas in m², distances in metres, times in seconds. ``cell_side_m`` must be the same on
+    every device of a deployment (default :func:`locpriv.cells.cell_side_for` of ``a_max_m2``
+    and ``max_distance_m``).
+    """
+
+    k: int
+    a_min_m2: float
+    a_max_m2: float
+    mechanism: Mechanism = field(default_factory=lambda: GaussianMechanism(100.0))
+    area: AreaMode = AreaMode.HULL
+    window_s: float = 0.5
+    max_rounds: int = 3
+    max_distance_m: float | None = None
+    cell_side_m: int | None = None
+    ds_timeout_s: float = 5.0
+    query_radius_m: float | None = None
+    radius_margin_m: float = 5.0
+    reuse_enabled: bool = True
+    reuse_radius_m: float = 50.0
+    reuse_ttl_s: float = 3600.0
+    max_draws_per_place: int | None = 24
+    pseudonym_ttl_s: float = 3600.0
+    stale_s: float = 60.0
+    max_replies: int = 2000
+    max_candidates: int = 200
+    node_budget: int | None = DEFAULT_NODE_BUDGET
+    responder: ResponderPolicy = field(default_factory=ResponderPolicy)
+
+    def __post_init__(self) -> None:
+        if self.k < 2:
+            raise ConfigError("k must be >= 2")
+        if not 0.0 <= self.a_min_m2 < self.a_max_m2:
+            raise ConfigError("need 0 <= a_min_m2 < a_max_m2")
+        if self.window_s <= 0.0 or self.max_rounds < 1 or self.ds_timeout_s <= 0.0:
+            raise ConfigError("window_s and ds_timeout_s must be > 0, max_rounds >= 1")
+        if self.max_candidates < self.k - 1:
+            raise ConfigError("max_candidates must be >= k - 1")
+        if self.k == 2 and AreaMode(self.area) is AreaMode.HULL:
+            raise ConfigError("two points span no hull area: use k >= 3 or area='bbox'")
+
+    @property
+    def side_m(self) -> int:
+        """Discovery cell side in metres."""
+        return self.cell_side_m or cell_side_for(self.a_max_m2, self.max_distance_m)
+
+    @property
+    def reach_m(self) -> float:
+        """Largest distance (m) between perturbed points at which replies count."""
+        return float(self.max_distance_m if self.max_distance_m is not None else self.side_m)
+
+    @property
+    def radius_base_m(self) -> float:
+        """First step of the DS radius ladder: ``√(A_max/π) + 3·σ`` unless configured."""
+        if self.query_radius_m is not None:
+            return self.query_radius_m
+        return math.sqrt(self.a_max_m2 / math.pi) + 3.0 * self.mechanism.scale_m
+
+
+def radius_ladder(distance_m: float, base_m: float) -> float:
+    """Smallest ``base_m·2^j`` (j ≥ 0) that is ≥ ``distance_m``, capped at 100 km."""
+    r = max(base_m, 1.0)
+    while r < distance_m and r < MAX_RADIUS_M:
+        r *= 2.0
+    return min(r, MAX_RADIUS_M)
