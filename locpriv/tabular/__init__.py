@@ -26,11 +26,9 @@ from locpriv.tabular.psensitive import (
     Conditions,
     conditions,
     k_increase,
-    mdav_seed,
-    random_seed,
     require_feasible,
-    seeded_groups,
 )
+from locpriv.tabular.seeded import mdav_seed, random_seed, seeded_groups
 from locpriv.tabular.validate import (
     achieved_p,
     homogeneous_groups,

@@ -36,10 +36,9 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.tabular.psensitive import (
+from locpriv.tabular._knn import (
     _CHUNK,
     _GRID_MIN,
-    _as_codes,
     _chunk_dist,
     _chunk_pruned,
     _grid_build,
@@ -48,8 +47,8 @@ from locpriv.tabular.psensitive import (
     _lex_insert,
     _n_prune,
     _prune_cols,
-    require_feasible,
 )
+from locpriv.tabular.psensitive import _as_codes, require_feasible
 
 logger = logging.getLogger(__name__)
 

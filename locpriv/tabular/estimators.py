@@ -30,8 +30,8 @@ from locpriv.tabular.psensitive import (
     _as_codes,
     k_increase,
     require_feasible,
-    seeded_groups,
 )
+from locpriv.tabular.seeded import seeded_groups
 from locpriv.tabular.validate import achieved_p
 
 logger = logging.getLogger(__name__)

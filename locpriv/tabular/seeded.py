@@ -1,0 +1,347 @@
+"""Seeded heuristics of Solanas, Sebé & Domingo-Ferrer (2008) for p-sensitive k-anonymity.
+
+:func:`seeded_groups` is their Algorithm 1; :func:`mdav_seed` and :func:`random_seed` use the
+seeds of their Algorithms 2 (MDAV-like) and 3 (random vector). The numba kernel uses the
+nearest-neighbour machinery of :mod:`locpriv.tabular._knn`.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+from locpriv.errors import ConfigError
+from locpriv.tabular._knn import (
+    _CHUNK,
+    _GRID_MIN,
+    _chunk_dist,
+    _grid_build,
+    _grid_remove,
+    _knn,
+    _knn_grid,
+)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@numba.njit(cache=True)
+def _seeded_kernel(  # noqa: PLR0917
+    X: FloatArray,
+    S: IntArray,
+    nvals: IntArray,
+    k: int,
+    p: int,
+    mode: int,
+    rnd: FloatArray,
+) -> IntArray:
+    n, d = X.shape
+    m = S.shape[1]
+    maxv = 1
+    for j in range(m):
+        maxv = max(maxv, nvals[j])
+    labels = -np.ones(n, dtype=np.int64)
+    # compact column-major copy: positions 0..nu-1 hold the unassigned records (swap-remove)
+    XT = np.ascontiguousarray(X.T)
+    Sc = S.copy()
+    orig = np.arange(n)
+    nu = n
+    cnt = np.zeros((m, maxv), dtype=np.int64)
+    for i in range(n):
+        for j in range(m):
+            cnt[j, S[i, j]] += 1
+    udist = np.zeros(m, dtype=np.int64)
+    for j in range(m):
+        for v in range(nvals[j]):
+            if cnt[j, v] > 0:
+                udist[j] += 1
+    sumx = np.zeros(d)
+    lo = np.full(d, np.inf)
+    hi = np.full(d, -np.inf)
+    for i in range(n):
+        for c in range(d):
+            sumx[c] += X[i, c]
+            lo[c] = min(lo[c], X[i, c])
+            hi[c] = max(hi[c], X[i, c])
+    seen = np.zeros((m, maxv), dtype=np.bool_)
+    gdist = np.zeros(m, dtype=np.int64)
+    members = np.empty(n, dtype=np.int64)  # positions in the compact arrays
+    skipped = np.empty(n, dtype=np.int64)
+    cap = 4 * k + 4
+    hd = np.empty(cap)
+    ht = np.empty(cap, dtype=np.int64)
+    ref = np.empty(d)
+    xs = np.empty(d)
+    cen = np.empty(d)
+    g1 = np.inf  # guesses of the squared distance to the nearest / to the cap-th nearest
+    gk = np.inf
+    acc = np.empty(_CHUNK)
+    # pivot for the furthest-from-centroid search: dp[t] = d(x_t, pv) (not squared)
+    dp = np.zeros(n)
+    pv = np.empty(d)
+    have_pivot = False
+    shell = np.empty(n, dtype=np.int64)  # original indices of the records with dp >= cut
+    nsh = 0
+    cut = np.inf
+    pos_of = np.arange(n)  # position of each original record in the compact arrays
+    # low dimensions: a grid over the data's box answers the k-nearest queries by rings of cells
+    use_grid = d <= 2 and n >= _GRID_MIN
+    G = max(1, int((n / 8.0) ** (1.0 / d))) if use_grid else 1
+    cellid = np.empty(n if use_grid else 0, dtype=np.int64)
+    gslot = np.empty(n if use_grid else 0, dtype=np.int64)
+    cm = np.empty(n if use_grid else 0, dtype=np.int64)
+    cstart = np.empty(G**d + 1 if use_grid else 1, dtype=np.int64)
+    ccnt = np.empty(G**d if use_grid else 0, dtype=np.int64)
+    gw = np.ones(d)
+    if use_grid:
+        gw = _grid_build(XT, lo, hi, G, cellid, cstart, ccnt, cm, gslot)
+    g = 0
+    while nu >= k and udist.min() >= p:
+        # --- seed selection
+        best_t = 0
+        if mode == 0:  # Algorithm 2: furthest from the average of the unassigned records
+            for c in range(d):
+                ref[c] = sumx[c] / nu
+            delta = 0.0
+            if have_pivot:
+                for c in range(d):
+                    delta += (pv[c] - ref[c]) ** 2
+                delta = np.sqrt(delta)
+            # maxdp over the live records: in the shell (records with dp >= cut) while it has any
+            maxdp = 0.0
+            s = 0
+            while s < nsh:
+                o = shell[s]
+                if labels[o] >= 0:  # grouped meanwhile: drop it from the shell
+                    nsh -= 1
+                    shell[s] = shell[nsh]
+                    continue
+                maxdp = max(maxdp, dp[pos_of[o]])
+                s += 1
+            thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
+            if not have_pivot or nsh == 0 or delta > 0.05 * maxdp or thr < cut:
+                # (re)build the pivot at the current centroid: one full pass, which also finds
+                # the furthest record; the shell = the ~4 sqrt(nu k) records furthest from it
+                for c in range(d):
+                    pv[c] = ref[c]
+                best_v = -1.0
+                for i0 in range(0, nu, _CHUNK):
+                    L = min(_CHUNK, nu - i0)
+                    _chunk_dist(XT, i0, L, ref, acc)
+                    for i in range(L):
+                        dp[i0 + i] = np.sqrt(acc[i])
+                        if acc[i] > best_v:
+                            best_v = acc[i]
+                            best_t = i0 + i
+                have_pivot = True
+                msh = min(nu, max(64, int(4.0 * np.sqrt(nu * k))))
+                cut = np.partition(dp[:nu], nu - msh)[nu - msh]
+                nsh = 0
+                for t in range(nu):
+                    if dp[t] >= cut:
+                        shell[nsh] = orig[t]
+                        nsh += 1
+            else:
+                # d(x, c) <= dp + delta and the record of max dp has d >= maxdp - delta, so the
+                # furthest record has dp >= thr >= cut: it is in the shell. Ties: lowest position
+                best_v = -1.0
+                best_t = -1
+                for s in range(nsh):
+                    t = pos_of[shell[s]]
+                    if dp[t] >= thr:
+                        a = 0.0
+                        for c in range(d):
+                            diff = XT[c, t] - ref[c]
+                            a += diff * diff
+                        if a > best_v or (a == best_v and t < best_t):
+                            best_v = a
+                            best_t = t
+        else:  # Algorithm 3: nearest to a uniform random vector over the attribute ranges
+            for c in range(d):
+                ref[c] = lo[c] + rnd[g, c] * (hi[c] - lo[c])
+            for c in range(d):
+                cen[c] = sumx[c] / nu
+            got = -1
+            if use_grid:
+                got = _knn_grid(XT, nu, ref, -1, 1, hd, ht, lo, gw, G, cstart, ccnt, cm)
+            if got < 0:
+                _knn(XT, nu, ref, -1, 1, cen, hd, ht, g1)
+            best_t = ht[0]
+            g1 = 2.0 * hd[0]
+        for c in range(d):
+            xs[c] = XT[c, best_t]
+        # --- nearest candidates (one chunked pass, bounded sorted buffer), widened if needed
+        for c in range(d):
+            cen[c] = sumx[c] / nu
+        size = -1
+        if use_grid:
+            size = _knn_grid(XT, nu, xs, best_t, cap, hd, ht, lo, gw, G, cstart, ccnt, cm)
+        if size < 0:
+            size = _knn(XT, nu, xs, best_t, cap, cen, hd, ht, gk)
+        if size == cap:
+            gk = 1.5 * hd[cap - 1]
+        order = ht[:size].copy()
+        done = False
+        nmem = 0
+        while True:
+            nmem = 0
+            nskip = 0
+            for j in range(m):
+                gdist[j] = 0
+            for o in range(order.size):
+                t = order[o]
+                contributes = False
+                deficit = 0
+                for j in range(m):
+                    need = p - gdist[j]
+                    if need > 0:
+                        deficit = max(deficit, need)
+                        if not seen[j, Sc[t, j]]:
+                            contributes = True
+                if contributes or nmem + 1 + deficit <= k:
+                    members[nmem] = t
+                    nmem += 1
+                    for j in range(m):
+                        if not seen[j, Sc[t, j]]:
+                            seen[j, Sc[t, j]] = True
+                            gdist[j] += 1
+                    ok = nmem >= k
+                    for j in range(m):
+                        if gdist[j] < p:
+                            ok = False
+                    if ok:
+                        done = True
+                        break
+                else:
+                    skipped[nskip] = t
+                    nskip += 1
+            if not done:
+                deficit = 0
+                for j in range(m):
+                    deficit = max(deficit, p - gdist[j])
+                if deficit <= 0:  # diversity met: fill up to k with the nearest skipped records
+                    s = 0
+                    while nmem < k and s < nskip:
+                        members[nmem] = skipped[s]
+                        nmem += 1
+                        s += 1
+                    done = nmem >= k
+            for o in range(nmem):
+                t = members[o]
+                for j in range(m):
+                    seen[j, Sc[t, j]] = False
+            if done or order.size >= nu:
+                break
+            # widen to every unassigned record, sorted by distance to the seed
+            dist = np.empty(nu)
+            for i0 in range(0, nu, _CHUNK):
+                L = min(_CHUNK, nu - i0)
+                _chunk_dist(XT, i0, L, xs, acc)
+                for i in range(L):
+                    dist[i0 + i] = acc[i]
+            dist[best_t] = -1.0
+            order = np.argsort(dist, kind="mergesort")
+        if not done:
+            break
+        # --- commit the group: label, update counts, swap-remove (descending positions)
+        pos = np.sort(members[:nmem])[::-1]
+        for o in range(nmem):
+            t = pos[o]
+            labels[orig[t]] = g
+            for c in range(d):
+                sumx[c] -= XT[c, t]
+            for j in range(m):
+                v = Sc[t, j]
+                cnt[j, v] -= 1
+                if cnt[j, v] == 0:
+                    udist[j] -= 1
+            nu -= 1
+            if use_grid:
+                _grid_remove(t, nu, cellid, cstart, ccnt, cm, gslot)
+            for c in range(d):
+                XT[c, t] = XT[c, nu]
+            for j in range(m):
+                Sc[t, j] = Sc[nu, j]
+            orig[t] = orig[nu]
+            pos_of[orig[t]] = t
+            dp[t] = dp[nu]
+        g += 1
+    if g == 0:
+        return np.zeros(n, dtype=np.int64)
+    # --- leftovers join the group with the closest centroid
+    cent = np.zeros((g, d))
+    gc = np.zeros(g)
+    for i in range(n):
+        if labels[i] >= 0:
+            gc[labels[i]] += 1.0
+            for c in range(d):
+                cent[labels[i], c] += X[i, c]
+    for a in range(g):
+        for c in range(d):
+            cent[a, c] /= gc[a]
+    for t in range(nu):
+        best = 0
+        bv = np.inf
+        for a in range(g):
+            dd = 0.0
+            for c in range(d):
+                diff = XT[c, t] - cent[a, c]
+                dd += diff * diff
+            if dd < bv:
+                bv = dd
+                best = a
+        labels[orig[t]] = best
+    return labels
+
+
+def seeded_groups(
+    X: FloatArray,
+    S: npt.ArrayLike,
+    k: int,
+    p: int,
+    *,
+    seed_mode: str = "mdav",
+    rng: np.random.Generator | None = None,
+) -> IntArray:
+    """Solanas, Sebé & Domingo-Ferrer (2008), Algorithm 1, with seed Algorithm 2 or 3.
+
+    While the unassigned records number at least k and still hold p distinct values of every
+    confidential attribute: pick a seed (``seed_mode="mdav"``: the record furthest from the average
+    of the unassigned records; ``"random"``: the record nearest to a vector drawn uniformly over
+    the key attributes' ranges in the data set); walk the unassigned records by increasing distance
+    to the seed and add each one if it brings a value not yet p-covered, or if there is still room
+    for the missing values within k records; stop when the group has >= k records and >= p distinct
+    values of every attribute. Leftover records join the group with the closest centroid, so groups
+    may exceed k. Labels are 0..g-1 in creation order. Work per group, on a compacted copy: the
+    seed search (Algorithm 2: a shell of records around a pivot; Algorithm 3: a pruned pass) and
+    a pruned pass keeping the ~4k nearest candidates (grid rings when d <= 2); only when those
+    cannot satisfy p is the whole remainder sorted. Every shortcut gives exactly the plain
+    passes' results (docs/tabular.md).
+    """
+    # psensitive re-exports this module's functions, so its helpers are imported at call time
+    from locpriv.tabular.psensitive import _as_codes, require_feasible
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    codes = _as_codes(S, X.shape[0])
+    require_feasible(codes, k, p)
+    if seed_mode not in ("mdav", "random"):
+        raise ConfigError(f"seed_mode must be 'mdav' or 'random', got {seed_mode!r}")
+    mode = 0 if seed_mode == "mdav" else 1
+    rng = rng if rng is not None else np.random.default_rng(0)
+    rnd = rng.random((X.shape[0] // k + 1, X.shape[1])) if mode else np.zeros((1, 1))
+    nvals = codes.max(axis=0) + 1
+    out: IntArray = _seeded_kernel(X, np.ascontiguousarray(codes), nvals, k, p, mode, rnd)
+    return out
+
+
+def mdav_seed(X: FloatArray, S: npt.ArrayLike, k: int, p: int) -> IntArray:
+    """Solanas et al. (2008) with the MDAV-like seed (their Algorithm 2); deterministic."""
+    return seeded_groups(X, S, k, p, seed_mode="mdav")
+
+
+def random_seed(
+    X: FloatArray, S: npt.ArrayLike, k: int, p: int, rng: np.random.Generator | None = None
+) -> IntArray:
+    """Solanas et al. (2008) with the random-vector seed (their Algorithm 3)."""
+    return seeded_groups(X, S, k, p, seed_mode="random", rng=rng)
