@@ -1,0 +1,80 @@
+"""One transport adapter: MQTT over aiomqtt 2.5, or an in-process bus with MQTT topic matching.
+
+Everything in locpriv that talks to a broker goes through :func:`connect`; aiomqtt is imported
+in this module only (its 3.0 line changes the API).
+
+* ``mqtt://host:port`` / ``mqtts://host:port`` (optionally ``user:password@``) ->
+  :class:`MqttTransport`. MQTT 3.1.1 (amqtt rejects MQTT 5). It reconnects with capped,
+  jittered exponential backoff when the broker goes away and resubscribes to every filter it
+  had. :meth:`MqttTransport.publish` during an outage waits up to ``publish_timeout_s`` for the
+  connection to come back, then raises :class:`~locpriv.errors.TransportError`; it never drops a
+  message silently. Delivery is at least once for QoS 1 (a publish interrupted by a disconnect
+  is retried after the reconnect, so the receiver may see it twice).
+* ``memory://name`` -> :class:`MemoryTransport` on the process-wide :class:`MemoryBus` ``name``:
+  same topic matching (``+``, ``#``, ``$share/group/...`` delivered to one member per group,
+  retained messages), no network; for tests and simulators.
+
+Both are async context managers; :meth:`messages` yields :class:`Received` until the transport
+closes. Errors: :class:`~locpriv.errors.TransportError` (broker unreachable, publish on a closed
+transport or after the outage budget).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from locpriv.errors import ConfigError
+from locpriv.transport.base import Received, Transport, new_client_id
+from locpriv.transport.memory import MemoryBus, MemoryTransport
+from locpriv.transport.mqtt import MqttTransport
+
+__all__ = [
+    "MemoryBus",
+    "MemoryTransport",
+    "MqttTransport",
+    "Received",
+    "Transport",
+    "connect",
+    "new_client_id",
+]
+
+
+def connect(
+    url: str,
+    *,
+    client_id: str | None = None,
+    will: tuple[str, bytes] | None = None,
+    **kw: Any,
+) -> MqttTransport | MemoryTransport:
+    """A transport for ``url`` (not yet connected: use it as an async context manager).
+
+    ``will`` is ``(topic, payload)`` published retained at QoS 1 by the broker if the connection
+    is lost without a clean disconnect. Extra keywords go to :class:`MqttTransport` (for
+    ``memory://`` URLs they are ignored except ``max_queue``).
+    """
+    parts = urlsplit(url)
+    if parts.scheme == "memory":
+        name = parts.netloc or parts.path.lstrip("/") or "default"
+        return MemoryTransport(
+            MemoryBus.named(name), client_id=client_id, will=will, max_queue=kw.get("max_queue", 0)
+        )
+    if parts.scheme not in ("mqtt", "mqtts", "tcp"):
+        raise ConfigError(f"unsupported broker URL scheme {parts.scheme!r} (mqtt, mqtts, memory)")
+    if not parts.hostname:
+        raise ConfigError(f"broker URL {url!r} has no host")
+    tls = parts.scheme == "mqtts"
+    try:
+        port = parts.port or (8883 if tls else 1883)
+    except ValueError as exc:
+        raise ConfigError(f"bad port in broker URL {url!r}") from exc
+    return MqttTransport(
+        host=parts.hostname,
+        port=port,
+        tls=tls,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        client_id=client_id,
+        will=will,
+        **kw,
+    )

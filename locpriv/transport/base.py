@@ -1,0 +1,61 @@
+"""Transport types shared by the MQTT and in-process transports."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, Protocol, Self, runtime_checkable
+
+_CLOSED: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One message as received: topic name and raw payload bytes."""
+
+    topic: str
+    payload: bytes
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """What services, clients and simulators need from a broker connection."""
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def publish(
+        self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False
+    ) -> None: ...
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None: ...
+
+    async def unsubscribe(self, topic_filter: str) -> None: ...
+
+    def messages(self) -> AsyncIterator[Received]: ...
+
+
+def new_client_id(prefix: str = "locpriv") -> str:
+    """A random MQTT client id usable as a topic segment (``prefix-<12 hex>``)."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def _take_nowait(queue: asyncio.Queue[Received | object]) -> Received | None:
+    try:
+        item = queue.get_nowait()
+    except asyncio.QueueEmpty:
+        return None
+    if item is _CLOSED:
+        queue.put_nowait(_CLOSED)
+        return None
+    assert isinstance(item, Received)
+    return item
