@@ -1,7 +1,7 @@
 """One transport adapter: MQTT over aiomqtt 2.5, or an in-process bus with MQTT topic matching.
 
 Everything in locpriv that talks to a broker goes through :func:`connect`; aiomqtt is imported
-in this module only (its 3.0 line changes the API).
+in :mod:`locpriv.transport.mqtt` only (its 3.0 line changes the API).
 
 * ``mqtt://host:port`` / ``mqtts://host:port`` (optionally ``user:password@``) ->
   :class:`MqttTransport`. MQTT 3.1.1 (amqtt rejects MQTT 5). It reconnects with capped,
