@@ -1,55 +1,74 @@
-"""Virtual-clock runner: a scenario through the pure cores with simulated time (deterministic).
+"""Virtual-clock runner: a scenario through the real protocol machines with simulated time.
 
-No broker and no asyncio: the runner drives :class:`locpriv.cloak.Cloaker` (Protocols 1 and 3),
-:class:`locpriv.poi.POIIndex` and :func:`locpriv.poi.refine` (the database server and the
-client-side refinement), and :func:`locpriv.grouping.select_group` with
-:class:`locpriv.noise.GaussianMechanism` (Protocol 4) directly, with virtual time in seconds.
-Same scenario and seed, same records (``tests/simulators/test_virtual.py`` checks it).
+No broker and no asyncio, but the same sans-I/O machines and wire messages as a deployment:
+every message is encoded (:func:`locpriv.messages.encode`), routed by topic through a
+:class:`simulators.virtual_bus.VirtualBus` (MQTT filter matching, ``hop_latency_s`` per hop,
+a virtual-time event queue) and decoded by its receiver. Same scenario and seed, same records
+(``tests/simulators/test_sim_virtual.py`` checks it).
 
-Time advances in ticks of ``tick_s`` (default 1 s, the cloaker's epoch): at each tick the users
-whose periodic location update fell in the tick are absorbed with one ``update_many``, then the
-tick's queries are served at their own instants, then ``on_deadline`` resolves temporal cloaking.
-Every user updates every ``update_interval_s`` with a uniform random phase.
+Nodes on the bus:
 
-Per protocol (what the records measure):
+* the trusted service: :class:`locpriv.protocols.p1_mediator.TrustedCore` (anonymizer with a
+  :class:`locpriv.cloak.Cloaker`, P1 mediator, P2 mediator) behind a
+  :class:`locpriv.services.Dispatcher` with :func:`locpriv.services.anonymizer_routes`; its
+  timers (epoch preparation, temporal cloaking, DS timeouts) run from ``next_deadline`` on the
+  virtual clock;
+* DS: :class:`locpriv.ds.DSCore` over the scenario's POI index;
+* the P1-P3 clients: one reply topic per query; P3 clients query DS with the region and refine;
+* one :class:`locpriv.protocols.p4_peer.PeerMachine` per device (requester and responder,
+  created at its first use, configured like :mod:`simulators.fleet`): broadcasts to the 3×3
+  discovery cells, collection windows, thinning, further rounds when a group is infeasible,
+  the DS query at the group centroid and the refinement all happen in the machine.
 
-* P1 -- the mediator updates the user's position, cloaks it (k, A_min, A_max, Δt), asks DS for
-  the region's candidates and refines them with the exact location. 4 wire messages.
-* P2 -- the mediator forwards the exact point without identity; DS answers exactly. 4 messages.
-* P3 -- the anonymizer returns the cloak; the user asks DS for the region's candidates and
-  refines locally. 4 messages.
-* P4 -- the device perturbs its location (Gaussian, its profile's σ; a static device reuses its
-  draw while within ``reuse_radius_m``), receives the perturbed points of the neighbours within
-  ``p4_max_distance_m`` (up to ``p4_max_replies`` nearest), selects a k-group
-  (:func:`locpriv.grouping.select_group`) and queries DS at the group centroid. With
-  ``p4_centroid_radius`` (default, as :class:`locpriv.protocols.p4_peer.PeerMachine` does) the
-  query carries a radius from the same ladder covering the true point and the candidates are
-  refined (exact answer); otherwise DS answers at the centroid and the device uses that as is.
+Location updates: every user publishes a :class:`~locpriv.messages.LocationUpdate` every
+``update_interval_s`` (uniform random phase; all users once at t = 0), in ticks of ``tick_s``.
+A device's P4 position is set from its trajectory when it queries or may answer a request
+(a vectorised pre-filter on true positions, as the fleet does, skips the devices that cannot
+be in reach; each machine still applies its own responder policy).
 
-Wire sizes are those of the real encoded messages (:func:`locpriv.messages.encode`).
+Counters: each record's ``messages``/``bytes`` are the publishes belonging to its query (one
+publish = one message, whatever the number of subscribers); ``stats.extra["wire"]`` counts
+publishes by protocol and message type.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from shapely.geometry import Polygon
 
 import locpriv
 from locpriv import messages as m
-from locpriv.cloak import CloakConfig, Cloaker, CloakOutcome, CloakParams, CloakRegion
-from locpriv.geo import LocalProjection, region_to_wire
-from locpriv.grouping import Group, select_group
+from locpriv.cells import cell_side_for
+from locpriv.cloak import CloakConfig, Cloaker, CloakOutcome
+from locpriv.ds import DSCore
+from locpriv.errors import DecodeError
+from locpriv.geo import LocalProjection, region_from_wire
 from locpriv.poi import POIIndex, load_pois, refine
-from locpriv.protocols.p4_peer import radius_ladder
+from locpriv.protocols import Send
+from locpriv.protocols.p1_mediator import TrustedCore
+from locpriv.protocols.p2_mediator import Mediator
+from locpriv.protocols.p3_anonymizer import Anonymizer
+from locpriv.protocols.p4_peer import (
+    PeerMachine,
+)
+from locpriv.rpc import REPLY_MAX_BYTES
+from locpriv.services import Dispatcher, Route, anonymizer_routes
+from locpriv.topics import Topics
+from locpriv.transport import Received
 from simulators.evaluate import QueryRecord, RunStats, expected_error_uniform, precision_recall
 from simulators.scenario import BuiltScenario
+from simulators.virtual_bus import VirtualBus
+from simulators.virtual_peers import Ctx, PeerNodes
 from simulators.workload import QueryEvent, UserProfile
 
 log = logging.getLogger(__name__)
@@ -74,12 +93,23 @@ class VirtualConfig:
     tick_s: float = 1.0
     k_max: int = 100
     max_delay_s_bound: float = 60.0
+    hop_latency_s: float = 0.002
+    """Delivery delay of every publish (one broker hop), virtual seconds."""
+    ds_timeout_s: float = 5.0
+    prepare_epochs: bool = False
+    """Let the anonymizer pre-build each epoch's partitions at the epoch boundary (the
+    service does, to keep them off the request path; on a virtual clock that only costs time,
+    so requests build them lazily unless this is set)."""
     p4_max_replies: int = 64
+    """Largest candidate set a device groups from (``PeerConfig.max_candidates``)."""
     p4_reuse_radius_m: float = 50.0
     p4_max_distance_m: float = 200.0
     """Responders farther than this (between perturbed points) stay silent, metres."""
     p4_centroid_radius: bool = True
+    """Kept for compatibility: the peer machine always sends a covering radius."""
     p4_node_budget: int = 20_000
+    p4_window_s: float = 0.5
+    p4_max_rounds: int = 2
     cloak: CloakConfig | None = None
     """Cloaker configuration; by default the scenario extent with 1 km margin, epoch ``tick_s``."""
 
@@ -93,18 +123,43 @@ class VirtualResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class _Ctx:
-    record: QueryRecord
-    event: QueryEvent
-    xy: tuple[float, float]
+class _CountingMediator(Mediator):
+    """The real mediator, remembering which user request each DS query serves (accounting)."""
+
+    def __init__(self, owner: _Runner, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.owner = owner
+
+    def forward(self, **kw: Any) -> list[Send]:
+        out = super().forward(**kw)
+        cid = kw["user_correlation_id"]
+        rid = self.owner.rid_of_cid(cid)
+        if kw.get("info") is not None and self.owner.last_users is not None:
+            self.owner.p1_users[cid] = self.owner.last_users
+        for s in out:
+            if isinstance(s.message, m.DSQuery) and rid is not None:
+                self.owner.cid_rid[s.message.correlation_id] = rid
+        return out
 
 
-def _size(msg: m.Message) -> int:
-    return len(m.encode(msg))
+class _CountingAnonymizer(Anonymizer):
+    """The real anonymizer, exposing each finished cloak's user count to the P1 accounting
+    (the P1 answer carries region, area and [t1, t2] but not the count)."""
+
+    def __init__(self, owner: _Runner, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.owner = owner
+
+    def _dispatch(self, outcomes: list[CloakOutcome], now: float) -> list[Send]:
+        out: list[Send] = []
+        for o in outcomes:
+            self.owner.last_users = o.region.users if o.region is not None else None
+            out += super()._dispatch([o], now)
+        self.owner.last_users = None
+        return out
 
 
-class _Runner:
+class _Runner(PeerNodes):
     def __init__(self, built: BuiltScenario, cfg: VirtualConfig, pois: POIIndex) -> None:
         self.b = built
         self.sc = built.scenario
@@ -113,6 +168,8 @@ class _Runner:
         self.proj = built.projection
         self.pois = pois
         self.rng = np.random.default_rng(built.protocol_seed)
+        self.topics = Topics()
+        self.bus = VirtualBus(cfg.hop_latency_s)
         w, h = self.sc.extent_m()
         margin = 1000.0
         self.cloak_cfg = cfg.cloak or CloakConfig(
@@ -123,20 +180,62 @@ class _Runner:
             epoch_s=cfg.tick_s,
             user_ttl_s=max(300.0, 3 * self.sc.update_interval_s),
         )
-        self.cloaker = Cloaker(self.cloak_cfg)
         self.records: list[QueryRecord] = []
-        self.pending: dict[int, _Ctx] = {}
-        self.ids = itertools.count()
+        self.ctx: dict[int, Ctx] = {}
+        self.cid_rid: dict[str, int] = {}
         self.updates = 0
-        self.msgs = 0
-        self.bytes = 0
-        # P4 perturbation reuse per user: (origin x, origin y, perturbed x, perturbed y)
-        self.p4_draw: dict[int, tuple[float, float, float, float]] = {}
-        self.reply_topic = "locpriv/v1/reply/sim"
-        # true positions farther than this from a perturbed point cannot perturb into range
-        self.reach_m = 4.0 * max((p.sigma_m for p in built.workload.profiles), default=0.0)
-        sample = m.LocationUpdate(user_id="u000000", lat=41.38741234, lon=2.16861234, t=1.7e9)
-        self.update_bytes = _size(sample)
+        self.ds_ids = itertools.count()
+        # ---- trusted service (P1-P3) and DS
+        core_reply = self.topics.reply("sim-anonymizer")
+        self.mediator = _CountingMediator(
+            self,
+            ds_topic=self.topics.ds_query,
+            reply_to=core_reply,
+            ds_timeout_s=cfg.ds_timeout_s,
+            max_pending=1_000_000,
+            new_id=lambda: f"m{next(self.ds_ids)}",
+        )
+        self.last_users: int | None = None
+        self.p1_users: dict[str, int] = {}
+        self.handlers: dict[int, Any] = {}
+        anonymizer = _CountingAnonymizer(
+            self, Cloaker(self.cloak_cfg), self.proj, prepare_epochs=cfg.prepare_epochs
+        )
+        self.core = TrustedCore(anonymizer, self.mediator)
+        self.core_dispatch = Dispatcher(
+            name="anonymizer",
+            machine=self.core,
+            routes=anonymizer_routes(self.topics, core_reply),
+            topics=self.topics,
+            max_payload=REPLY_MAX_BYTES,
+        )
+        self.core_timer: float | None = None
+        for route in self.core_dispatch.routes:
+            self.bus.subscribe(route.topic_filter, self.on_core)
+        self.ds_dispatch = Dispatcher(
+            name="ds",
+            machine=DSCore(pois),
+            routes=[Route(self.topics.ds_query, (m.DSQuery,))],
+            topics=self.topics,
+            max_payload=65536,
+        )
+        self.bus.subscribe(self.topics.ds_query, self.on_ds)
+        # ---- P4 devices
+        profiles = built.workload.profiles
+        a_max = max((p.a_max_m2 for p in profiles), default=1e6)
+        self.p4_side = cell_side_for(a_max, cfg.p4_max_distance_m)
+        self.peers: dict[int, PeerMachine] = {}
+        self.peer_handlers: dict[int, Any] = {}
+        self.peer_timer: dict[int, float] = {}
+        self.peer_set: dict[int, tuple[float, float, float]] = {}
+        self.qid_rid: dict[str, int] = {}
+        self.pert = np.full((self.traj.n_users, 2), np.inf)
+        sigmas = np.array([p.sigma_m for p in profiles], dtype=np.float64)
+        # true positions farther than 4 sigma from a perturbed point cannot perturb into range
+        self.reach_j = 4.0 * sigmas
+        self.upd_xy = np.zeros((self.traj.n_users, 2))
+        self.cell_cache: tuple[bytes, float, m.PeerRequest, NDArray[np.int64]] | None = None
+        self.bus.subscribe(self.topics.root + "/peer/cell/+", self.on_cell)
 
     # ------------------------------------------------------------------ helpers
     def lonlat(self, xy: tuple[float, float]) -> tuple[float, float]:
@@ -145,224 +244,210 @@ class _Runner:
     def exact(self, ev: QueryEvent, xy: tuple[float, float]) -> list[str]:
         return [p.id for p in self.pois.nearest_xy(xy[0], xy[1], ev.category, ev.n)]
 
-    def finish_answer(
-        self,
-        ctx: _Ctx,
-        answer: list[m.POI],
-        now: float,
-        ds_location: m.DSLocation,
-        candidates: bool,
-    ) -> None:
-        r, ev = ctx.record, ctx.event
-        q = m.NearestQuery(category=ev.category, n=ev.n)
-        ds_q = m.DSQuery(
-            correlation_id="c1", reply_to=self.reply_topic, query=q, location=ds_location
-        )
-        ans = m.QueryAnswer(correlation_id="c1", pois=answer, candidates=candidates)
-        lon, lat = self.lonlat(ctx.xy)
-        final = refine(answer, q, lat, lon) if candidates else answer
-        r.precision, r.recall = precision_recall([p.id for p in final], self.exact(ev, ctx.xy))
-        r.messages += 2
-        r.bytes += _size(ds_q) + _size(ans)
-        if ev.protocol in (1, 2):  # the mediator relays the refined answer
-            r.messages += 1
-            r.bytes += _size(m.QueryAnswer(correlation_id="c1", pois=final))
-        r.t_answer_s = now
-        r.ok = True
+    def rid_of_cid(self, cid: str | None) -> int | None:
+        if cid is None:
+            return None
+        if cid.startswith("q") and cid[1:].isdigit():
+            return int(cid[1:])
+        return self.cid_rid.get(cid)
 
-    def region_done(self, ctx: _Ctx, region: CloakRegion, now: float) -> None:
+    def send(self, s: Send, now: float, tag: int | None) -> None:
+        cid = getattr(s.message, "correlation_id", None)
+        rid = self.rid_of_cid(cid)
+        if rid is None:
+            rid = tag
+        label = "updates" if isinstance(s.message, m.LocationUpdate) else "other"
+        if rid is not None:
+            ctx = self.ctx[rid]
+            label = f"p{ctx.event.protocol}"
+            if cid is not None:
+                self.cid_rid.setdefault(cid, rid)
+        size = self.bus.publish(s.topic, s.message, now, tag=rid, label=label)
+        if rid is not None:
+            rec = self.ctx[rid].record
+            rec.messages += 1
+            rec.bytes += size
+
+    # ------------------------------------------------------------ trusted side
+    def on_core(self, topic: str, payload: bytes, tag: object, now: float) -> None:
+        for s in self.core_dispatch.handle(Received(topic, payload), now):
+            self.send(s, now, tag if isinstance(tag, int) else None)
+        self.arm_core()
+
+    def arm_core(self) -> None:
+        d = self.core.next_deadline()
+        if d is not None and (self.core_timer is None or d < self.core_timer):
+            self.core_timer = d
+            self.bus.call_at(d, self.core_deadline)
+
+    def core_deadline(self, now: float) -> None:
+        if self.core_timer is not None and now < self.core_timer:
+            return  # superseded by an earlier timer that already ran
+        self.core_timer = None
+        d = self.core.next_deadline()
+        if d is not None and d <= now:
+            for s in self.core.on_deadline(now):
+                self.send(s, now, None)
+        self.arm_core()
+
+    def on_ds(self, topic: str, payload: bytes, tag: object, now: float) -> None:
+        for s in self.ds_dispatch.handle(Received(topic, payload), now):
+            self.send(s, now, tag if isinstance(tag, int) else None)
+
+    # ------------------------------------------------------------ P1-P3 clients
+    def client_handler(self, rid: int) -> Any:
+        def handle(topic: str, payload: bytes, tag: object, now: float) -> None:
+            self.on_client(rid, payload, now)
+
+        return handle
+
+    def on_client(self, rid: int, payload: bytes, now: float) -> None:
+        ctx = self.ctx[rid]
+        rec, ev = ctx.record, ctx.event
+        try:
+            msg = m.decode(payload, max_bytes=REPLY_MAX_BYTES)
+        except DecodeError as exc:
+            rec.error = f"decode:{exc.code}"
+            self.close_client(ctx)
+            return
+        if isinstance(msg, m.ErrorReply):
+            rec.error = str(msg.code)
+            self.close_client(ctx)
+            return
+        if isinstance(msg, m.CloakReply):  # P3: now ask DS with the region
+            self.region_done(ctx, msg.region, msg.users, msg.area_m2, now)
+            assert ctx.query is not None
+            dsq = m.DSQuery(
+                correlation_id=f"q{rid}",
+                reply_to=ctx.reply_topic,
+                query=ctx.query,
+                location=m.RegionLocation(region=msg.region),
+            )
+            self.send(Send(self.topics.ds_query, dsq), now, rid)
+            return
+        if isinstance(msg, m.QueryAnswer):
+            if ev.protocol == 1 and msg.region is not None:
+                users = self.core_users(msg)
+                self.region_done(ctx, msg.region, users, msg.area_m2 or 0.0, now)
+            elif ev.protocol == 2:
+                rec.t_anon_s = rec.t_request_s
+                rec.ds_error_m = 0.0
+                rec.adversary_error_m = 0.0
+            assert ctx.query is not None
+            lon, lat = ctx.lonlat
+            final = refine(msg.pois, ctx.query, lat, lon) if msg.candidates else msg.pois
+            rec.precision, rec.recall = precision_recall(
+                [p.id for p in final], self.exact(ev, ctx.xy)
+            )
+            rec.t_answer_s = now
+            rec.ok = True
+            self.close_client(ctx)
+
+    def core_users(self, msg: m.QueryAnswer) -> int | None:
+        # P1 answers carry the region but not the cloaker's count: taken from the anonymizer
+        return self.p1_users.pop(msg.correlation_id, None)
+
+    def close_client(self, ctx: Ctx) -> None:
+        self.bus.unsubscribe(ctx.reply_topic, self.client_handler_of(ctx.rid))
+
+    def client_handler_of(self, rid: int) -> Any:
+        return self.handlers.pop(rid, None)
+
+    def region_done(
+        self, ctx: Ctx, region: m.Region, users: int | None, area: float, now: float
+    ) -> None:
         r = ctx.record
         r.t_anon_s = now
-        r.k_reported = region.users
-        r.area_m2 = region.area_m2
+        r.area_m2 = area
         r.held_s = max(0.0, now - r.t_request_s)
-        poly_ll = self.proj.geometry_to_lonlat(region.polygon)
-        wire_region = region_to_wire(poly_ll)
-        x0, y0, x1, y1 = region.polygon.bounds
-        c = region.polygon.centroid
+        poly = self.proj.geometry_to_xy(region_from_wire(region))
+        assert isinstance(poly, Polygon)
+        eps = 1e-6  # the WGS84 round trip moves a boundary by ~1e-10 m; users walk on grid lines
+        x0, y0, x1, y1 = poly.bounds
+        x0, y0, x1, y1 = x0 - eps, y0 - eps, x1 + eps, y1 + eps
+        c = poly.centroid
         r.ds_error_m = math.hypot(c.x - ctx.xy[0], c.y - ctx.xy[1])
         r.adversary_centroid_error_m = r.ds_error_m
         xs, ys = self.traj.at(now)
         inside = (xs >= x0) & (xs <= x1) & (ys >= y0) & (ys <= y1)
         r.k_achieved = int(inside.sum())
+        r.k_reported = users
         inside[ctx.event.user] = False  # the requester is added once, at her true position
         cand = np.column_stack([xs[inside], ys[inside]])
         cand = np.vstack([cand, np.asarray([ctx.xy])])  # the requester is always a candidate
         r.adversary_error_m = expected_error_uniform(ctx.xy, cand)
-        if ctx.event.protocol == 3:
-            reply = m.CloakReply(
-                correlation_id="c1",
-                region=wire_region,
-                area_m2=region.area_m2,
-                users=region.users,
-                t1=region.t1,
-                t2=max(region.t1, region.t2),
-            )
-            r.messages += 1
-            r.bytes += _size(reply)
-        loc = m.RegionLocation(region=wire_region)
-        q = m.NearestQuery(category=ctx.event.category, n=ctx.event.n)
-        pois = self.pois.region_candidates(region.polygon, q)
-        self.finish_answer(ctx, pois, now, loc, True)
 
-    def outcome(self, out: CloakOutcome, now: float) -> None:
-        ctx = self.pending.pop(int(out.request_id))  # type: ignore[call-overload]
-        if out.region is not None:
-            self.region_done(ctx, out.region, now)
-        else:
-            ctx.record.error = str(out.error.code) if out.error is not None else "unknown"
-            ctx.record.t_anon_s = None
-
-    # -------------------------------------------------------------- protocols
-    def query(self, ev: QueryEvent) -> None:
+    # -------------------------------------------------------------- queries
+    def query(self, ev: QueryEvent, rid: int, now: float) -> None:
         prof: UserProfile = self.b.workload.profiles[ev.user]
-        xy = self.traj.user_at(ev.user, ev.t_s)
-        uid = self.traj.user_ids[ev.user]
+        xy = self.traj.user_at(ev.user, now)
         rec = QueryRecord(
             protocol=ev.protocol,
             user=ev.user,
-            t_request_s=ev.t_s,
+            t_request_s=now,
             k_requested=prof.k,
             a_min_m2=prof.a_min_m2,
             a_max_m2=prof.a_max_m2,
         )
+        rec.messages, rec.bytes = 0, 0
         self.records.append(rec)
-        ctx = _Ctx(rec, ev, xy)
-        lon, lat = self.lonlat(xy)
-        q = m.NearestQuery(category=ev.category, n=ev.n)
+        ctx = Ctx(rid, rec, ev, xy, self.lonlat(xy))
+        self.ctx[rid] = ctx
+        ctx.query = m.NearestQuery(category=ev.category, n=ev.n)
+        if ev.protocol == 4:
+            self.p4_start(ctx, prof, now)
+            return
+        lon, lat = ctx.lonlat
+        uid = self.traj.user_ids[ev.user]
+        ctx.reply_topic = self.topics.reply(f"sim-q{rid}")
+        handler = self.client_handler(rid)
+        self.handlers[rid] = handler
+        self.bus.subscribe(ctx.reply_topic, handler)
         profile = m.PrivacyProfile(
-            k=prof.k,
+            k=max(self.cloak_cfg.k_min, min(prof.k, self.cloak_cfg.k_max)),
             a_min_m2=prof.a_min_m2,
             a_max_m2=prof.a_max_m2,
             max_delay_s=min(prof.max_delay_s, self.cloak_cfg.max_delay_s_bound),
         )
-        if ev.protocol == 2:
+        cid = f"q{rid}"
+        req: m.Message
+        if ev.protocol == 3:
+            req = m.CloakRequest(
+                correlation_id=cid,
+                reply_to=ctx.reply_topic,
+                user_id=uid,
+                lat=lat,
+                lon=lon,
+                profile=profile,
+            )
+            topic = self.topics.p3_cloak
+        else:
             req = m.QueryRequest(
-                correlation_id="c1",
-                reply_to=self.reply_topic,
+                correlation_id=cid,
+                reply_to=ctx.reply_topic,
                 user_id=uid,
-                protocol=2,
+                protocol=ev.protocol,
                 lat=lat,
                 lon=lon,
-                query=q,
+                query=ctx.query,
+                profile=profile if ev.protocol == 1 else None,
             )
-            rec.messages, rec.bytes = 1, _size(req)
-            rec.t_anon_s = ev.t_s
-            rec.ds_error_m = 0.0
-            rec.adversary_error_m = 0.0
-            pois = self.pois.nearest_xy(xy[0], xy[1], ev.category, ev.n)
-            self.finish_answer(ctx, pois, ev.t_s, m.PointLocation(lat=lat, lon=lon), False)
-            return
-        if ev.protocol == 4:
-            self.p4(ctx, prof)
-            return
-        if ev.protocol == 1:
-            req1: m.Message = m.QueryRequest(
-                correlation_id="c1",
-                reply_to=self.reply_topic,
-                user_id=uid,
-                protocol=1,
-                lat=lat,
-                lon=lon,
-                query=q,
-                profile=profile,
-            )
-        else:
-            req1 = m.CloakRequest(
-                correlation_id="c1",
-                reply_to=self.reply_topic,
-                user_id=uid,
-                lat=lat,
-                lon=lon,
-                profile=profile,
-            )
-        rec.messages, rec.bytes = 1, _size(req1)
-        for out in self.cloaker.update(uid, xy[0], xy[1], ev.t_s):
-            self.outcome(out, ev.t_s)
-        rid = next(self.ids)
-        self.pending[rid] = ctx
-        params = CloakParams(
-            k=max(self.cloak_cfg.k_min, min(prof.k, self.cloak_cfg.k_max)),
-            a_min_m2=prof.a_min_m2,
-            a_max_m2=prof.a_max_m2,
-            max_delay_s=profile.max_delay_s,
-        )
-        res = self.cloaker.request(rid, uid, params, ev.t_s)
-        if res is not None:
-            self.outcome(res, ev.t_s)
-
-    def perturbed(self, i: int, xy: tuple[float, float], sigma: float) -> tuple[float, float]:
-        """User ``i``'s published perturbed point; reused while within the reuse radius."""
-        d = self.p4_draw.get(i)
-        if d is not None and math.hypot(xy[0] - d[0], xy[1] - d[1]) <= self.cfg.p4_reuse_radius_m:
-            return d[2], d[3]
-        e = self.rng.normal(0.0, sigma, size=2)
-        p = (xy[0] + float(e[0]), xy[1] + float(e[1]))
-        self.p4_draw[i] = (xy[0], xy[1], p[0], p[1])
-        return p
-
-    def p4(self, ctx: _Ctx, prof: UserProfile) -> None:
-        rec, ev = ctx.record, ctx.event
-        own = self.perturbed(ev.user, ctx.xy, prof.sigma_m)
-        side = self.cfg.p4_max_distance_m
-        xs, ys = self.traj.at(ev.t_s)
-        near = np.flatnonzero(np.hypot(xs - own[0], ys - own[1]) <= side + self.reach_m)
-        near = near[near != ev.user]
-        profiles = self.b.workload.profiles
-        pts = np.array(
-            [
-                self.perturbed(int(j), (float(xs[j]), float(ys[j])), profiles[j].sigma_m)
-                for j in near
-            ]
-        ).reshape(-1, 2)
-        if len(pts):
-            keep = np.hypot(pts[:, 0] - own[0], pts[:, 1] - own[1]) <= side
-            pts = pts[keep]
-            order = np.argsort(np.hypot(pts[:, 0] - own[0], pts[:, 1] - own[1]), kind="stable")
-            pts = pts[order[: self.cfg.p4_max_replies]]
-        lon, lat = self.lonlat(own)
-        preq = m.PeerRequest(
-            correlation_id="c1",
-            reply_to=self.reply_topic,
-            requester="p1",
-            lat=lat,
-            lon=lon,
-            t=1.7e9,
-        )
-        prep = m.PeerReply(correlation_id="c1", responder="p2", lat=lat, lon=lon, t=1.7e9)
-        rec.messages = 1 + len(pts)
-        rec.bytes = _size(preq) + len(pts) * _size(prep)
-        rec.adversary_centroid_error_m = math.hypot(own[0] - ctx.xy[0], own[1] - ctx.xy[1])
-        k = max(2, prof.k)
-        res = select_group(
-            own, pts, k, prof.a_min_m2, prof.a_max_m2, node_budget=self.cfg.p4_node_budget
-        )
-        if not isinstance(res, Group):
-            rec.error = f"group_infeasible:{res.reason.value}"
-            return
-        rec.t_anon_s = ev.t_s
-        rec.k_achieved = len(res.indices) + 1
-        rec.k_reported = rec.k_achieved
-        rec.area_m2 = res.area_m2
-        rec.held_s = 0.0
-        cx, cy = res.centroid_xy
-        rec.ds_error_m = math.hypot(cx - ctx.xy[0], cy - ctx.xy[1])
-        rec.adversary_error_m = rec.ds_error_m
-        clon, clat = self.lonlat((cx, cy))
-        q = m.NearestQuery(category=ev.category, n=ev.n)
-        if self.cfg.p4_centroid_radius:
-            # as the device does: a radius from a fixed ladder that covers the true point
-            base = math.sqrt(prof.a_max_m2 / math.pi) + 3.0 * prof.sigma_m
-            rho = radius_ladder(rec.ds_error_m + 5.0, base)
-            loc = m.CentroidLocation(lat=clat, lon=clon, radius_m=rho)
-            pois = self.pois.centroid_candidates(cx, cy, rho, q)
-            self.finish_answer(ctx, pois, ev.t_s, loc, True)
-        else:
-            loc = m.CentroidLocation(lat=clat, lon=clon)
-            pois = self.pois.nearest_xy(cx, cy, ev.category, ev.n)
-            self.finish_answer(ctx, pois, ev.t_s, loc, False)
+            topic = self.topics.p1_query if ev.protocol == 1 else self.topics.p2_query
+        self.send(Send(topic, req), now, rid)
 
     # -------------------------------------------------------------------- loop
+    def publish_updates(self, idx: NDArray[np.int64], t_pos: float, now: float) -> None:
+        xs, ys = self.traj.at(t_pos)
+        self.upd_xy[idx, 0] = xs[idx]
+        self.upd_xy[idx, 1] = ys[idx]
+        lon, lat = self.proj.to_lonlat(xs[idx], ys[idx])
+        ids = self.traj.user_ids
+        for j, i in enumerate(idx.tolist()):
+            uid = ids[i]
+            u = m.LocationUpdate(user_id=uid, lat=float(lat[j]), lon=float(lon[j]), t=now)
+            self.bus.publish(self.topics.location(uid), u, now, label="updates")
+        self.updates += len(idx)
+
     def run(self) -> VirtualResult:
         sc, traj = self.sc, self.traj
         n = traj.n_users
@@ -370,42 +455,48 @@ class _Runner:
         phase = self.rng.uniform(0.0, period, size=n)
         next_update = phase.copy()
         events = self.b.workload.events
-        ei = 0
-        tick = self.cfg.tick_s
-        # Everyone reports once at t = 0 so that the cloaker knows the population.
-        xs, ys = traj.at(0.0)
-        self.cloaker.update_many(list(traj.user_ids), np.column_stack([xs, ys]), 0.0)
-        self.updates += n
+        self.p4_rounds: Counter[int] = Counter()
+        for rid, ev in enumerate(events):
+            self.bus.call_at(ev.t_s, functools.partial(self.query, ev, rid))
+        # Everyone reports once at t = 0 so that the anonymizer knows the population.
+        self.publish_updates(np.arange(n), 0.0, 0.0)
         t = 0.0
+        tick = self.cfg.tick_s
         while t < sc.duration_s:
             t_next = min(t + tick, sc.duration_s)
             due = np.flatnonzero(next_update < t_next)
             if len(due):
-                xs, ys = traj.at(t_next)
-                ids = [traj.user_ids[i] for i in due]
-                for out in self.cloaker.update_many(ids, np.column_stack([xs[due], ys[due]]), t):
-                    self.outcome(out, t)
+                self.bus.run_until(t)
+                self.publish_updates(due, t_next, t)
                 next_update[due] += period
-                self.updates += len(due)
-            while ei < len(events) and events[ei].t_s < t_next:
-                self.query(events[ei])
-                ei += 1
-            for out in self.cloaker.on_deadline(t_next):
-                self.outcome(out, t_next)
+            self.bus.run_until(t_next - 1e-9)
             t = t_next
-        for ctx in self.pending.values():
-            ctx.record.error = "unfinished"
-        self.msgs = self.updates + sum(r.messages for r in self.records)
-        self.bytes = self.updates * self.update_bytes + sum(r.bytes for r in self.records)
+        # drain: answers in flight and pending timers finish (bounded)
+        self.bus.run_until(sc.duration_s + self.cfg.max_delay_s_bound + self.cfg.ds_timeout_s)
+        for rec in self.records:
+            if not rec.ok and rec.error is None:
+                rec.error = "unfinished"
+        msgs = sum(self.bus.messages.values())
+        nbytes = sum(self.bus.bytes.values())
+        wire: dict[str, dict[str, int]] = {}
+        for (label, kind), c in sorted(self.bus.messages.items()):
+            wire.setdefault(label, {})[kind] = c
         stats = RunStats(
             duration_s=sc.duration_s,
             users=n,
             location_updates=self.updates,
-            messages=self.msgs,
-            bytes=self.bytes,
+            messages=msgs,
+            bytes=nbytes,
             extra={"runner": "virtual", "scenario": sc.name, "seed": sc.seed},
         )
-        return VirtualResult(self.records, stats)
+        extra = {
+            "wire": wire,
+            "wire_bytes": dict(self.bus.bytes),
+            "p4_rounds": dict(sorted(self.p4_rounds.items())),
+            "delivered": self.bus.delivered,
+            "peer_stats": dict(sum((pm.stats for pm in self.peers.values()), Counter())),
+        }
+        return VirtualResult(self.records, stats, extra)
 
 
 def run_virtual(

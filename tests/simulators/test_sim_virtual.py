@@ -8,7 +8,7 @@ import pytest
 
 from simulators.evaluate import RunStats, summarize
 from simulators.scenario import build, load_scenario
-from simulators.virtual import VirtualResult, run_virtual
+from simulators.virtual import VirtualConfig, VirtualResult, run_virtual
 
 
 def _run(users: int = 300, seconds: float = 60.0, seed: int | None = None) -> VirtualResult:
@@ -96,3 +96,46 @@ def test_random_waypoint_and_trace_scenarios_run() -> None:
         wl = dataclasses.replace(sc.workload, queries_per_user_per_hour=600.0)
         res = run_virtual(build(sc.replace(workload=wl)))
         assert res.records and any(r.ok for r in res.records)
+
+
+def test_real_wire_messages_per_protocol(result: VirtualResult) -> None:
+    wire = result.extra["wire"]
+    n = {p: sum(1 for r in result.records if r.protocol == p) for p in (1, 2, 3, 4)}
+    ok = {p: sum(1 for r in result.records if r.protocol == p and r.ok) for p in (1, 2, 3, 4)}
+    # P1/P2: request -> mediator -> DS -> mediator -> user
+    for p in (1, 2):
+        assert wire[f"p{p}"]["QueryRequest"] == n[p]
+        assert wire[f"p{p}"]["DSQuery"] == ok[p]
+        assert wire[f"p{p}"]["QueryAnswer"] == 2 * ok[p]
+    # P3: cloak request and reply, then the user's own DS query
+    assert wire["p3"]["CloakRequest"] == n[3]
+    assert wire["p3"]["CloakReply"] == wire["p3"]["DSQuery"] == ok[3]
+    # P4: 3x3 cell broadcasts per round, peer replies, one DS query per group found
+    p4 = wire["p4"]
+    assert p4["PeerRequest"] >= 9 * n[4] and p4["PeerRequest"] % 9 == 0
+    assert p4["PeerReply"] > 0 and p4["DSQuery"] >= ok[4] - 1
+    assert result.stats.location_updates == wire["updates"]["LocationUpdate"]
+    assert result.stats.messages == sum(sum(c.values()) for c in wire.values())
+    # an infeasible first round is broadcast again (max_rounds = 2) before failing
+    failed = [r for r in result.records if r.protocol == 4 and not r.ok]
+    assert failed and all(r.error and r.error.startswith("group_infeasible:") for r in failed)
+    assert all(r.messages >= 18 for r in failed)
+
+
+def test_p4_second_round_through_the_peer_machine() -> None:
+    # replies take 0.6 s (2 hops of 0.3 s) and miss the 0.5 s window: every first round is
+    # empty, the machine broadcasts again and groups the late replies in the second window
+    sc = load_scenario("demo")
+    wl = dataclasses.replace(
+        sc.workload,
+        queries_per_user_per_hour=120.0,
+        protocol_mix={4: 1.0},
+    )
+    sc = sc.replace(users=300, duration_s=30.0, workload=wl)
+    res = run_virtual(build(sc), config=VirtualConfig(hop_latency_s=0.3))
+    assert res.extra["p4_rounds"] and set(res.extra["p4_rounds"]) == {2}
+    assert res.extra["peer_stats"]["round_too_few_replies"] >= len(res.records)
+    for r in res.records:
+        if r.ok:
+            assert r.k_achieved is not None and r.k_achieved >= r.k_requested
+            assert r.precision == 1.0

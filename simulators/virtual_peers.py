@@ -1,0 +1,238 @@
+"""Protocol 4 nodes of the virtual-clock runner: one real ``PeerMachine`` per device.
+
+Mixed into :class:`simulators.virtual._Runner`; see :mod:`simulators.virtual` for the model.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from locpriv import messages as m
+from locpriv.errors import DecodeError
+from locpriv.geo import LocalProjection
+from locpriv.noise import GaussianMechanism
+from locpriv.protocols import Send
+from locpriv.protocols.p4_peer import (
+    Effect,
+    PeerConfig,
+    PeerMachine,
+    QueryDone,
+    QueryFailed,
+    ResponderPolicy,
+    Subscribe,
+    Unsubscribe,
+)
+from locpriv.rpc import REPLY_MAX_BYTES
+from locpriv.topics import Topics
+from simulators.evaluate import QueryRecord, precision_recall
+from simulators.scenario import BuiltScenario
+from simulators.virtual_bus import VirtualBus
+from simulators.workload import QueryEvent, UserProfile
+
+if TYPE_CHECKING:
+    from simulators.virtual import VirtualConfig
+
+__all__ = ["Ctx", "PeerNodes"]
+
+
+@dataclass
+class Ctx:
+    rid: int
+    record: QueryRecord
+    event: QueryEvent
+    xy: tuple[float, float]
+    lonlat: tuple[float, float]
+    reply_topic: str = ""
+    query: m.NearestQuery | None = None
+    qid: str = ""
+
+
+class PeerNodes:
+    """The devices' peer machines on the bus (requester and responder)."""
+
+    b: BuiltScenario
+    cfg: VirtualConfig
+    proj: LocalProjection
+    topics: Topics
+    bus: VirtualBus
+    ctx: dict[int, Ctx]
+    records: list[QueryRecord]
+    p4_side: int
+    peers: dict[int, PeerMachine]
+    peer_handlers: dict[int, Any]
+    peer_timer: dict[int, float]
+    peer_set: dict[int, tuple[float, float, float]]
+    qid_rid: dict[str, int]
+    pert: NDArray[np.float64]
+    reach_j: NDArray[np.float64]
+    upd_xy: NDArray[np.float64]
+    cell_cache: tuple[bytes, float, m.PeerRequest, NDArray[np.int64]] | None
+    p4_rounds: Counter[int]
+
+    def send(self, s: Send, now: float, tag: int | None) -> None:
+        raise NotImplementedError
+
+    def exact(self, ev: QueryEvent, xy: tuple[float, float]) -> list[str]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------- P4
+    def peer(self, i: int) -> PeerMachine:
+        pm = self.peers.get(i)
+        if pm is None:
+            cfg, prof = self.cfg, self.b.workload.profiles[i]
+            pc = PeerConfig(
+                k=max(2, prof.k),
+                a_min_m2=prof.a_min_m2,
+                a_max_m2=prof.a_max_m2,
+                mechanism=GaussianMechanism(max(prof.sigma_m, 1e-6)),
+                window_s=cfg.p4_window_s,
+                max_rounds=cfg.p4_max_rounds,
+                max_distance_m=cfg.p4_max_distance_m,
+                cell_side_m=self.p4_side,
+                ds_timeout_s=cfg.ds_timeout_s,
+                reuse_radius_m=cfg.p4_reuse_radius_m,
+                max_candidates=max(cfg.p4_max_replies, max(2, prof.k) - 1),
+                node_budget=cfg.p4_node_budget,
+                responder=ResponderPolicy(max_distance_m=cfg.p4_max_distance_m),
+            )
+            pm = PeerMachine(
+                pc, rng=np.random.default_rng([self.b.protocol_seed, i]), topics=self.topics
+            )
+            self.peers[i] = pm
+
+            def handle(topic: str, payload: bytes, tag: object, now: float) -> None:
+                self.on_peer_reply(i, topic, payload, tag, now)
+
+            self.peer_handlers[i] = handle
+        return pm
+
+    def locate(self, i: int, x: float, y: float, now: float) -> None:
+        """Device ``i``'s true position (metres) into its machine; track its published point."""
+        last = self.peer_set.get(i)
+        if last is not None and (last[0] == now or (last[1] == x and last[2] == y)):
+            return  # not moved: the machine refreshes its perturbed point itself
+        pm = self.peer(i)
+        self.peer_set[i] = (now, x, y)
+        lon, lat = self.proj.point_to_lonlat(x, y)
+        self.apply(i, pm.set_location(lon, lat, now), now, None)
+        own = pm.perturbed(now)
+        if own is not None:
+            self.pert[i] = self.proj.point_to_xy(own[0], own[1])
+
+    def p4_start(self, ctx: Ctx, prof: UserProfile, now: float) -> None:
+        i = ctx.event.user
+        self.locate(i, ctx.xy[0], ctx.xy[1], now)
+        pm = self.peers[i]
+        ox, oy = self.pert[i]
+        ctx.record.adversary_centroid_error_m = math.hypot(ox - ctx.xy[0], oy - ctx.xy[1])
+        assert ctx.query is not None
+        qid, effects = pm.start_query(ctx.query, now)
+        ctx.qid = qid
+        self.qid_rid[qid] = ctx.rid
+        self.apply(i, effects, now, ctx.rid)
+
+    def apply(self, i: int, effects: list[Effect], now: float, tag: int | None) -> None:
+        pm = self.peers[i]
+        for e in effects:
+            if isinstance(e, Send):
+                t = tag
+                if t is None:  # a later round or the DS query: the device's open query
+                    open_q = [r for q, r in self.qid_rid.items() if self.ctx[r].event.user == i]
+                    t = open_q[0] if len(open_q) == 1 else None
+                    if t is None and open_q:  # several: the machine's correlation map
+                        by_cid: dict[str, str] = getattr(pm, "_by_cid", {})
+                        cid = getattr(e.message, "correlation_id", None)
+                        t = self.qid_rid.get(by_cid.get(cid or "", ""))
+                self.send(e, now, t)
+            elif isinstance(e, Subscribe):
+                if e.topic != pm.cell_topic:  # cells are routed by on_cell
+                    self.bus.subscribe(e.topic, self.peer_handlers[i])
+            elif isinstance(e, Unsubscribe):
+                self.bus.unsubscribe(e.topic, self.peer_handlers[i])
+            elif isinstance(e, QueryDone | QueryFailed):
+                self.p4_done(e, now)
+        d = pm.next_deadline()
+        if d is not None and d < self.peer_timer.get(i, math.inf):
+            self.peer_timer[i] = d
+            self.bus.call_at(d, functools.partial(self.peer_deadline, i))
+
+    def peer_deadline(self, i: int, now: float) -> None:
+        if self.peer_timer.get(i, math.inf) < now:
+            return
+        self.peer_timer.pop(i, None)
+        pm = self.peers[i]
+        d = pm.next_deadline()
+        if d is not None and d <= now:
+            self.apply(i, pm.on_deadline(now), now, None)
+        else:
+            self.apply(i, [], now, None)
+
+    def on_cell(self, topic: str, payload: bytes, tag: object, now: float) -> None:
+        """Discovery traffic: the devices listening on ``topic`` (pre-filtered) receive it."""
+        cached = self.cell_cache
+        if cached is not None and cached[0] == payload and cached[1] == now:
+            msg, close = cached[2], cached[3]  # the same broadcast on the next cell of the block
+        else:
+            decoded = m.decode(payload, expect=(m.PeerRequest,))
+            assert isinstance(decoded, m.PeerRequest)
+            msg = decoded
+            rx, ry = self.proj.point_to_xy(msg.lon, msg.lat)
+            reach = min(self.cfg.p4_max_distance_m, msg.max_distance_m or math.inf) * 1.01 + 5.0
+            # devices know where they were at their last location update (as they report it)
+            xs, ys = self.upd_xy[:, 0], self.upd_xy[:, 1]
+            near = np.flatnonzero(np.hypot(xs - rx, ys - ry) <= reach + self.reach_j)
+            for j in near.tolist():
+                self.locate(j, float(xs[j]), float(ys[j]), now)
+            close = near[np.hypot(self.pert[near, 0] - rx, self.pert[near, 1] - ry) <= reach]
+            self.cell_cache = (payload, now, msg, close)
+        t = tag if isinstance(tag, int) else None
+        for j in close.tolist():
+            pm = self.peers[j]
+            if pm.cell_topic == topic:
+                self.apply(j, pm.receive(msg, now), now, t)
+
+    def on_peer_reply(self, i: int, topic: str, payload: bytes, tag: object, now: float) -> None:
+        pm = self.peers[i]
+        try:
+            msg = m.decode(payload, max_bytes=REPLY_MAX_BYTES)
+        except DecodeError:
+            pm.receive_invalid(topic, now)
+            return
+        self.apply(i, pm.receive(msg, now), now, None)
+
+    def p4_done(self, e: QueryDone | QueryFailed, now: float) -> None:
+        rid = self.qid_rid.pop(e.query_id, None)
+        if rid is None:
+            return
+        ctx = self.ctx[rid]
+        rec = ctx.record
+        if isinstance(e, QueryFailed):
+            err = e.error
+            code = getattr(err, "code", None)
+            if type(err).__name__ == "GroupInfeasible":
+                rec.error = f"group_infeasible:{str(err).split(':', 1)[0]}"
+            else:
+                rec.error = str(code) if code is not None else type(err).__name__
+            return
+        a = e.answer
+        rec.t_anon_s = now - a.ds_s
+        rec.k_achieved = a.group_size
+        rec.k_reported = a.group_size
+        rec.area_m2 = a.area_m2
+        rec.held_s = 0.0
+        cx, cy = self.proj.point_to_xy(a.centroid[1], a.centroid[0])
+        rec.ds_error_m = math.hypot(cx - ctx.xy[0], cy - ctx.xy[1])
+        rec.adversary_error_m = rec.ds_error_m
+        rec.precision, rec.recall = precision_recall(
+            [p.id for p in a.pois], self.exact(ctx.event, ctx.xy)
+        )
+        rec.t_answer_s = now
+        rec.ok = True
+        self.p4_rounds[a.rounds] += 1
