@@ -64,6 +64,27 @@ _CHUNK = 256
 
 
 @numba.njit(cache=True)
+def _shell_max(
+    shell: IntArray, nsh: int, labels: IntArray, dp: FloatArray, pos_of: IntArray
+) -> tuple[float, int]:
+    """Max of ``dp`` over the shell's still-unassigned records; assigned ones are swap-removed.
+
+    Returns ``(maxdp, nsh)`` (0.0 for an empty shell); ``shell[:nsh]`` holds the live records.
+    """
+    maxdp = 0.0
+    s = 0
+    while s < nsh:
+        o = shell[s]
+        if labels[o] >= 0:
+            nsh -= 1
+            shell[s] = shell[nsh]
+            continue
+        maxdp = max(maxdp, dp[pos_of[o]])
+        s += 1
+    return maxdp, nsh
+
+
+@numba.njit(cache=True)
 def _chunk_dist(XT: FloatArray, i0: int, L: int, q: FloatArray, acc: FloatArray) -> None:
     """``acc[:L]`` = squared distances of compact records ``i0..i0+L-1`` to ``q`` (SIMD)."""
     q0 = q[0]

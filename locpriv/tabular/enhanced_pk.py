@@ -47,6 +47,7 @@ from locpriv.tabular._knn import (
     _lex_insert,
     _n_prune,
     _prune_cols,
+    _shell_max,
 )
 from locpriv.tabular.psensitive import _as_codes, require_feasible
 
@@ -274,15 +275,7 @@ def _epk_kernel(  # noqa: PLR0917
                 delta += (pv[c] - xs[c]) ** 2
             delta = np.sqrt(delta)
             # maxdp over the live records: in the shell (records with dp >= cut) while it has any
-            s = 0
-            while s < nsh:
-                o = shell[s]
-                if labels[o] >= 0:  # clustered meanwhile: drop it from the shell
-                    nsh -= 1
-                    shell[s] = shell[nsh]
-                    continue
-                maxdp = max(maxdp, dp[pos_of[o]])
-                s += 1
+            maxdp, nsh = _shell_max(shell, nsh, labels, dp, pos_of)
         thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
         if forced == 0 and have_pivot and nsh > 0 and delta <= 0.05 * maxdp and thr >= cut:
             # pivot pruning: d(x, c) <= dp + delta; the record of max dp has d >= maxdp - delta,

@@ -20,6 +20,7 @@ from locpriv.tabular._knn import (
     _grid_remove,
     _knn,
     _knn_grid,
+    _shell_max,
 )
 
 FloatArray = npt.NDArray[np.float64]
@@ -109,16 +110,7 @@ def _seeded_kernel(  # noqa: PLR0917
                     delta += (pv[c] - ref[c]) ** 2
                 delta = np.sqrt(delta)
             # maxdp over the live records: in the shell (records with dp >= cut) while it has any
-            maxdp = 0.0
-            s = 0
-            while s < nsh:
-                o = shell[s]
-                if labels[o] >= 0:  # grouped meanwhile: drop it from the shell
-                    nsh -= 1
-                    shell[s] = shell[nsh]
-                    continue
-                maxdp = max(maxdp, dp[pos_of[o]])
-                s += 1
+            maxdp, nsh = _shell_max(shell, nsh, labels, dp, pos_of)
             thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
             if not have_pivot or nsh == 0 or delta > 0.05 * maxdp or thr < cut:
                 # (re)build the pivot at the current centroid: one full pass, which also finds
