@@ -22,7 +22,9 @@ import numpy as np
 from locpriv.tabular._mdav_kernel import (
     _SLACK,
     _chunk_sq,
+    _fold,
     _insert,
+    _scan,
     _sqdist,
     _two_sum,
     furthest_from_centroid,
@@ -154,16 +156,6 @@ def _select(vals, nact, take, largest, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True)
-def _scan(acc, L, far, kth):  # type: ignore[no-untyped-def]
-    """Does any of ``acc[:L]`` reach ``far`` or fall to ``kth``? (vectorised count)"""
-    hits = 0
-    for t in range(L):
-        v = acc[t]
-        hits += (v >= far) | (v <= kth)
-    return hits > 0
-
-
-@numba.njit(cache=True)
 def mdav_blocks(X, k, B, stats):  # type: ignore[no-untyped-def]
     """Labels of fixed-size MDAV (same contract as ``_mdav_kernel.mdav_kernel``)."""
     n, d = X.shape
@@ -270,18 +262,10 @@ def mdav_blocks(X, k, B, stats):  # type: ignore[no-untyped-def]
             L = bcnt[b]
             stats[ST_POINTS] += L
             _chunk_sq(XT, p0, L, q, allcols, d, acc)
-            if not _scan(acc, L, far, kth):
-                continue
-            for t in range(L):
-                v = acc[t]
-                p = p0 + t
-                if v >= far and (v > far or idx[p] < idx[sp]):
-                    far = v
-                    sp = p
-                if v <= kth and p != rp:
-                    cnt = _insert(v, idx[p], near_d, near_i, cnt, kk)
-                    if cnt == kk:
-                        kth = near_d[kk - 1]
+            if _scan(acc, L, far, kth):
+                far, sp, kth, cnt = _fold(
+                    acc, L, p0, idx, rp, far, sp, kth, near_d, near_i, cnt, kk
+                )
         members[0] = idx[rp]
         members[1:] = near_i[:kk]
         s_idx = idx[sp]

@@ -148,23 +148,37 @@ def _around(XT, idx, m, rp, q, allcols, dr, kk, near_d, near_i):  # type: ignore
         L = min(_CHUNK, m - i0)
         acc = dr[i0 : i0 + L]
         _chunk_sq(XT, i0, L, q, allcols, d, acc)
-        hits = 0
-        for i in range(L):  # vectorised test: does this chunk change anything?
-            v = acc[i]
-            hits += (v >= far) | (v <= kth)
-        if hits == 0:
-            continue
-        for i in range(L):
-            v = acc[i]
-            p = i0 + i
-            if v >= far and (v > far or idx[p] < idx[sp]):
-                far = v
-                sp = p
-            if v <= kth and p != rp:
-                cnt = _insert(v, idx[p], near_d, near_i, cnt, kk)
-                if cnt == kk:
-                    kth = near_d[kk - 1]
+        if _scan(acc, L, far, kth):
+            far, sp, kth, cnt = _fold(acc, L, i0, idx, rp, far, sp, kth, near_d, near_i, cnt, kk)
     return sp
+
+
+@numba.njit(cache=True)
+def _scan(acc, L, far, kth):  # type: ignore[no-untyped-def]
+    """Does any of ``acc[:L]`` reach ``far`` or fall to ``kth``? (vectorised count)"""
+    hits = 0
+    for t in range(L):
+        v = acc[t]
+        hits += (v >= far) | (v <= kth)
+    return hits > 0
+
+
+@numba.njit(cache=True)
+def _fold(acc, L, p0, idx, rp, far, sp, kth, near_d, near_i, cnt, kk):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """Fold the squared distances ``acc[:L]`` of positions ``p0..p0+L-1`` into the running
+    furthest (``far`` at ``sp``; ties: lowest original index) and the sorted ``kk`` nearest
+    other than ``rp``. Returns the updated ``(far, sp, kth, cnt)``."""
+    for t in range(L):
+        v = acc[t]
+        p = p0 + t
+        if v >= far and (v > far or idx[p] < idx[sp]):
+            far = v
+            sp = p
+        if v <= kth and p != rp:
+            cnt = _insert(v, idx[p], near_d, near_i, cnt, kk)
+            if cnt == kk:
+                kth = near_d[kk - 1]
+    return far, sp, kth, cnt
 
 
 @numba.njit(cache=True)
