@@ -329,7 +329,7 @@ class Client:
             p1_cloak = Cloak(
                 region_from_wire(reply.region),
                 reply.area_m2 or 0.0,
-                None,
+                reply.users,
                 reply.t1 or 0.0,
                 reply.t2 or 0.0,
             )

@@ -259,6 +259,9 @@ class QueryAnswer(Message):
     candidates: bool = False
     region: Region | None = None
     area_m2: SquareMetres | None = None
+    users: int | None = Field(
+        default=None, ge=1, description="Protocol 1: current users inside the region (achieved k)"
+    )
     t1: Seconds | None = None
     t2: Seconds | None = None
 

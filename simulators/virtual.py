@@ -49,7 +49,7 @@ from shapely.geometry import Polygon
 import locpriv
 from locpriv import messages as m
 from locpriv.cells import cell_side_for
-from locpriv.cloak import CloakConfig, Cloaker, CloakOutcome
+from locpriv.cloak import CloakConfig, Cloaker
 from locpriv.ds import DSCore
 from locpriv.errors import DecodeError
 from locpriv.geo import LocalProjection, region_from_wire
@@ -134,28 +134,9 @@ class _CountingMediator(Mediator):
         out = super().forward(**kw)
         cid = kw["user_correlation_id"]
         rid = self.owner.rid_of_cid(cid)
-        if kw.get("info") is not None and self.owner.last_users is not None:
-            self.owner.p1_users[cid] = self.owner.last_users
         for s in out:
             if isinstance(s.message, m.DSQuery) and rid is not None:
                 self.owner.cid_rid[s.message.correlation_id] = rid
-        return out
-
-
-class _CountingAnonymizer(Anonymizer):
-    """The real anonymizer, exposing each finished cloak's user count to the P1 accounting
-    (the P1 answer carries region, area and [t1, t2] but not the count)."""
-
-    def __init__(self, owner: _Runner, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.owner = owner
-
-    def _dispatch(self, outcomes: list[CloakOutcome], now: float) -> list[Send]:
-        out: list[Send] = []
-        for o in outcomes:
-            self.owner.last_users = o.region.users if o.region is not None else None
-            out += super()._dispatch([o], now)
-        self.owner.last_users = None
         return out
 
 
@@ -195,11 +176,9 @@ class _Runner(PeerNodes):
             max_pending=1_000_000,
             new_id=lambda: f"m{next(self.ds_ids)}",
         )
-        self.last_users: int | None = None
-        self.p1_users: dict[str, int] = {}
         self.handlers: dict[int, Any] = {}
-        anonymizer = _CountingAnonymizer(
-            self, Cloaker(self.cloak_cfg), self.proj, prepare_epochs=cfg.prepare_epochs
+        anonymizer = Anonymizer(
+            Cloaker(self.cloak_cfg), self.proj, prepare_epochs=cfg.prepare_epochs
         )
         self.core = TrustedCore(anonymizer, self.mediator)
         self.core_dispatch = Dispatcher(
@@ -344,8 +323,7 @@ class _Runner(PeerNodes):
             self.close_client(ctx)
 
     def core_users(self, msg: m.QueryAnswer) -> int | None:
-        # P1 answers carry the region but not the cloaker's count: taken from the anonymizer
-        return self.p1_users.pop(msg.correlation_id, None)
+        return msg.users
 
     def close_client(self, ctx: Ctx) -> None:
         self.bus.unsubscribe(ctx.reply_topic, self.client_handler_of(ctx.rid))

@@ -147,9 +147,8 @@ class PeerNodes:
                     open_q = [r for q, r in self.qid_rid.items() if self.ctx[r].event.user == i]
                     t = open_q[0] if len(open_q) == 1 else None
                     if t is None and open_q:  # several: the machine's correlation map
-                        by_cid: dict[str, str] = getattr(pm, "_by_cid", {})
                         cid = getattr(e.message, "correlation_id", None)
-                        t = self.qid_rid.get(by_cid.get(cid or "", ""))
+                        t = self.qid_rid.get(pm.query_of(cid or "") or "")
                 self.send(e, now, t)
             elif isinstance(e, Subscribe):
                 if e.topic != pm.cell_topic:  # cells are routed by on_cell

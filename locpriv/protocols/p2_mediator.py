@@ -37,12 +37,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RegionInfo:
-    """What Protocol 1 adds to the user's answer: the region (WGS84), its area (m²), [t1, t2]."""
+    """What Protocol 1 adds to the user's answer: the region (WGS84), its area (m²), [t1, t2]
+    and the number of current users inside it."""
 
     region: Region
     area_m2: float
     t1: float
     t2: float
+    users: int
 
 
 @dataclass(slots=True)
@@ -147,6 +149,7 @@ class Mediator:
             candidates=message.candidates or info is not None,
             region=info.region if info else None,
             area_m2=info.area_m2 if info else None,
+            users=info.users if info else None,
             t1=info.t1 if info else None,
             t2=info.t2 if info else None,
         )

@@ -175,7 +175,7 @@ class Anonymizer:
                 r = outcome.region
                 poly = self.projection.geometry_to_lonlat(r.polygon)
                 assert isinstance(poly, Polygon)
-                info = RegionInfo(region_to_wire(poly), r.area_m2, r.t1, r.t2)
+                info = RegionInfo(region_to_wire(poly), r.area_m2, r.t1, r.t2, r.users)
             out += then(outcome, info, now)
         return out
 

@@ -389,6 +389,11 @@ class PeerMachine:
             order = order[: self.config.max_candidates]
         return np.array([ox, oy]), xy[order]
 
+    def query_of(self, correlation_id: str) -> str | None:
+        """The id of this device's open query that ``correlation_id`` (a peer request or DS
+        query it sent) belongs to, or None."""
+        return self._by_cid.get(correlation_id)
+
     def next_deadline(self) -> float | None:
         """The earliest instant (s) :meth:`on_deadline` must run, or None."""
         return min((q.deadline for q in self._queries.values()), default=None)

@@ -51,6 +51,7 @@ async def test_p1_p2_p3_end_to_end(broker_url: str, topics: Topics) -> None:
             assert [p.id for p in p2.pois] == [p.id for p in exact]
             assert [p.id for p in p3.pois] == [p.id for p in exact]
             assert p1.cloak is not None and p1.received >= 3
+            assert p1.cloak.users is not None and p1.cloak.users >= 5  # achieved k, told to U
             assert p3.cloak is not None and p3.received >= 3
             within = await alice.query(WithinQuery(radius_m=800.0), protocol=1)
             assert all(p.category for p in within.pois)
