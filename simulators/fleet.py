@@ -19,7 +19,7 @@ trajectories (true position, users truly inside a region, exact POI answer). Mes
 counts are those the device sends and receives (P4 includes its broadcasts and the replies it
 collects); the mediator-DS hop of P1/P2 is not visible to the device. ``k_achieved`` of P1 and
 P3 is the number of users truly inside the region when the answer arrives; P3's
-``k_reported`` is the anonymizer's count (from reported positions; the P1 answer carries none).
+``k_reported`` is the anonymizer's count (from reported positions; P1 and P3 answers carry it).
 Anonymisation latency is the cloak reply's arrival for P3, the collection windows
 (``window_s`` x rounds) for P4, and not observable for P1/P2 (end-to-end latency only).
 """
@@ -467,6 +467,7 @@ class _Shard:
                 return
             if ans.region is not None:
                 rec.area_m2 = ans.area_m2
+                rec.k_reported = ans.users
                 rec.k_achieved = self.region_truth(rec, ans.region, xy, ev.user)
             if ans.t2 is not None:
                 rec.held_s = max(0.0, ans.t2 - t_unix)

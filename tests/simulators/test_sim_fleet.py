@@ -58,7 +58,7 @@ def _check(result: FleetResult, seen: list[Progress]) -> None:
         assert d["precision"] == 1.0 and d["recall"] == 1.0
     assert s["protocols"]["p4"]["answered"] >= 1, s["protocols"]["p4"]["errors"]
     for r in result.records:
-        if r.ok and r.protocol == 3:
+        if r.ok and r.protocol in (1, 3):
             assert r.k_reported is not None and r.k_reported >= r.k_requested
             assert r.k_achieved is not None
             assert r.area_m2 is not None and r.a_min_m2 < r.area_m2 < r.a_max_m2
