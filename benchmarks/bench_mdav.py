@@ -86,13 +86,14 @@ def _child_kernels(kind: str) -> dict[str, Any]:
     else:
         X = rng.random((100_000, 13))
     stats = np.zeros(8, dtype=np.int64)
-    mdav_blocks(X[:200], 3, _BLOCK, stats)  # load both compiled kernels
-    mdav_kernel(X[:200], 3, stats)
+    no_s = np.zeros((X.shape[0], 0), dtype=np.int64)
+    mdav_blocks(X[:200], 3, _BLOCK, stats, no_s[:200], 0)  # load both compiled kernels
+    mdav_kernel(X[:200], 3, stats, no_s[:200], 0)
     t0 = time.perf_counter()
-    a = mdav_blocks(X, 3, _BLOCK, stats)
+    a = mdav_blocks(X, 3, _BLOCK, stats, no_s, 0)
     t_blocks = time.perf_counter() - t0
     t0 = time.perf_counter()
-    b = mdav_kernel(X, 3, stats)
+    b = mdav_kernel(X, 3, stats, no_s, 0)
     t_sweep = time.perf_counter() - t0
     return {
         "data": kind,

@@ -28,11 +28,13 @@ from locpriv.tabular._mdav_kernel import (
     _sqdist,
     _two_sum,
     furthest_from_centroid,
+    lacks_p,
 )
 
-# slots of the diagnostic counters returned in ``stats`` (1-3: see furthest_from_centroid)
-ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_RBLOCKS, ST_SBLOCKS, ST_POINTS = range(7)
-N_STATS = 7
+# slots of the diagnostic counters returned in ``stats`` (1-3: see furthest_from_centroid;
+# ST_STOP as in _mdav_kernel)
+ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_RBLOCKS, ST_SBLOCKS, ST_POINTS, ST_STOP = range(8)
+N_STATS = 8
 _SEEDS = 4  # blocks visited first: the nearest (and furthest) boxes
 
 
@@ -156,8 +158,9 @@ def _select(vals, nact, take, largest, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True)
-def mdav_blocks(X, k, B, stats):  # type: ignore[no-untyped-def]
-    """Labels of fixed-size MDAV (same contract as ``_mdav_kernel.mdav_kernel``)."""
+def mdav_blocks(X, k, B, stats, S, pmin):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """Labels of fixed-size MDAV (same contract as ``_mdav_kernel.mdav_kernel``, ``B`` records
+    per block)."""
     n, d = X.shape
     perm, bstart = kd_blocks(X, B)
     nb = bstart.shape[0] - 1
@@ -211,6 +214,7 @@ def mdav_blocks(X, k, B, stats):  # type: ignore[no-untyped-def]
     cstate = np.array([0.0, 0.0, np.inf, 0.01])  # see furthest_from_centroid
     spans = np.empty((nb, 2), dtype=np.int64)  # live positions: (start, length) per block
     members = np.empty(k, dtype=np.intp)
+    seen = np.zeros(S.max() + 2 if pmin > 0 and S.size > 0 else 1, dtype=np.bool_)
     m = n
     g = 0
 
@@ -273,6 +277,9 @@ def mdav_blocks(X, k, B, stats):  # type: ignore[no-untyped-def]
         for t in range(k):
             if members[t] == s_idx:
                 s_in_group = True
+        if pmin > 0 and lacks_p(S, members, pmin, seen):
+            stats[ST_STOP] = 1
+            return labels
         m, nact = _remove(
             XT, idx, pos, pblk, bstart, bcnt, slot_of, slot_blk, blo, bhi, dp, visited,
             labels, m, nact, members, g, s_hi, s_lo,
@@ -327,6 +334,9 @@ def mdav_blocks(X, k, B, stats):  # type: ignore[no-untyped-def]
                         kth = near_d[kk - 1]
         members[0] = s_idx
         members[1:] = near_i[:kk]
+        if pmin > 0 and lacks_p(S, members, pmin, seen):
+            stats[ST_STOP] = 1
+            return labels
         m, nact = _remove(
             XT, idx, pos, pblk, bstart, bcnt, slot_of, slot_blk, blo, bhi, dp, visited,
             labels, m, nact, members, g, s_hi, s_lo,

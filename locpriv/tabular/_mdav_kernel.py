@@ -35,9 +35,10 @@ _J1 = 6  # columns of the vectorised lower bound on the distance to s
 _J2 = 10  # columns of the second lower bound (survivors of the first only)
 _GUESS = 1.25  # s's kth-neighbour distance is guessed as this times the previous one
 
-# slots of the diagnostic counters returned in ``stats`` (1-3: see furthest_from_centroid)
-ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_SCAND1, ST_SCAND, ST_SRETRY = range(7)
-N_STATS = 7
+# slots of the diagnostic counters returned in ``stats`` (1-3: see furthest_from_centroid);
+# ST_STOP is set to 1 when the run stopped at a group lacking p distinct confidential values
+ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_SCAND1, ST_SCAND, ST_SRETRY, ST_STOP = range(8)
+N_STATS = 8
 
 
 @numba.njit(cache=True, inline="always")
@@ -232,6 +233,25 @@ def _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, cand2, part, acc):
 
 
 @numba.njit(cache=True)
+def lacks_p(S, members, p, seen):  # type: ignore[no-untyped-def]
+    """True when the records ``members`` (original indices) hold fewer than ``p`` distinct
+    values in some column of the confidential codes ``S`` (n × m, int64 codes ``>= 0``).
+    ``seen`` (bool, longer than the largest code) must be all False; it is left so."""
+    for j in range(S.shape[1]):
+        cnt = 0
+        for t in range(members.shape[0]):
+            v = S[members[t], j]
+            if not seen[v]:
+                seen[v] = True
+                cnt += 1
+        for t in range(members.shape[0]):
+            seen[S[members[t], j]] = False
+        if cnt < p:
+            return True
+    return False
+
+
+@numba.njit(cache=True)
 def _remove(XT, idx, pos, dp, dr, labels, m, members, g, s_hi, s_lo):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Label the records ``members`` (original indices) ``g`` and swap-remove them."""
     d = XT.shape[0]
@@ -345,10 +365,14 @@ def furthest_from_centroid(XT, idx, pos, labels, m, c, piv, dp, outer, st, spans
 
 
 @numba.njit(cache=True)
-def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
+def mdav_kernel(X, k, stats, S, pmin):  # type: ignore[no-untyped-def]
     """Labels of fixed-size MDAV for ``X`` (n × d, C-contiguous float64) and ``1 <= k <= n``.
 
-    ``stats`` (int64, length >= ``N_STATS``) receives diagnostic counters (``ST_*``).
+    ``stats`` (int64, length >= ``N_STATS``) receives diagnostic counters (``ST_*``). With
+    ``pmin > 0`` the run stops at the first group built with fewer than ``pmin`` distinct values
+    of a column of ``S`` (n × m int64 codes) and sets ``stats[ST_STOP] = 1`` (the labels are then
+    partial); the last group (the records left at the end) is not checked. ``pmin = 0`` with an
+    n × 0 ``S`` is plain MDAV.
     """
     n, d = X.shape
     XT = np.ascontiguousarray(X.T)  # live records contiguous, per column
@@ -387,6 +411,7 @@ def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
     cstate = np.array([0.0, 0.0, np.inf, 0.01])  # see furthest_from_centroid
     spans = np.zeros((1, 2), dtype=np.int64)  # the live positions: 0..m-1
     members = np.empty(k, dtype=np.intp)
+    seen = np.zeros(S.max() + 2 if pmin > 0 and S.size > 0 else 1, dtype=np.bool_)
     m = n
     g = 0
     s_guess = np.inf  # guess of the distance from s to its kth nearest
@@ -409,6 +434,9 @@ def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
         for t in range(k):
             if members[t] == s_idx:
                 s_in_group = True
+        if pmin > 0 and lacks_p(S, members, pmin, seen):
+            stats[ST_STOP] = 1
+            return labels
         m = _remove(XT, idx, pos, dp, dr, labels, m, members, g, s_hi, s_lo)
         g += 1
         if m < 2 * k:  # the step with 2k..3k-1 records: the rest is the last group
@@ -458,6 +486,9 @@ def mdav_kernel(X, k, stats):  # type: ignore[no-untyped-def]
         s_guess = _GUESS * found
         members[0] = s_idx
         members[1:] = near_i[:kk]
+        if pmin > 0 and lacks_p(S, members, pmin, seen):
+            stats[ST_STOP] = 1
+            return labels
         m = _remove(XT, idx, pos, dp, dr, labels, m, members, g, s_hi, s_lo)
         g += 1
     for i in range(m):

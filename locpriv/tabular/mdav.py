@@ -18,12 +18,12 @@ import numpy.typing as npt
 
 from locpriv.errors import DataError, InfeasibleError
 from locpriv.tabular._mdav_blocks import mdav_blocks
-from locpriv.tabular._mdav_kernel import mdav_kernel
+from locpriv.tabular._mdav_kernel import ST_STOP, mdav_kernel
 
 FloatArray = npt.NDArray[np.float64]
 IntpArray = npt.NDArray[np.intp]
 
-__all__ = ["check_k", "check_matrix", "effective_dimension", "mdav"]
+__all__ = ["check_k", "check_matrix", "effective_dimension", "mdav", "mdav_p_sensitive"]
 
 _BLOCK = 128  # records per block of the block kernel
 _BLOCK_MAX_DIM = 8  # the block kernel is used up to this many effective dimensions
@@ -137,9 +137,42 @@ def mdav(X: npt.ArrayLike, k: int) -> IntpArray:
     """
     Xf = check_matrix(X)
     kk = check_k(k, Xf.shape[0])
+    labels, _ = _run(Xf, kk, np.zeros((Xf.shape[0], 0), dtype=np.int64), 0)
+    return labels
+
+
+def _run(Xf: FloatArray, k: int, S: npt.NDArray[np.int64], p: int) -> tuple[IntpArray, bool]:
+    """The kernel's labels and whether it stopped at a group lacking p distinct values."""
     stats = np.zeros(8, dtype=np.int64)
     if _kernel_for(Xf) == "blocks":
-        labels: IntpArray = mdav_blocks(Xf, kk, _BLOCK, stats)
+        labels: IntpArray = mdav_blocks(Xf, k, _BLOCK, stats, S, p)
     else:
-        labels = mdav_kernel(Xf, kk, stats)
+        labels = mdav_kernel(Xf, k, stats, S, p)
+    return labels, bool(stats[ST_STOP])
+
+
+def mdav_p_sensitive(X: npt.ArrayLike, k: int, S: npt.ArrayLike, p: int) -> IntpArray | None:
+    """:func:`mdav` labels when that partition is p-sensitive, else ``None``.
+
+    ``S`` holds the confidential attributes as int codes ``>= 0`` (n × m, or length n for one
+    attribute). The partition is p-sensitive when every group has at least ``p`` distinct values
+    in every column of ``S``. MDAV builds its groups one after the other and never revisits
+    one, so the run stops at the first group that lacks them: a k that fails costs only the
+    work up to that group. When the result is not ``None`` it equals ``mdav(X, k)``.
+    """
+    Xf = check_matrix(X)
+    kk = check_k(k, Xf.shape[0])
+    codes = np.asarray(S, dtype=np.int64)
+    if codes.ndim == 1:
+        codes = codes[:, None]
+    if codes.shape[0] != Xf.shape[0] or (codes.size and codes.min() < 0):
+        raise DataError("S must hold one row of non-negative int codes per record of X")
+    codes = np.ascontiguousarray(codes)
+    labels, stopped = _run(Xf, kk, codes, max(0, int(p)))
+    if stopped:
+        return None
+    last = labels == labels.max()  # the final group (the records left at the end) is unchecked
+    for j in range(codes.shape[1]):
+        if np.unique(codes[last, j]).size < p:
+            return None
     return labels

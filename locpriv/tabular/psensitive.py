@@ -20,16 +20,14 @@ int matrix ``S`` (n × m) of category codes ``0..c_j-1``; key attributes as a re
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import ConfigError, InfeasibleError
-from locpriv.tabular._knn import _lex_insert
+from locpriv.tabular.mdav import mdav_p_sensitive
 from locpriv.tabular.seeded import mdav_seed, random_seed, seeded_groups
 
 __all__ = [
@@ -48,8 +46,6 @@ logger = logging.getLogger(__name__)
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 Progress = Callable[[float], None]
-
-_PREFIX_ITER = 200  # MDAV iterations replayed by k-increase before it runs MDAV for a k'
 
 
 @dataclass(frozen=True)
@@ -141,120 +137,6 @@ def group_is_p_sensitive(labels: IntArray, S: IntArray, p: int) -> bool:
     return True
 
 
-@numba.njit(cache=True)
-def _mdav_prefix_fails(
-    X: FloatArray, S: IntArray, k: int, p: int, max_iter: int
-) -> tuple[bool, int]:
-    """True when one of the first groups of fixed-size MDAV(k) provably lacks p distinct values.
-
-    Replays the first ``max_iter`` iterations (two groups each) of the algorithm documented in
-    :func:`locpriv.tabular.mdav.mdav`, with its tie-breaks ((squared distance, row index); the
-    k-1 nearest exclude the seed; ``s`` is the furthest from ``r`` outside r's group). The only
-    quantity not reproduced bit for bit is the centroid (here a compensated sum, in the kernel
-    a correctly rounded one): whenever the furthest record from it is not ahead of the
-    runner-up by a margin far above that rounding, the replay stops and answers False (not
-    proven). False never skips anything: the caller then runs MDAV. Also returns the number of
-    iterations replayed.
-    """
-    n, d = X.shape
-    m = S.shape[1]
-    XT = np.ascontiguousarray(X.T)
-    orig = np.arange(n)
-    nu = n
-    s_hi = np.zeros(d)
-    s_lo = np.zeros(d)
-    for i in range(n):
-        for c in range(d):
-            a = s_hi[c]
-            b = X[i, c]
-            s = a + b
-            bb = s - a
-            s_lo[c] += (a - (s - bb)) + (b - bb)
-            s_hi[c] = s
-    dist = np.empty(n)
-    cen = np.empty(d)
-    bd = np.empty(k)
-    bi = np.empty(k, dtype=np.int64)
-    bp = np.empty(k, dtype=np.int64)
-    maxv = 1
-    for j in range(m):
-        maxv = max(maxv, S[:, j].max() + 1)
-    seen = np.zeros(maxv, dtype=np.bool_)
-    Sc = S.copy()
-    for it in range(max_iter):
-        if nu < 3 * k:
-            return False, it
-        csq = 0.0
-        for c in range(d):
-            cen[c] = (s_hi[c] + s_lo[c]) / nu
-            csq += cen[c] * cen[c]
-        b1 = -1.0
-        b2 = -1.0
-        seed = -1
-        for t in range(nu):
-            a = 0.0
-            for c in range(d):
-                diff = XT[c, t] - cen[c]
-                a += diff * diff
-            if a > b1:
-                b2 = b1
-                b1 = a
-                seed = t
-            elif a > b2:
-                b2 = a
-        if b1 - b2 <= 1e-7 * b1 + 1e-12 * (csq + b1):
-            return False, it  # too close to call without the kernel's exact centroid
-        for half in range(2):
-            xs = XT[:, seed].copy()
-            size = 0
-            for t in range(nu):
-                a = 0.0
-                for c in range(d):
-                    diff = XT[c, t] - xs[c]
-                    a += diff * diff
-                dist[t] = a
-                if t != seed:
-                    size = _lex_insert(bd, bi, bp, size, k - 1, a, orig[t], t)
-            bp[k - 1] = seed
-            for j in range(m):
-                cntv = 0
-                for o in range(k):
-                    v = Sc[bp[o], j]
-                    if not seen[v]:
-                        seen[v] = True
-                        cntv += 1
-                for o in range(k):
-                    seen[Sc[bp[o], j]] = False
-                if cntv < p:
-                    return True, it + 1
-            # remove the group (swap-remove, descending positions), keep dist aligned
-            pos = np.sort(bp[:k])[::-1]
-            for o in range(k):
-                t = pos[o]
-                for c in range(d):
-                    a = s_hi[c]
-                    b = -XT[c, t]
-                    s = a + b
-                    bb = s - a
-                    s_lo[c] += (a - (s - bb)) + (b - bb)
-                    s_hi[c] = s
-                nu -= 1
-                for c in range(d):
-                    XT[c, t] = XT[c, nu]
-                for j in range(m):
-                    Sc[t, j] = Sc[nu, j]
-                orig[t] = orig[nu]
-                dist[t] = dist[nu]
-            if half == 0:  # s: furthest from r among the rest, lowest row index on ties
-                best = -1.0
-                seed = -1
-                for t in range(nu):
-                    if dist[t] > best or (dist[t] == best and orig[t] < orig[seed]):
-                        best = dist[t]
-                        seed = t
-    return False, max_iter
-
-
 def k_increase(
     X: FloatArray,
     S: npt.ArrayLike,
@@ -266,42 +148,30 @@ def k_increase(
 ) -> tuple[IntArray, int]:
     """Domingo-Ferrer's Algorithm 1: MDAV with k, k+1, ... until p-sensitive.
 
-    Returns ``(labels, k_used)``. A k' whose MDAV partition would have more groups
-    (``floor(n/k')``) than Condition 2's maxClusters cannot be p-sensitive and is skipped without
-    running MDAV (the algorithm's outcome is unchanged). Raises :class:`InfeasibleError` when p > k
-    or an attribute has fewer than p distinct values.
+    Returns ``(labels, k_used)``: the first k' >= k whose MDAV partition has at least p
+    distinct values of every confidential attribute in every group, and that partition. Two
+    shortcuts leave the result unchanged: a k' whose partition would have more groups
+    (``floor(n/k')``) than Condition 2's maxClusters cannot be p-sensitive and is skipped, and
+    MDAV stops at the first group that lacks p distinct values
+    (:func:`locpriv.tabular.mdav.mdav_p_sensitive`), so a failing k' costs only the work up to
+    that group. ``mdav_fn`` replaces MDAV (every k' then runs to the end). Raises
+    :class:`InfeasibleError` when p > k or an attribute has fewer than p distinct values.
     """
-    prefix = mdav_fn is None  # the replay reproduces the documented MDAV only
-    if mdav_fn is None:
-        from locpriv.tabular.mdav import mdav as _mdav
-
-        mdav_fn = _mdav
     X = np.ascontiguousarray(X, dtype=np.float64)
     codes = _as_codes(S, X.shape[0])
     cond = require_feasible(codes, k, p)
     n = X.shape[0]
-    kk = k
-    # replay budget (iterations): the default until both a replay and an MDAV run have been
-    # timed, then about a tenth of the last MDAV run's time (only the speed depends on it)
-    budget = _PREFIX_ITER
-    per_iter = 0.0
-    while kk <= n:
+    for kk in range(k, n + 1):
         if n // kk <= cond.max_clusters:
-            fails = False
-            if prefix and budget > 0:
-                t0 = time.perf_counter()
-                fails, done = _mdav_prefix_fails(X, codes, kk, p, budget)
-                if done:
-                    per_iter = (time.perf_counter() - t0) / done
-            if not fails:
-                t0 = time.perf_counter()
+            if mdav_fn is None:
+                labels = mdav_p_sensitive(X, kk, codes, p)
+            else:
                 labels = np.asarray(mdav_fn(X, kk), dtype=np.int64)
-                if per_iter > 0.0:
-                    budget = min(4 * _PREFIX_ITER, int(0.1 * (time.perf_counter() - t0) / per_iter))
-                if group_is_p_sensitive(labels, codes, p):
-                    logger.debug("k-increase: p-sensitive at k'=%d", kk)
-                    return labels, kk
+                if not group_is_p_sensitive(labels, codes, p):
+                    labels = None
+            if labels is not None:
+                logger.debug("k-increase: p-sensitive at k'=%d", kk)
+                return np.asarray(labels, dtype=np.int64), kk
         if progress is not None:
             progress(min(1.0, kk / n))
-        kk += 1
     return np.zeros(n, dtype=np.int64), n  # pragma: no cover - k' = n always succeeds

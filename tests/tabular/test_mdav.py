@@ -22,11 +22,12 @@ def _assert_all_kernels_match(X: np.ndarray, k: int, msg: str = "") -> np.ndarra
     ref = mdav_reference(X, k)
     Xf = np.ascontiguousarray(X, dtype=np.float64)
     stats = np.zeros(8, dtype=np.int64)
+    no_s = np.zeros((Xf.shape[0], 0), dtype=np.int64)
     got = {
         "mdav": mdav(X, k),
-        "sweep": mdav_kernel(Xf, k, stats),
-        "blocks": mdav_blocks(Xf, k, 128, stats),
-        "small_blocks": mdav_blocks(Xf, k, 4, stats),
+        "sweep": mdav_kernel(Xf, k, stats, no_s, 0),
+        "blocks": mdav_blocks(Xf, k, 128, stats, no_s, 0),
+        "small_blocks": mdav_blocks(Xf, k, 4, stats, no_s, 0),
     }
     for name, labels in got.items():
         np.testing.assert_array_equal(labels, ref, err_msg=f"{msg} {name}")

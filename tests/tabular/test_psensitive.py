@@ -25,7 +25,8 @@ from locpriv.tabular import (
     seeded_groups,
 )
 from locpriv.tabular.categorical import zscore
-from locpriv.tabular.psensitive import _mdav_prefix_fails, group_is_p_sensitive
+from locpriv.tabular.mdav import mdav_p_sensitive
+from locpriv.tabular.psensitive import group_is_p_sensitive
 
 CENSUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "census.csv"
 
@@ -201,28 +202,35 @@ def test_k_increase_equals_plain_algorithm(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_mdav_prefix_replay_never_rejects_a_p_sensitive_k(seed: int) -> None:
-    """The replay of MDAV's first groups (k-increase's early rejection) is sound: whenever it
-    reports a group without p distinct values, MDAV's partition is indeed not p-sensitive."""
+def test_mdav_p_sensitive_is_mdav_or_none(seed: int) -> None:
+    """The early-stopping run (k-increase's shortcut) returns MDAV's labels exactly when MDAV's
+    partition is p-sensitive, and None otherwise: on both kernels (the block kernel for d <= 8,
+    the sweep for uniform 10-D), with ties and with a large offset."""
     rng = np.random.default_rng(seed)
-    hits = 0
-    for it in range(40):
+    seen = {True: 0, False: 0}
+    for it in range(48):
         n = int(rng.integers(30, 300))
-        d = int(rng.integers(1, 4))
+        d = 10 if it % 4 >= 2 else int(rng.integers(1, 4))
         k = int(rng.integers(2, 6))
         p = int(rng.integers(2, k + 1))
-        X = rng.normal(size=(n, d))
+        X = rng.random((n, d)) if d == 10 else rng.normal(size=(n, d))
         if it % 2:  # ties
             X = np.round(X * 2) / 2
         if it % 3 == 0:  # a large offset (centroid rounding)
             X = X + 1000.0
-        S = rng.integers(0, int(rng.integers(p, 8)), (n, 1))
-        if len(np.unique(S)) < p:
-            continue
-        if _mdav_prefix_fails(X, S, k, p, 1000)[0]:
-            hits += 1
-            assert not group_is_p_sensitive(np.asarray(mdav(X, k), dtype=np.int64), S, p)
-    assert hits > 10
+        nv = int(rng.integers(p, 8)) if it % 2 else 40  # few values: failures; many: passes
+        S = rng.integers(0, nv, (n, int(rng.integers(1, 3))))
+        want = np.asarray(mdav(X, k), dtype=np.int64)
+        ok = group_is_p_sensitive(want, S, p)
+        got = mdav_p_sensitive(X, k, S, p)
+        seen[ok] += 1
+        if ok:
+            assert got is not None
+            assert np.array_equal(got, want)
+        else:
+            assert got is None
+    assert seen[True] >= 5
+    assert seen[False] >= 5
 
 
 def test_k_increase_equals_plain_algorithm_with_ties() -> None:
