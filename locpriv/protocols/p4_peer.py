@@ -16,12 +16,15 @@ Requester, per query (``start_query``):
 
 Responder (``receive(PeerRequest)``): answers with the device's current perturbed point under
 :class:`ResponderPolicy` (opt-out, maximum distance, token buckets per requester pseudonym and
-overall); it never replies to itself and only to topics under ``{root}/reply/``.
+overall: :mod:`locpriv.protocols.p4_responder`); it never replies to itself and only to topics
+under ``{root}/reply/``.
 
 The perturbed point is one :class:`~locpriv.noise.PerturbedPoint` shared by requests and
 replies (the averaging defence); the device listens on the cell of that perturbed point.
 Times are Unix seconds given by the driver; randomness comes from the ``rng`` passed in.
-Effects and configuration live in :mod:`locpriv.protocols.p4_types` and are re-exported here.
+Effects and configuration live in :mod:`locpriv.protocols.p4_types` and are re-exported here;
+a query's state, reply screening, candidate thinning, DS query and answer in
+:mod:`locpriv.protocols.p4_query`.
 """
 
 from __future__ import annotations
@@ -30,17 +33,14 @@ import functools
 import logging
 import math
 from collections import Counter
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from locpriv.cells import CellGrid
 from locpriv.errors import ConfigError, GroupInfeasible, RemoteError, RequestTimeout
-from locpriv.geo import LocalProjection, haversine_m
-from locpriv.grouping import Group, Infeasible, select_group
+from locpriv.geo import LocalProjection
+from locpriv.grouping import Infeasible, select_group
 from locpriv.messages import (
-    CentroidLocation,
-    DSQuery,
     ErrorReply,
     Message,
     PeerReply,
@@ -49,8 +49,9 @@ from locpriv.messages import (
     QueryAnswer,
 )
 from locpriv.noise import PerturbedPoint
-from locpriv.poi import refine
 from locpriv.protocols import Send
+from locpriv.protocols.p4_query import OpenQuery
+from locpriv.protocols.p4_responder import Responder
 from locpriv.protocols.p4_types import (
     MAX_RADIUS_M,
     Effect,
@@ -92,34 +93,6 @@ def _projection(lat0: float, lon0: float) -> LocalProjection:
     return LocalProjection(lat0, lon0)
 
 
-# --------------------------------------------------------------------------- machine
-
-
-@dataclass(slots=True)
-class _Query:
-    id: str
-    query: Query
-    true_lon: float
-    true_lat: float
-    own_lon: float
-    own_lat: float
-    peer_topic: str
-    ds_topic: str
-    started: float
-    deadline: float
-    rounds: int = 1
-    phase: str = "collect"
-    cids: set[str] = field(default_factory=set)
-    replies: dict[str, tuple[float, float]] = field(default_factory=dict)
-    points: set[tuple[float, float]] = field(default_factory=set)
-    dropped: Counter[str] = field(default_factory=Counter)
-    ds_cid: str = ""
-    group: Group | None = None
-    centroid: tuple[float, float] = (0.0, 0.0)
-    radius_m: float = 0.0
-    ds_sent: float = 0.0
-
-
 class PeerMachine:
     """One device: requester and responder (sans-I/O).
 
@@ -147,13 +120,10 @@ class PeerMachine:
         self._cell_topic: str | None = None
         self._pseudonym = ""
         self._pseudonym_at = -math.inf
-        self._queries: dict[str, _Query] = {}
+        self._queries: dict[str, OpenQuery] = {}
         self._by_cid: dict[str, str] = {}
         self._by_topic: dict[str, str] = {}
-        self._overall = TokenBucket(
-            config.responder.overall_rate_per_s, config.responder.overall_burst
-        )
-        self._per: dict[str, TokenBucket] = {}
+        self._responder = Responder(config)
 
     # ------------------------------------------------------------------ helpers
 
@@ -230,7 +200,7 @@ class PeerMachine:
         own, effects = self._refresh(now)
         assert own is not None
         qid = self._token()
-        q = _Query(
+        q = OpenQuery(
             id=qid,
             query=query,
             true_lon=self._true[0],
@@ -250,7 +220,7 @@ class PeerMachine:
         log.debug("p4 query %s started", qid)
         return qid, effects
 
-    def _broadcast(self, q: _Query, now: float) -> list[Effect]:
+    def _broadcast(self, q: OpenQuery, now: float) -> list[Effect]:
         cid = self._token()
         q.cids.add(cid)
         self._by_cid[cid] = q.id
@@ -290,10 +260,9 @@ class PeerMachine:
     # --------------------------------------------------------------- responder
 
     def _respond(self, req: PeerRequest, now: float) -> list[Effect]:
-        policy = self.config.responder
         if req.correlation_id in self._by_cid or req.requester == self._pseudonym:
             return []  # our own broadcast
-        if not policy.enabled:
+        if not self.config.responder.enabled:
             self.stats["opted_out"] += 1
             return []
         if not req.reply_to.startswith(self.reply_prefix):
@@ -303,23 +272,9 @@ class PeerMachine:
         if own is None:
             self.stats["no_location"] += 1
             return effects
-        limit = policy.max_distance_m if policy.max_distance_m is not None else self.config.reach_m
-        if req.max_distance_m is not None:
-            limit = min(limit, req.max_distance_m)
-        if float(haversine_m(own[0], own[1], req.lon, req.lat)) > limit:
-            self.stats["too_far"] += 1
-            return effects
-        bucket = self._per.get(req.requester)
-        if bucket is None:
-            if len(self._per) >= policy.max_requesters:
-                self._per.pop(next(iter(self._per)))
-            bucket = TokenBucket(policy.per_requester_rate_per_s, policy.per_requester_burst)
-            self._per[req.requester] = bucket
-        if not bucket.take(now):
-            self.stats["rate_limited_requester"] += 1
-            return effects
-        if not self._overall.take(now):
-            self.stats["rate_limited_overall"] += 1
+        refusal = self._responder.refusal(req, own, now)
+        if refusal is not None:
+            self.stats[refusal] += 1
             return effects
         self.stats["replied"] += 1
         reply = PeerReply(
@@ -339,55 +294,13 @@ class PeerMachine:
         if q is None or q.phase != "collect":
             self.stats["unsolicited"] += 1
             return
-        reason = self._reject(q, rep, now)
+        reason = q.reject(rep, now, self.config, self._pseudonym)
         if reason is not None:
             q.dropped[reason] += 1
             self.stats[f"reply_{reason}"] += 1
             return
         q.replies[rep.responder] = (rep.lon, rep.lat)
         q.points.add((rep.lon, rep.lat))
-
-    def _reject(self, q: _Query, rep: PeerReply, now: float) -> str | None:
-        if rep.responder == self._pseudonym:
-            return "own"
-        if rep.responder in q.replies:
-            return "duplicate_responder"
-        if (rep.lon, rep.lat) in q.points or (rep.lon, rep.lat) == (q.own_lon, q.own_lat):
-            return "duplicate_point"
-        if abs(rep.t - now) > self.config.stale_s:
-            return "stale"
-        if float(haversine_m(q.own_lon, q.own_lat, rep.lon, rep.lat)) > self.config.reach_m:
-            return "far"
-        if len(q.replies) >= self.config.max_replies:
-            return "overflow"
-        return None
-
-    def _candidates(self, q: _Query, proj: LocalProjection) -> tuple[np.ndarray, np.ndarray]:
-        """Reply points in metres, thinned and capped: at most k-1 per square of side
-        √A_min/2 (any k points inside one span < A_min, so a cluster cannot crowd out the
-        others), then the ``max_candidates`` nearest to the requester."""
-        lonlat = np.array(list(q.replies.values()), dtype=np.float64).reshape(-1, 2)
-        x, y = proj.to_xy(lonlat[:, 0], lonlat[:, 1])
-        xy = np.column_stack((x, y))
-        ox, oy = proj.point_to_xy(q.own_lon, q.own_lat)
-        d = np.hypot(x - ox, y - oy)
-        order = np.argsort(d, kind="stable")
-        side = math.sqrt(self.config.a_min_m2) / 2.0
-        if side > 0.0 and len(order) > self.config.k - 1:
-            per: Counter[tuple[int, int]] = Counter()
-            keep: list[int] = []
-            for i in order:
-                key = (math.floor(xy[i, 0] / side), math.floor(xy[i, 1] / side))
-                if per[key] < self.config.k - 1:
-                    per[key] += 1
-                    keep.append(int(i))
-            if len(keep) < len(order):
-                q.dropped["thinned"] += len(order) - len(keep)
-            order = np.asarray(keep, dtype=np.int64)
-        if len(order) > self.config.max_candidates:
-            q.dropped["beyond_max_candidates"] += len(order) - self.config.max_candidates
-            order = order[: self.config.max_candidates]
-        return np.array([ox, oy]), xy[order]
 
     def query_of(self, correlation_id: str) -> str | None:
         """The id of this device's open query that ``correlation_id`` (a peer request or DS
@@ -413,10 +326,11 @@ class PeerMachine:
                 )
         return effects
 
-    def _close_window(self, q: _Query, now: float) -> list[Effect]:
+    def _close_window(self, q: OpenQuery, now: float) -> list[Effect]:
         cfg = self.config
         proj = self._projection_for(q.own_lon, q.own_lat)
-        own_xy, cand = self._candidates(q, proj)
+        own_xy, cand = q.candidates(proj, cfg)
+        # Called through this module's globals: benchmarks/bench_peer.py times it by patching.
         result = select_group(
             (float(own_xy[0]), float(own_xy[1])),
             cand,
@@ -438,25 +352,10 @@ class PeerMachine:
                 f"({len(q.replies)} usable replies after {q.rounds} rounds)"
             )
             return self._finish(q, QueryFailed(q.id, err))
-        q.group = result
-        clon, clat = proj.point_to_lonlat(*result.centroid_xy)
-        tx, ty = proj.point_to_xy(q.true_lon, q.true_lat)
-        dist = math.hypot(tx - result.centroid_xy[0], ty - result.centroid_xy[1])
-        q.radius_m = radius_ladder(dist + cfg.radius_margin_m, cfg.radius_base_m)
-        q.centroid = (clat, clon)
-        q.phase = "ds"
-        q.deadline = now + cfg.ds_timeout_s
-        q.ds_cid = self._token()
+        ds = q.ask_ds(result, proj, cfg, self._token(), now)
         self._by_cid[q.ds_cid] = q.id
         for cid in q.cids:
             self._by_cid.pop(cid, None)
-        ds = DSQuery(
-            correlation_id=q.ds_cid,
-            reply_to=q.ds_topic,
-            query=q.query,
-            location=CentroidLocation(lat=clat, lon=clon, radius_m=q.radius_m),
-        )
-        q.ds_sent = now
         return [Send(self.topics.ds_query, ds), Unsubscribe(q.peer_topic)]
 
     def _ds_reply(self, msg: QueryAnswer | ErrorReply, now: float) -> list[Effect]:
@@ -467,25 +366,9 @@ class PeerMachine:
             return []
         if isinstance(msg, ErrorReply):
             return self._finish(q, QueryFailed(q.id, RemoteError(msg.code, msg.reason, msg.field)))
-        assert q.group is not None
-        pois = refine(msg.pois, q.query, q.true_lat, q.true_lon) if msg.candidates else msg.pois
-        answer = PeerAnswer(
-            pois=tuple(pois),
-            group_size=len(q.group.indices) + 1,
-            area_m2=q.group.area_m2,
-            sse_m2=q.group.sse_m2,
-            rounds=q.rounds,
-            centroid=q.centroid,
-            radius_m=q.radius_m,
-            replies=len(q.replies),
-            dropped=dict(q.dropped),
-            candidates=len(msg.pois),
-            exact=q.group.exact,
-            ds_s=max(0.0, now - q.ds_sent),
-        )
-        return self._finish(q, QueryDone(q.id, answer))
+        return self._finish(q, QueryDone(q.id, q.answer(msg, now)))
 
-    def _finish(self, q: _Query, outcome: QueryDone | QueryFailed) -> list[Effect]:
+    def _finish(self, q: OpenQuery, outcome: QueryDone | QueryFailed) -> list[Effect]:
         self._queries.pop(q.id, None)
         for cid in (*q.cids, q.ds_cid):
             self._by_cid.pop(cid, None)

@@ -1,0 +1,147 @@
+"""One open Protocol 4 query on the requester side: state, reply screening, DS query, answer.
+
+:class:`OpenQuery` is what :class:`~locpriv.protocols.p4_peer.PeerMachine` keeps per query
+between :meth:`~locpriv.protocols.p4_peer.PeerMachine.start_query` and the outcome: the true and
+perturbed points (degrees), the two reply topics, the replies collected so far (one per
+responder pseudonym, one per point), the chosen group and the DS query sent. No I/O and no
+randomness (the machine draws the ids); times are the driver's Unix seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from locpriv.geo import LocalProjection, haversine_m
+from locpriv.grouping import Group
+from locpriv.messages import CentroidLocation, DSQuery, PeerReply, Query, QueryAnswer
+from locpriv.poi import refine
+from locpriv.protocols.p4_types import PeerAnswer, PeerConfig, radius_ladder
+
+__all__ = ["OpenQuery"]
+
+
+@dataclass(slots=True)
+class OpenQuery:
+    """A query in flight: ``phase`` is ``"collect"`` (windows open) then ``"ds"`` (DS asked).
+
+    ``replies`` maps responder pseudonym to its ``(lon, lat)``; ``points`` holds the same
+    points, so no point counts twice; ``cids`` are the correlation ids of its broadcasts.
+    ``deadline`` is the end of the current window, then of the DS timeout.
+    """
+
+    id: str
+    query: Query
+    true_lon: float
+    true_lat: float
+    own_lon: float
+    own_lat: float
+    peer_topic: str
+    ds_topic: str
+    started: float
+    deadline: float
+    rounds: int = 1
+    phase: str = "collect"
+    cids: set[str] = field(default_factory=set)
+    replies: dict[str, tuple[float, float]] = field(default_factory=dict)
+    points: set[tuple[float, float]] = field(default_factory=set)
+    dropped: Counter[str] = field(default_factory=Counter)
+    ds_cid: str = ""
+    group: Group | None = None
+    centroid: tuple[float, float] = (0.0, 0.0)
+    radius_m: float = 0.0
+    ds_sent: float = 0.0
+
+    def reject(self, rep: PeerReply, now: float, config: PeerConfig, pseudonym: str) -> str | None:
+        """Why ``rep`` is dropped (the requester's own ``pseudonym``, duplicate, stale, too
+        far, overflow), or None to keep it."""
+        if rep.responder == pseudonym:
+            return "own"
+        if rep.responder in self.replies:
+            return "duplicate_responder"
+        if (rep.lon, rep.lat) in self.points or (rep.lon, rep.lat) == (self.own_lon, self.own_lat):
+            return "duplicate_point"
+        if abs(rep.t - now) > config.stale_s:
+            return "stale"
+        if float(haversine_m(self.own_lon, self.own_lat, rep.lon, rep.lat)) > config.reach_m:
+            return "far"
+        if len(self.replies) >= config.max_replies:
+            return "overflow"
+        return None
+
+    def candidates(
+        self, proj: LocalProjection, config: PeerConfig
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Reply points in metres, thinned and capped: at most k-1 per square of side
+        √A_min/2 (any k points inside one span < A_min, so a cluster cannot crowd out the
+        others), then the ``max_candidates`` nearest to the requester."""
+        lonlat = np.array(list(self.replies.values()), dtype=np.float64).reshape(-1, 2)
+        x, y = proj.to_xy(lonlat[:, 0], lonlat[:, 1])
+        xy = np.column_stack((x, y))
+        ox, oy = proj.point_to_xy(self.own_lon, self.own_lat)
+        d = np.hypot(x - ox, y - oy)
+        order = np.argsort(d, kind="stable")
+        side = math.sqrt(config.a_min_m2) / 2.0
+        if side > 0.0 and len(order) > config.k - 1:
+            per: Counter[tuple[int, int]] = Counter()
+            keep: list[int] = []
+            for i in order:
+                key = (math.floor(xy[i, 0] / side), math.floor(xy[i, 1] / side))
+                if per[key] < config.k - 1:
+                    per[key] += 1
+                    keep.append(int(i))
+            if len(keep) < len(order):
+                self.dropped["thinned"] += len(order) - len(keep)
+            order = np.asarray(keep, dtype=np.int64)
+        if len(order) > config.max_candidates:
+            self.dropped["beyond_max_candidates"] += len(order) - config.max_candidates
+            order = order[: config.max_candidates]
+        return np.array([ox, oy]), xy[order]
+
+    def ask_ds(
+        self, group: Group, proj: LocalProjection, config: PeerConfig, cid: str, now: float
+    ) -> DSQuery:
+        """Enter the DS phase with ``group``: the DS query (correlation id ``cid``) for its
+        centroid, with a radius from the ladder covering the true point plus the margin."""
+        self.group = group
+        clon, clat = proj.point_to_lonlat(*group.centroid_xy)
+        tx, ty = proj.point_to_xy(self.true_lon, self.true_lat)
+        dist = math.hypot(tx - group.centroid_xy[0], ty - group.centroid_xy[1])
+        self.radius_m = radius_ladder(dist + config.radius_margin_m, config.radius_base_m)
+        self.centroid = (clat, clon)
+        self.phase = "ds"
+        self.deadline = now + config.ds_timeout_s
+        self.ds_cid = cid
+        self.ds_sent = now
+        return DSQuery(
+            correlation_id=cid,
+            reply_to=self.ds_topic,
+            query=self.query,
+            location=CentroidLocation(lat=clat, lon=clon, radius_m=self.radius_m),
+        )
+
+    def answer(self, msg: QueryAnswer, now: float) -> PeerAnswer:
+        """The answer from DS's reply ``msg`` (candidates refined at the true point)."""
+        assert self.group is not None
+        pois = (
+            refine(msg.pois, self.query, self.true_lat, self.true_lon)
+            if msg.candidates
+            else msg.pois
+        )
+        return PeerAnswer(
+            pois=tuple(pois),
+            group_size=len(self.group.indices) + 1,
+            area_m2=self.group.area_m2,
+            sse_m2=self.group.sse_m2,
+            rounds=self.rounds,
+            centroid=self.centroid,
+            radius_m=self.radius_m,
+            replies=len(self.replies),
+            dropped=dict(self.dropped),
+            candidates=len(msg.pois),
+            exact=self.group.exact,
+            ds_s=max(0.0, now - self.ds_sent),
+        )
