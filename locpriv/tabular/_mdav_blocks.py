@@ -161,8 +161,15 @@ def _select(vals, nact, take, largest, out):  # type: ignore[no-untyped-def]
 def mdav_blocks(X, k, B, stats, S, pmin):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Labels of fixed-size MDAV (same contract as ``_mdav_kernel.mdav_kernel``, ``B`` records
     per block)."""
-    n, d = X.shape
     perm, bstart = kd_blocks(X, B)
+    return mdav_on_blocks(X, k, perm, bstart, stats, S, pmin)
+
+
+@numba.njit(cache=True)
+def mdav_on_blocks(X, k, perm, bstart, stats, S, pmin):  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    """:func:`mdav_blocks` on the blocks ``kd_blocks(X, B)`` built beforehand (they depend on
+    ``X`` and ``B`` only, so runs for several k share them)."""
+    n, d = X.shape
     nb = bstart.shape[0] - 1
     XT = np.empty((d, n))
     for p in range(n):
@@ -206,7 +213,7 @@ def mdav_blocks(X, k, B, stats, S, pmin):  # type: ignore[no-untyped-def]  # noq
     piv = np.empty(d)
     q = np.empty(d)
     dp = np.empty(n)  # distance (not squared) of each live record to the pivot
-    acc = np.empty(max(B, 1))
+    acc = np.empty(max(np.max(bstart[1:] - bstart[:-1]), 1))  # the largest block
     kk = k - 1
     near_d = np.empty(max(kk, 1))
     near_i = np.empty(max(kk, 1), dtype=np.intp)

@@ -17,13 +17,21 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import DataError, InfeasibleError
-from locpriv.tabular._mdav_blocks import mdav_blocks
+from locpriv.tabular._mdav_blocks import kd_blocks, mdav_on_blocks
 from locpriv.tabular._mdav_kernel import ST_STOP, mdav_kernel
 
 FloatArray = npt.NDArray[np.float64]
 IntpArray = npt.NDArray[np.intp]
 
-__all__ = ["check_k", "check_matrix", "effective_dimension", "mdav", "mdav_p_sensitive"]
+__all__ = [
+    "MdavRunner",
+    "check_codes",
+    "check_k",
+    "check_matrix",
+    "effective_dimension",
+    "mdav",
+    "mdav_p_sensitive",
+]
 
 _BLOCK = 128  # records per block of the block kernel
 _BLOCK_MAX_DIM = 8  # the block kernel is used up to this many effective dimensions
@@ -136,19 +144,58 @@ def mdav(X: npt.ArrayLike, k: int) -> IntpArray:
     [1, 1, 1, 0, 0]
     """
     Xf = check_matrix(X)
-    kk = check_k(k, Xf.shape[0])
-    labels, _ = _run(Xf, kk, np.zeros((Xf.shape[0], 0), dtype=np.int64), 0)
-    return labels
+    return MdavRunner(Xf).labels(check_k(k, Xf.shape[0]))
 
 
-def _run(Xf: FloatArray, k: int, S: npt.NDArray[np.int64], p: int) -> tuple[IntpArray, bool]:
-    """The kernel's labels and whether it stopped at a group lacking p distinct values."""
-    stats = np.zeros(8, dtype=np.int64)
-    if _kernel_for(Xf) == "blocks":
-        labels: IntpArray = mdav_blocks(Xf, k, _BLOCK, stats, S, p)
-    else:
-        labels = mdav_kernel(Xf, k, stats, S, p)
-    return labels, bool(stats[ST_STOP])
+class MdavRunner:
+    """MDAV on one data set for several k: the kernel is chosen and, for the block kernel, the
+    k-d blocks are built once (k-increase runs MDAV for k, k+1, ...).
+
+    ``X`` must already be valid (:func:`check_matrix`); ``k`` valid for it (:func:`check_k`).
+    """
+
+    def __init__(self, X: FloatArray) -> None:
+        self.X = X
+        self._perm: npt.NDArray[np.int64] | None = None
+        self._bstart: npt.NDArray[np.int64] | None = None
+        if _kernel_for(X) == "blocks":
+            self._perm, self._bstart = kd_blocks(X, _BLOCK)
+
+    def _run(self, k: int, S: npt.NDArray[np.int64], p: int) -> tuple[IntpArray, bool]:
+        """The kernel's labels and whether it stopped at a group lacking p distinct values."""
+        stats = np.zeros(8, dtype=np.int64)
+        if self._perm is not None:
+            labels: IntpArray = mdav_on_blocks(self.X, k, self._perm, self._bstart, stats, S, p)
+        else:
+            labels = mdav_kernel(self.X, k, stats, S, p)
+        return labels, bool(stats[ST_STOP])
+
+    def labels(self, k: int) -> IntpArray:
+        """``mdav(X, k)``."""
+        return self._run(k, np.zeros((self.X.shape[0], 0), dtype=np.int64), 0)[0]
+
+    def p_sensitive(self, k: int, S: npt.NDArray[np.int64], p: int) -> IntpArray | None:
+        """``mdav_p_sensitive(X, k, S, p)`` for codes ``S`` already checked (n × m, >= 0)."""
+        labels, stopped = self._run(k, S, p)
+        if stopped:
+            return None
+        last = labels == labels.max()  # the final group (the records left at the end)
+        for j in range(S.shape[1]):
+            if np.unique(S[last, j]).size < p:
+                return None
+        return labels
+
+
+def check_codes(S: npt.ArrayLike, n: int) -> npt.NDArray[np.int64]:
+    """Confidential codes as a C-contiguous n × m int64 array of values ``>= 0``."""
+    codes = np.asarray(S)
+    if codes.ndim == 1:
+        codes = codes[:, None]
+    if codes.ndim != 2 or codes.shape[0] != n or not np.issubdtype(codes.dtype, np.integer):
+        raise DataError(f"S must be int codes with one row per record ({n} rows)")
+    if codes.size and codes.min() < 0:
+        raise DataError("S must hold non-negative int codes")
+    return np.ascontiguousarray(codes, dtype=np.int64)
 
 
 def mdav_p_sensitive(X: npt.ArrayLike, k: int, S: npt.ArrayLike, p: int) -> IntpArray | None:
@@ -162,17 +209,4 @@ def mdav_p_sensitive(X: npt.ArrayLike, k: int, S: npt.ArrayLike, p: int) -> Intp
     """
     Xf = check_matrix(X)
     kk = check_k(k, Xf.shape[0])
-    codes = np.asarray(S, dtype=np.int64)
-    if codes.ndim == 1:
-        codes = codes[:, None]
-    if codes.shape[0] != Xf.shape[0] or (codes.size and codes.min() < 0):
-        raise DataError("S must hold one row of non-negative int codes per record of X")
-    codes = np.ascontiguousarray(codes)
-    labels, stopped = _run(Xf, kk, codes, max(0, int(p)))
-    if stopped:
-        return None
-    last = labels == labels.max()  # the final group (the records left at the end) is unchecked
-    for j in range(codes.shape[1]):
-        if np.unique(codes[last, j]).size < p:
-            return None
-    return labels
+    return MdavRunner(Xf).p_sensitive(kk, check_codes(S, Xf.shape[0]), max(0, int(p)))

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import ConfigError, InfeasibleError
-from locpriv.tabular.mdav import mdav_p_sensitive
+from locpriv.tabular.mdav import MdavRunner, check_matrix
 from locpriv.tabular.seeded import mdav_seed, random_seed, seeded_groups
 
 __all__ = [
@@ -154,21 +154,29 @@ def k_increase(
     (``floor(n/k')``) than Condition 2's maxClusters cannot be p-sensitive and is skipped, and
     MDAV stops at the first group that lacks p distinct values
     (:func:`locpriv.tabular.mdav.mdav_p_sensitive`), so a failing k' costs only the work up to
-    that group. ``mdav_fn`` replaces MDAV (every k' then runs to the end). Raises
-    :class:`InfeasibleError` when p > k or an attribute has fewer than p distinct values.
+    that group; the kernel choice and its k-d blocks are shared by all k' (``MdavRunner``).
+    ``mdav_fn`` replaces MDAV (every k' then runs to the end). Raises :class:`InfeasibleError`
+    when p > k or an attribute has fewer than p distinct values.
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = check_matrix(X)
     codes = _as_codes(S, X.shape[0])
     cond = require_feasible(codes, k, p)
     n = X.shape[0]
+    if mdav_fn is None:
+        runner = MdavRunner(X)
+
+        def attempt(kk: int) -> npt.NDArray[np.intp] | None:
+            return runner.p_sensitive(kk, codes, p)
+    else:
+        fn = mdav_fn
+
+        def attempt(kk: int) -> npt.NDArray[np.intp] | None:
+            labels = np.asarray(fn(X, kk), dtype=np.intp)
+            return labels if group_is_p_sensitive(labels, codes, p) else None
+
     for kk in range(k, n + 1):
         if n // kk <= cond.max_clusters:
-            if mdav_fn is None:
-                labels = mdav_p_sensitive(X, kk, codes, p)
-            else:
-                labels = np.asarray(mdav_fn(X, kk), dtype=np.int64)
-                if not group_is_p_sensitive(labels, codes, p):
-                    labels = None
+            labels = attempt(kk)
             if labels is not None:
                 logger.debug("k-increase: p-sensitive at k'=%d", kk)
                 return np.asarray(labels, dtype=np.int64), kk
