@@ -1,12 +1,12 @@
 """numba nearest-neighbour kernels shared by the p-sensitive methods.
 
 Sorted-buffer inserts, chunked (SIMD) and partial-distance-pruned squared-distance passes, the
-k-nearest queries over a compacted column-major copy, and the grid index used when d <= 2.
-Callers: :mod:`locpriv.tabular.psensitive` (k-increase's MDAV replay),
+k-nearest queries over a compacted column-major copy, the grid index used when d <= 2 and the
+block index (k-d tree leaves with bounding boxes) used when d > 2. Callers:
 :mod:`locpriv.tabular.seeded` and :mod:`locpriv.tabular.enhanced_pk`.
 
 Maintenance note: numba's on-disk cache only notices changes to the file that defines a function,
-so after editing these kernels delete ``locpriv/tabular/__pycache__/{psensitive,seeded,
+so after editing these kernels delete ``locpriv/tabular/__pycache__/{seeded,
 enhanced_pk}.*.nb*`` to force a recompile of their callers.
 """
 
@@ -87,14 +87,17 @@ def _shell_max(
 @numba.njit(cache=True)
 def _chunk_dist(XT: FloatArray, i0: int, L: int, q: FloatArray, acc: FloatArray) -> None:
     """``acc[:L]`` = squared distances of compact records ``i0..i0+L-1`` to ``q`` (SIMD)."""
+    # 1-D row slices: the loops over them vectorise (indexing XT[j, i0 + i] does not)
+    r = XT[0, i0 : i0 + L]
     q0 = q[0]
     for i in range(L):
-        t = XT[0, i0 + i] - q0
+        t = r[i] - q0
         acc[i] = t * t
     for j in range(1, XT.shape[0]):
         qj = q[j]
+        r = XT[j, i0 : i0 + L]
         for i in range(L):
-            t = XT[j, i0 + i] - qj
+            t = r[i] - qj
             acc[i] += t * t
 
 
@@ -149,14 +152,16 @@ def _chunk_pruned(  # noqa: PLR0917
         return L
     j0 = cols[0]
     q0 = q[j0]
+    r = XT[j0, i0 : i0 + L]
     for i in range(L):
-        t = XT[j0, i0 + i] - q0
+        t = r[i] - q0
         part[i] = t * t
     for u in range(1, J):
         j = cols[u]
         qj = q[j]
+        r = XT[j, i0 : i0 + L]
         for i in range(L):
-            t = XT[j, i0 + i] - qj
+            t = r[i] - qj
             part[i] += t * t
     lim = thr * (1.0 + 4.0 * _SLACK)
     ns = 0
@@ -412,3 +417,424 @@ def _knn_grid(  # noqa: PLR0917
         if cells * 8 > nu + 64:
             return -1
     return size  # pragma: no cover - the last ring covers the grid
+
+
+# --- block index (d > 2) ----------------------------------------------------------------------
+# The live records are copied, column by column, into ``BT`` in the leaf order of a k-d tree
+# (median cuts on the widest column) and cut into blocks of at most ``_BLOCK`` records; each
+# block keeps its live records at the front of its span and the bounding box of the records it
+# held (tightened when a record on the box leaves). A query bounds every block from its box and
+# computes distances only in blocks whose bound does not rule them out. The index is a tuple
+# ``(BT, bidx, pblk, bstart, bcnt, blo, bhi, bpos)``: ``bidx[p]`` the original index at block
+# position p, ``pblk[p]`` its block, ``bstart``/``bcnt`` the span start and live count of each
+# block, ``blo``/``bhi`` (d × nb) the boxes and ``bpos[o]`` the block position of original
+# record o. Ties are decided by the caller's compact position ``pos_of[o]``, the key of the
+# plain passes, so a query's answer does not depend on the layout.
+
+_BLOCK = 128  # records per block
+_BK_MIN = 1024  # live records from which the block index is used
+_BK_SEEDS = 4  # blocks visited first: the nearest boxes
+
+
+@numba.njit(cache=True)
+def _kd_order(XT: FloatArray, nu: int, B: int, perm: IntArray, starts: IntArray) -> int:
+    """Leaf order of a k-d tree over the compact records ``0..nu-1`` into ``perm[:nu]``.
+
+    Median cuts (a selection, linear per level) on the widest column of each node; leaves hold
+    at most ``B`` records. Writes the leaf starts to ``starts`` and returns the number of leaves.
+    """
+    d = XT.shape[0]
+    for t in range(nu):
+        perm[t] = t
+    cap = 2 * (nu // max(B, 1)) + 4
+    st_lo = np.empty(cap, dtype=np.int64)
+    st_hi = np.empty(cap, dtype=np.int64)
+    key = np.empty(nu)
+    tmp = np.empty(nu, dtype=np.int64)
+    nb = 0
+    top = 1
+    st_lo[0] = 0
+    st_hi[0] = nu
+    while top > 0:
+        top -= 1
+        lo = st_lo[top]
+        hi = st_hi[top]
+        if hi - lo <= B:
+            starts[nb] = lo
+            nb += 1
+            continue
+        jw = 0
+        wbest = -1.0
+        for j in range(d):
+            mn = np.inf
+            mx = -np.inf
+            for t in range(lo, hi):
+                v = XT[j, perm[t]]
+                mn = min(mn, v)
+                mx = max(mx, v)
+            if mx - mn > wbest:
+                wbest = mx - mn
+                jw = j
+        for t in range(lo, hi):
+            key[t] = XT[jw, perm[t]]
+        mid = (lo + hi) // 2
+        kv = np.partition(key[lo:hi], mid - lo)[mid - lo]
+        # stable three-way split: below kv, then kv (as many as fit left of mid), then above
+        a = lo
+        for t in range(lo, hi):
+            if key[t] < kv:
+                tmp[a] = perm[t]
+                a += 1
+        for t in range(lo, hi):
+            if key[t] == kv:
+                tmp[a] = perm[t]
+                a += 1
+        for t in range(lo, hi):
+            if key[t] > kv:
+                tmp[a] = perm[t]
+                a += 1
+        for t in range(lo, hi):
+            perm[t] = tmp[t]
+        st_lo[top] = mid  # right half popped after the left one: leaves in left-to-right order
+        st_hi[top] = hi
+        top += 1
+        st_lo[top] = lo
+        st_hi[top] = mid
+        top += 1
+    return nb
+
+
+@numba.njit(cache=True)
+def _bk_box(  # noqa: PLR0917
+    BT: FloatArray, p0: int, cnt: int, b: int, blo: FloatArray, bhi: FloatArray
+) -> None:
+    """Bounding box of the live records ``p0 .. p0+cnt-1`` into block ``b`` (empty: +-inf,
+    so every bound to it is inf)."""
+    for j in range(BT.shape[0]):
+        mn = np.inf
+        mx = -np.inf
+        r = BT[j, p0 : p0 + cnt]
+        for i in range(cnt):
+            mn = min(mn, r[i])
+            mx = max(mx, r[i])
+        blo[j, b] = mn
+        bhi[j, b] = mx
+
+
+@numba.njit(cache=True)
+def _bk_build(XT: FloatArray, nu: int, orig: IntArray, n: int):  # type: ignore[no-untyped-def]
+    """Block index of the compact live records ``0..nu-1`` (``orig``: their original indices,
+    out of ``n``)."""
+    d = XT.shape[0]
+    perm = np.empty(nu, dtype=np.int64)
+    starts = np.empty(2 * (nu // _BLOCK) + 4, dtype=np.int64)
+    nb = _kd_order(XT, nu, _BLOCK, perm, starts)
+    BT = np.empty((d, nu))
+    bidx = np.empty(nu, dtype=np.int64)
+    pblk = np.empty(nu, dtype=np.int64)
+    bpos = np.full(n, -1, dtype=np.int64)
+    for j in range(d):
+        for p in range(nu):
+            BT[j, p] = XT[j, perm[p]]
+    for p in range(nu):
+        o = orig[perm[p]]
+        bidx[p] = o
+        bpos[o] = p
+    bstart = np.empty(nb + 1, dtype=np.int64)
+    bstart[:nb] = starts[:nb]
+    bstart[nb] = nu
+    bcnt = np.empty(nb, dtype=np.int64)
+    blo = np.empty((d, nb))
+    bhi = np.empty((d, nb))
+    for b in range(nb):
+        bcnt[b] = bstart[b + 1] - bstart[b]
+        for p in range(bstart[b], bstart[b + 1]):
+            pblk[p] = b
+        _bk_box(BT, bstart[b], bcnt[b], b, blo, bhi)
+    return BT, bidx, pblk, bstart, bcnt, blo, bhi, bpos
+
+
+@numba.njit(cache=True)
+def _bk_remove(ix, o: int) -> None:  # type: ignore[no-untyped-def]
+    """Original record ``o`` leaves the index (swap-remove within its block)."""
+    BT, bidx, pblk, bstart, bcnt, blo, bhi, bpos = ix
+    d = BT.shape[0]
+    p = bpos[o]
+    b = pblk[p]
+    edge = False  # does the record lie on its block's box? (else the box stays valid and tight)
+    for j in range(d):
+        v = BT[j, p]
+        if v == blo[j, b] or v == bhi[j, b]:
+            edge = True
+            break
+    last = bstart[b] + bcnt[b] - 1
+    if p != last:
+        for j in range(d):
+            BT[j, p] = BT[j, last]
+        u = bidx[last]
+        bidx[p] = u
+        bpos[u] = p
+    bpos[o] = -1
+    bcnt[b] -= 1
+    if edge:
+        _bk_box(BT, bstart[b], bcnt[b], b, blo, bhi)
+
+
+@numba.njit(cache=True)
+def _bk_bounds(ix, q: FloatArray, mind: FloatArray) -> None:  # type: ignore[no-untyped-def]
+    """``mind[b]`` = squared distance from ``q`` to block b's box (inf for an empty block).
+
+    The columns are added in order 0..d-1 from 0.0, as the exact distances are, and every term
+    is at most the matching term of any record in the box (rounding is monotone), so the
+    computed distance of a record in block b is never below ``mind[b]``.
+    """
+    blo = ix[5]
+    bhi = ix[6]
+    d, nb = blo.shape
+    for b in range(nb):
+        mind[b] = 0.0
+    for j in range(d):
+        qj = q[j]
+        lr = blo[j]
+        hr = bhi[j]
+        for b in range(nb):
+            g = max(0.0, lr[b] - qj, qj - hr[b])
+            mind[b] += g * g
+
+
+@numba.njit(cache=True)
+def _bk_seeds(mind: FloatArray, take: int, out: IntArray) -> int:
+    """The ``take`` blocks of smallest ``mind`` (finite only), nearest first; returns how many."""
+    cnt = 0
+    for b in range(mind.shape[0]):
+        v = mind[b]
+        if v == np.inf or (cnt == take and v >= mind[out[cnt - 1]]):
+            continue
+        t = cnt if cnt < take else take - 1
+        if cnt < take:
+            cnt += 1
+        while t > 0 and v < mind[out[t - 1]]:
+            out[t] = out[t - 1]
+            t -= 1
+        out[t] = b
+    return cnt
+
+
+@numba.njit(cache=True)
+def _key_insert(  # noqa: PLR0917
+    hd: FloatArray, ht: IntArray, size: int, cap: int, dv: float, key: int
+) -> int:
+    """Insert (dv, key) into the (distance, key)-ascending buffer hd/ht (capacity ``cap``)."""
+    if size == cap:
+        if dv > hd[size - 1] or (dv == hd[size - 1] and key > ht[size - 1]):
+            return size
+        size -= 1
+    j = size
+    while j > 0 and (hd[j - 1] > dv or (hd[j - 1] == dv and ht[j - 1] > key)):
+        hd[j] = hd[j - 1]
+        ht[j] = ht[j - 1]
+        j -= 1
+    hd[j] = dv
+    ht[j] = key
+    return size + 1
+
+
+@numba.njit(cache=True)
+def _n_prune_bk(d: int) -> int:
+    """Columns of the partial-distance bound in the block queries: about two thirds (at most 8)."""
+    return max(1, min(8, (2 * d) // 3))
+
+
+@numba.njit(cache=True)
+def _bk_block_dist(  # noqa: PLR0917
+    BT: FloatArray,
+    p0: int,
+    L: int,
+    q: FloatArray,
+    cols: IntArray,
+    J: int,
+    lim: float,
+    part: FloatArray,
+    surv: IntArray,
+    acc: FloatArray,
+) -> int:
+    """The records ``p0..p0+L-1`` of a block whose squared distance to ``q`` may be at most
+    ``lim``: their offsets to ``surv``, their exact squared distances (columns added in order
+    0..d-1, bit-identical to :func:`_chunk_dist`) to ``acc``; returns how many.
+
+    With ``lim = inf`` all records, in one vectorised pass. Otherwise a partial distance over
+    ``cols[:J]`` (vectorised, four columns per sweep) is a lower bound: a record is dropped
+    only if it exceeds ``lim`` by more than a relative slack far above rounding error.
+    """
+    d = BT.shape[0]
+    if lim == np.inf:
+        _chunk_dist(BT, p0, L, q, acc)
+        for i in range(L):
+            surv[i] = i
+        return L
+    for i in range(L):
+        part[i] = 0.0
+    u = 0
+    while u + 4 <= J:
+        j0 = cols[u]
+        j1 = cols[u + 1]
+        j2 = cols[u + 2]
+        j3 = cols[u + 3]
+        q0 = q[j0]
+        q1 = q[j1]
+        q2 = q[j2]
+        q3 = q[j3]
+        r0 = BT[j0, p0 : p0 + L]
+        r1 = BT[j1, p0 : p0 + L]
+        r2 = BT[j2, p0 : p0 + L]
+        r3 = BT[j3, p0 : p0 + L]
+        for i in range(L):
+            t0 = r0[i] - q0
+            t1 = r1[i] - q1
+            t2 = r2[i] - q2
+            t3 = r3[i] - q3
+            part[i] += (t0 * t0 + t1 * t1) + (t2 * t2 + t3 * t3)
+        u += 4
+    while u < J:
+        j0 = cols[u]
+        q0 = q[j0]
+        r0 = BT[j0, p0 : p0 + L]
+        for i in range(L):
+            t0 = r0[i] - q0
+            part[i] += t0 * t0
+        u += 1
+    cut = lim * (1.0 + 4.0 * _SLACK)
+    c = 0
+    for i in range(L):
+        c += part[i] <= cut
+    if c == 0:
+        return 0
+    ns = 0
+    for i in range(L):
+        surv[ns] = i
+        ns += part[i] <= cut
+    for s in range(ns):
+        i = p0 + surv[s]
+        a = 0.0
+        for j in range(d):
+            t = BT[j, i] - q[j]
+            a += t * t
+        acc[s] = a
+    return ns
+
+
+@numba.njit(cache=True)
+def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    ix,
+    q: FloatArray,
+    self_o: int,
+    cap: int,
+    hd: FloatArray,
+    ht: IntArray,
+    pos_of: IntArray,
+    center: FloatArray,
+    sec: IntArray,
+    top: IntArray,
+    rem: IntArray,
+    near_d: FloatArray,
+    near_t: IntArray,
+) -> int:
+    """:func:`_knn` through the block index: the ``cap`` smallest (squared distance, compact
+    position) pairs of the live records into hd/ht (compact positions), original record
+    ``self_o`` (if >= 0) first at distance -1. Returns the number kept.
+
+    With a non-empty ``top`` (SEC ids; ``sec[o]`` the SEC of original record o, ``rem[v]`` the
+    live records of SEC v) also, for each SEC v of ``top``, the smallest (distance, position)
+    pair of its live records (``self_o`` at -1) into ``near_d[v]``/``near_t[v]``, which the
+    caller set to (inf, -1): the candidate pass of :mod:`locpriv.tabular.enhanced_pk`.
+
+    The plain pass keeps exactly these pairs (records arrive in position order and a later one
+    wins only if strictly nearer); here records arrive block by block and win by the same
+    (distance, position) key. A block is skipped only if its box bound exceeds both the kth
+    distance and every wanted SEC's nearest (no record in it can change anything, ties
+    included), a record only if its partial distance does, by more than the slack.
+    """
+    BT, bidx, pblk, bstart, bcnt, _, _, bpos = ix
+    nb = bcnt.shape[0]
+    ntop = top.shape[0]
+    cols = _prune_cols(q, center)
+    J = _n_prune_bk(BT.shape[0])
+    mind = np.empty(nb)
+    _bk_bounds(ix, q, mind)
+    seeds = np.empty(_BK_SEEDS + 1, dtype=np.int64)
+    nseed = 0
+    size = 0
+    kth = np.inf
+    if self_o >= 0:
+        ks = pos_of[self_o]
+        size = _key_insert(hd, ht, size, cap, -1.0, ks)
+        if size == cap:
+            kth = hd[cap - 1]
+        for w in range(ntop):
+            if top[w] == sec[self_o]:
+                near_d[top[w]] = -1.0
+                near_t[top[w]] = ks
+        seeds[0] = pblk[bpos[self_o]]
+        nseed = 1
+    # the wanted SECs' nearest bound the pass too (SECs without live records are not waited for)
+    wmax = -np.inf
+    for w in range(ntop):
+        if rem[top[w]] > 0:
+            wmax = max(wmax, near_d[top[w]])
+    lim = max(kth, wmax)
+    nseed += _bk_seeds(mind, _BK_SEEDS, seeds[nseed:])
+    part = np.empty(_BLOCK)
+    surv = np.empty(_BLOCK, dtype=np.int64)
+    acc = np.empty(_BLOCK)
+    done = np.zeros(nb, dtype=np.bool_)
+    for step in range(nseed + nb):
+        b = seeds[step] if step < nseed else step - nseed
+        if done[b]:
+            continue
+        done[b] = True
+        if mind[b] > lim or bcnt[b] == 0:
+            continue
+        p0 = bstart[b]
+        ns = _bk_block_dist(BT, p0, bcnt[b], q, cols, J, lim, part, surv, acc)
+        for s in range(ns):
+            a = acc[s]
+            if a > lim:
+                continue
+            o = bidx[p0 + surv[s]]
+            if o == self_o:
+                continue
+            key = pos_of[o]
+            if ntop > 0:
+                v = sec[o]
+                for w in range(ntop):
+                    if top[w] == v and (a < near_d[v] or (a == near_d[v] and key < near_t[v])):
+                        near_d[v] = a
+                        near_t[v] = key
+                        wmax = -np.inf
+                        for w2 in range(ntop):
+                            if rem[top[w2]] > 0:
+                                wmax = max(wmax, near_d[top[w2]])
+            if a <= kth:
+                size = _key_insert(hd, ht, size, cap, a, key)
+                if size == cap:
+                    kth = hd[cap - 1]
+            lim = max(kth, wmax)
+    return size
+
+
+@numba.njit(cache=True)
+def _bk_knn(  # type: ignore[no-untyped-def]  # noqa: PLR0917
+    ix,
+    q: FloatArray,
+    self_o: int,
+    cap: int,
+    hd: FloatArray,
+    ht: IntArray,
+    pos_of: IntArray,
+    center: FloatArray,
+) -> int:
+    """:func:`_bk_query` without SECs: the ``cap`` nearest live records (see there)."""
+    none = np.empty(0, dtype=np.int64)
+    return _bk_query(
+        ix, q, self_o, cap, hd, ht, pos_of, center, none, none, none, np.empty(0), none
+    )

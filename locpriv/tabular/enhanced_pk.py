@@ -37,8 +37,12 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.tabular._knn import (
+    _BK_MIN,
     _CHUNK,
     _GRID_MIN,
+    _bk_build,
+    _bk_query,
+    _bk_remove,
     _chunk_dist,
     _chunk_pruned,
     _grid_build,
@@ -173,7 +177,14 @@ def _grid_pass(  # noqa: PLR0917
 
 @numba.njit(cache=True)
 def _epk_kernel(  # noqa: PLR0917
-    X: FloatArray, S: IntArray, sec: IntArray, nsec: int, k: int, p: int, nc: int
+    X: FloatArray,
+    S: IntArray,
+    sec: IntArray,
+    nsec: int,
+    k: int,
+    p: int,
+    nc: int,
+    blocks: bool = True,
 ) -> IntArray:
     n, d = X.shape
     m = S.shape[1]
@@ -220,6 +231,11 @@ def _epk_kernel(  # noqa: PLR0917
     gw = np.ones(d)
     if use_grid:
         gw = _grid_build(XT, glo, ghi, G, cellid, cstart, ccnt, cm, gslot)
+    # otherwise (while n >= _BK_MIN) a block index answers it; rebuilt when half the records it
+    # was built on are gone
+    use_bk = blocks and not use_grid and n >= _BK_MIN
+    ix = _bk_build(XT, n if use_bk else 0, orig, n)
+    bk_n = n
     shell = np.empty(n, dtype=np.int64)  # original indices of the records with dp >= cut
     nsh = 0
     cut = np.inf
@@ -243,6 +259,11 @@ def _epk_kernel(  # noqa: PLR0917
     bmin = np.zeros((nc, d))
     bmax = np.zeros((nc, d))
     for g in range(nc):
+        if use_bk and 2 * nu < bk_n:
+            use_bk = nu >= _BK_MIN
+            if use_bk:
+                ix = _bk_build(XT, nu, orig, n)
+                bk_n = nu
         C = nc - g - 1  # clusters still to build after this one
         # Split. Saturated SECs (r_v >= C + 1) lose a unit of the invariant's sum whether or not
         # this cluster takes one of their records; all but `slack` of them must be taken, the
@@ -357,6 +378,23 @@ def _epk_kernel(  # noqa: PLR0917
                     near_t[v] = -1
             else:
                 size = gsize
+        elif use_bk:
+            size = _bk_query(
+                ix,
+                xs,
+                orig[best_t],
+                cap,
+                hd,
+                ht,
+                pos_of,
+                cen,
+                sec,
+                top,
+                rem,
+                near_d,
+                near_t,
+            )
+            gsize = size
         for i0 in range(0, nu if gsize < 0 else 0, _CHUNK):
             L = min(_CHUNK, nu - i0)
             # records at least lim away change nothing below (lim only shrinks): pruned
@@ -494,6 +532,8 @@ def _epk_kernel(  # noqa: PLR0917
                 XT[c, t] = XT[c, nu]
             if use_grid:
                 _grid_remove(t, nu, cellid, cstart, ccnt, cm, gslot)
+            if use_bk:
+                _bk_remove(ix, orig[t])
             secc[t] = secc[nu]
             orig[t] = orig[nu]
             pos_of[orig[t]] = t
@@ -556,7 +596,9 @@ def enhanced_pk_clustering(X: FloatArray, S: npt.ArrayLike, k: int, p: int) -> I
     nsec = int(sec.max()) + 1
     nc = max(1, min(cond.max_clusters, X.shape[0] // k))
     logger.debug("enhanced-pk: %d SECs, maxClusters=%d, iValue=%d", nsec, nc, cond.i_value)
-    labels = _epk_kernel(X, np.ascontiguousarray(codes), sec, nsec, k, p, nc)
+    # the block index's box bounds assume finite data; otherwise the plain passes
+    blocks = bool(np.isfinite(X).all())
+    labels = _epk_kernel(X, np.ascontiguousarray(codes), sec, nsec, k, p, nc, blocks)
     return _merge_repair(X, codes, np.asarray(labels, dtype=np.int64), k, p)
 
 

@@ -13,8 +13,12 @@ import numpy.typing as npt
 
 from locpriv.errors import ConfigError
 from locpriv.tabular._knn import (
+    _BK_MIN,
     _CHUNK,
     _GRID_MIN,
+    _bk_build,
+    _bk_knn,
+    _bk_remove,
     _chunk_dist,
     _grid_build,
     _grid_remove,
@@ -36,6 +40,7 @@ def _seeded_kernel(  # noqa: PLR0917
     p: int,
     mode: int,
     rnd: FloatArray,
+    blocks: bool = True,
 ) -> IntArray:
     n, d = X.shape
     m = S.shape[1]
@@ -75,8 +80,10 @@ def _seeded_kernel(  # noqa: PLR0917
     ref = np.empty(d)
     xs = np.empty(d)
     cen = np.empty(d)
-    g1 = np.inf  # guesses of the squared distance to the nearest / to the cap-th nearest
-    gk = np.inf
+    # guesses (for the plain pass) of the squared distance to the nearest record (Algorithm
+    # 3's seed) and to the last candidate of each stage of the walk
+    g1 = np.inf
+    gk = np.full(2, np.inf)
     acc = np.empty(_CHUNK)
     # pivot for the furthest-from-centroid search: dp[t] = d(x_t, pv) (not squared)
     dp = np.zeros(n)
@@ -97,8 +104,18 @@ def _seeded_kernel(  # noqa: PLR0917
     gw = np.ones(d)
     if use_grid:
         gw = _grid_build(XT, lo, hi, G, cellid, cstart, ccnt, cm, gslot)
+    # otherwise (while n >= _BK_MIN) a block index answers them; rebuilt when half the records
+    # it was built on are gone
+    use_bk = blocks and not use_grid and n >= _BK_MIN
+    ix = _bk_build(XT, n if use_bk else 0, orig, n)
+    bk_n = n
     g = 0
     while nu >= k and udist.min() >= p:
+        if use_bk and 2 * nu < bk_n:
+            use_bk = nu >= _BK_MIN
+            if use_bk:
+                ix = _bk_build(XT, nu, orig, n)
+                bk_n = nu
         # --- seed selection
         best_t = 0
         if mode == 0:  # Algorithm 2: furthest from the average of the unassigned records
@@ -157,26 +174,45 @@ def _seeded_kernel(  # noqa: PLR0917
             got = -1
             if use_grid:
                 got = _knn_grid(XT, nu, ref, -1, 1, hd, ht, lo, gw, G, cstart, ccnt, cm)
+            elif use_bk:
+                got = _bk_knn(ix, ref, -1, 1, hd, ht, pos_of, cen)
             if got < 0:
                 _knn(XT, nu, ref, -1, 1, cen, hd, ht, g1)
             best_t = ht[0]
             g1 = 2.0 * hd[0]
         for c in range(d):
             xs[c] = XT[c, best_t]
-        # --- nearest candidates (one chunked pass, bounded sorted buffer), widened if needed
+        # --- the walk over the records by increasing (distance to the seed, position), seed
+        # first. It is sequential and (see docs/tabular.md) completes the group within a prefix
+        # of the order or not at all, so it runs on the k+1 nearest first, then on the cap
+        # nearest, and only then on the whole remainder, sorted
         for c in range(d):
             cen[c] = sumx[c] / nu
-        size = -1
-        if use_grid:
-            size = _knn_grid(XT, nu, xs, best_t, cap, hd, ht, lo, gw, G, cstart, ccnt, cm)
-        if size < 0:
-            size = _knn(XT, nu, xs, best_t, cap, cen, hd, ht, gk)
-        if size == cap:
-            gk = 1.5 * hd[cap - 1]
-        order = ht[:size].copy()
         done = False
         nmem = 0
+        stage = 0
         while True:
+            if stage < 2:
+                cq = k + 1 if stage == 0 else cap
+                size = -1
+                if use_grid:
+                    size = _knn_grid(XT, nu, xs, best_t, cq, hd, ht, lo, gw, G, cstart, ccnt, cm)
+                elif use_bk:
+                    size = _bk_knn(ix, xs, orig[best_t], cq, hd, ht, pos_of, cen)
+                if size < 0:
+                    size = _knn(XT, nu, xs, best_t, cq, cen, hd, ht, gk[stage])
+                if size == cq:
+                    gk[stage] = 1.5 * hd[cq - 1]
+                order = ht[:size].copy()
+            else:  # every unassigned record, sorted by distance to the seed
+                dist = np.empty(nu)
+                for i0 in range(0, nu, _CHUNK):
+                    L = min(_CHUNK, nu - i0)
+                    _chunk_dist(XT, i0, L, xs, acc)
+                    for i in range(L):
+                        dist[i0 + i] = acc[i]
+                dist[best_t] = -1.0
+                order = np.argsort(dist, kind="mergesort")
             nmem = 0
             nskip = 0
             for j in range(m):
@@ -225,15 +261,7 @@ def _seeded_kernel(  # noqa: PLR0917
                     seen[j, Sc[t, j]] = False
             if done or order.size >= nu:
                 break
-            # widen to every unassigned record, sorted by distance to the seed
-            dist = np.empty(nu)
-            for i0 in range(0, nu, _CHUNK):
-                L = min(_CHUNK, nu - i0)
-                _chunk_dist(XT, i0, L, xs, acc)
-                for i in range(L):
-                    dist[i0 + i] = acc[i]
-            dist[best_t] = -1.0
-            order = np.argsort(dist, kind="mergesort")
+            stage += 1
         if not done:
             break
         # --- commit the group: label, update counts, swap-remove (descending positions)
@@ -251,6 +279,8 @@ def _seeded_kernel(  # noqa: PLR0917
             nu -= 1
             if use_grid:
                 _grid_remove(t, nu, cellid, cstart, ccnt, cm, gslot)
+            if use_bk:
+                _bk_remove(ix, orig[t])
             for c in range(d):
                 XT[c, t] = XT[c, nu]
             for j in range(m):
@@ -306,10 +336,11 @@ def seeded_groups(
     for the missing values within k records; stop when the group has >= k records and >= p distinct
     values of every attribute. Leftover records join the group with the closest centroid, so groups
     may exceed k. Labels are 0..g-1 in creation order. Work per group, on a compacted copy: the
-    seed search (Algorithm 2: a shell of records around a pivot; Algorithm 3: a pruned pass) and
-    a pruned pass keeping the ~4k nearest candidates (grid rings when d <= 2); only when those
-    cannot satisfy p is the whole remainder sorted. Every shortcut gives exactly the plain
-    passes' results (docs/tabular.md).
+    seed search (Algorithm 2: a shell of records around a pivot; Algorithm 3: a nearest-record
+    query) and the walk over the seed's k+1 nearest records, widened to the 4k+4 nearest and
+    then to the whole remainder sorted only when the group is not complete. Nearest-record
+    queries use grid rings (d <= 2), a block index (d > 2) or a pruned pass. Every shortcut
+    gives exactly the plain passes' results (docs/tabular.md).
     """
     # psensitive re-exports this module's functions, so its helpers are imported at call time
     from locpriv.tabular.psensitive import _as_codes, require_feasible
@@ -323,7 +354,9 @@ def seeded_groups(
     rng = rng if rng is not None else np.random.default_rng(0)
     rnd = rng.random((X.shape[0] // k + 1, X.shape[1])) if mode else np.zeros((1, 1))
     nvals = codes.max(axis=0) + 1
-    out: IntArray = _seeded_kernel(X, np.ascontiguousarray(codes), nvals, k, p, mode, rnd)
+    # the block index's box bounds assume finite data; otherwise the plain passes
+    blocks = bool(np.isfinite(X).all())
+    out: IntArray = _seeded_kernel(X, np.ascontiguousarray(codes), nvals, k, p, mode, rnd, blocks)
     return out
 
 
