@@ -64,24 +64,79 @@ _CHUNK = 256
 
 
 @numba.njit(cache=True)
-def _shell_max(
-    shell: IntArray, nsh: int, labels: IntArray, dp: FloatArray, pos_of: IntArray
-) -> tuple[float, int]:
-    """Max of ``dp`` over the shell's still-unassigned records; assigned ones are swap-removed.
+def _shell_build(  # noqa: PLR0917
+    dp: FloatArray, nu: int, k: int, orig: IntArray, shell: IntArray, sdp: FloatArray
+) -> tuple[int, float]:
+    """The shell of a new pivot: the records with ``dp >= cut`` (original indices) into
+    ``shell``, by decreasing dp (their dp into ``sdp``). ``cut`` leaves about 4 sqrt(nu k)
+    records above it (a quantile of a sample of ~4096 dp values; any cut is correct, only the
+    shell's size depends on it). Returns ``(nsh, cut)``."""
+    msh = min(nu, max(64, int(4.0 * np.sqrt(nu * k))))
+    cut = -1.0
+    if msh < nu:
+        st = max(1, nu // 4096)
+        ns = (nu + st - 1) // st
+        samp = np.empty(ns)
+        for i in range(ns):
+            samp[i] = dp[i * st]
+        r = max(1, msh // st)
+        cut = np.partition(samp, ns - r)[ns - r]
+    nsh = 0
+    for t in range(nu):
+        if dp[t] >= cut:
+            shell[nsh] = orig[t]
+            sdp[nsh] = dp[t]
+            nsh += 1
+    order = np.argsort(-sdp[:nsh])
+    so = shell[:nsh][order]
+    sd = sdp[:nsh][order]
+    shell[:nsh] = so
+    sdp[:nsh] = sd
+    return nsh, cut
 
-    Returns ``(maxdp, nsh)`` (0.0 for an empty shell); ``shell[:nsh]`` holds the live records.
-    """
-    maxdp = 0.0
-    s = 0
-    while s < nsh:
+
+@numba.njit(cache=True)
+def _shell_head(shell: IntArray, head: int, nsh: int, labels: IntArray) -> int:
+    """Skip the shell's leading assigned records: ``shell[head]`` (if ``head < nsh``) is then
+    the live record of largest dp, ``head == nsh`` an empty shell."""
+    while head < nsh and labels[shell[head]] >= 0:
+        head += 1
+    return head
+
+
+@numba.njit(cache=True)
+def _shell_furthest(  # noqa: PLR0917
+    shell: IntArray,
+    sdp: FloatArray,
+    head: int,
+    nsh: int,
+    labels: IntArray,
+    pos_of: IntArray,
+    thr: float,
+    XT: FloatArray,
+    ref: FloatArray,
+) -> tuple[int, float]:
+    """Among the shell's live records with dp >= ``thr`` (a prefix of the sorted shell), the
+    compact position and squared distance of the one furthest from ``ref`` (columns added in
+    order; ties: lowest position, as the plain scan)."""
+    d = XT.shape[0]
+    best_v = -1.0
+    best_t = -1
+    for s in range(head, nsh):
+        if sdp[s] < thr:
+            break
         o = shell[s]
         if labels[o] >= 0:
-            nsh -= 1
-            shell[s] = shell[nsh]
             continue
-        maxdp = max(maxdp, dp[pos_of[o]])
-        s += 1
-    return maxdp, nsh
+        t = pos_of[o]
+        a = 0.0
+        for c in range(d):
+            diff = XT[c, t] - ref[c]
+            a += diff * diff
+        if a > best_v or (a == best_v and t < best_t):
+            best_v = a
+            best_t = t
+    return best_t, best_v
 
 
 @numba.njit(cache=True)

@@ -51,7 +51,9 @@ from locpriv.tabular._knn import (
     _lex_insert,
     _n_prune,
     _prune_cols,
-    _shell_max,
+    _shell_build,
+    _shell_furthest,
+    _shell_head,
 )
 from locpriv.tabular.psensitive import _as_codes, require_feasible
 
@@ -236,8 +238,12 @@ def _epk_kernel(  # noqa: PLR0917
     use_bk = blocks and not use_grid and n >= _BK_MIN
     ix = _bk_build(XT, n if use_bk else 0, orig, n)
     bk_n = n
-    shell = np.empty(n, dtype=np.int64)  # original indices of the records with dp >= cut
+    # original indices of the records with dp >= cut, by decreasing dp (sdp); the assigned ones
+    # before ``head`` are skipped for good
+    shell = np.empty(n, dtype=np.int64)
+    sdp = np.empty(n)
     nsh = 0
+    head = 0
     cut = np.inf
     pos_of = np.arange(n)  # position of each original record in the compact arrays
     near_t = np.empty(nsec, dtype=np.int64)
@@ -296,22 +302,14 @@ def _epk_kernel(  # noqa: PLR0917
                 delta += (pv[c] - xs[c]) ** 2
             delta = np.sqrt(delta)
             # maxdp over the live records: in the shell (records with dp >= cut) while it has any
-            maxdp, nsh = _shell_max(shell, nsh, labels, dp, pos_of)
+            head = _shell_head(shell, head, nsh, labels)
+            maxdp = sdp[head] if head < nsh else 0.0
         thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
-        if forced == 0 and have_pivot and nsh > 0 and delta <= 0.05 * maxdp and thr >= cut:
+        if forced == 0 and have_pivot and head < nsh and delta <= 0.05 * maxdp and thr >= cut:
             # pivot pruning: d(x, c) <= dp + delta; the record of max dp has d >= maxdp - delta,
             # so the furthest record has dp >= thr >= cut: it is in the shell (ties: lowest
             # position, as the plain scan)
-            for s in range(nsh):
-                t = pos_of[shell[s]]
-                if dp[t] >= thr:
-                    a = 0.0
-                    for c in range(d):
-                        diff = XT[c, t] - xs[c]
-                        a += diff * diff
-                    if a > best_v or (a == best_v and t < best_t):
-                        best_v = a
-                        best_t = t
+            best_t, best_v = _shell_furthest(shell, sdp, head, nsh, labels, pos_of, thr, XT, xs)
         else:
             if forced == 0:  # (re)build the pivot at the current average
                 for c in range(d):
@@ -333,13 +331,8 @@ def _epk_kernel(  # noqa: PLR0917
                         best_v = acc[i]
                         best_t = i0 + i
             if forced == 0:  # the shell: the ~4 sqrt(nu k) records furthest from the pivot
-                msh = min(nu, max(64, int(4.0 * np.sqrt(nu * k))))
-                cut = np.partition(dp[:nu], nu - msh)[nu - msh]
-                nsh = 0
-                for t in range(nu):
-                    if dp[t] >= cut:
-                        shell[nsh] = orig[t]
-                        nsh += 1
+                nsh, cut = _shell_build(dp, nu, k, orig, shell, sdp)
+                head = 0
         for o in range(forced):
             inp[order[o]] = False
         # one pass: nearest record of every wanted SEC and the nearest candidates overall
@@ -558,8 +551,49 @@ def _epk_kernel(  # noqa: PLR0917
     return labels
 
 
+def _sec_ids(codes: IntArray) -> tuple[IntArray, int]:
+    """SEC of every record and the number of SECs: the inverse of
+    ``np.unique(codes, axis=0, return_inverse=True)`` (SECs in lexicographic order of their
+    tuples), from a mixed-radix key of the codes (each in 0..nv_j-1), ranked through a table
+    of the keys present when it is small, else by a 1-D ``np.unique`` of the keys."""
+    n, m = codes.shape
+    nv = codes.max(axis=0) + 1
+    total = 1
+    for j in range(m):
+        total *= int(nv[j])
+    if total > 2**62:  # pragma: no cover - the key would overflow
+        _, inv = np.unique(codes, axis=0, return_inverse=True)
+        sec = np.asarray(inv, dtype=np.int64).ravel()
+        return sec, int(sec.max()) + 1
+    key = codes[:, 0].astype(np.int64)
+    for j in range(1, m):
+        key = key * int(nv[j]) + codes[:, j]
+    if total <= 4 * n + 4096:
+        present = np.zeros(total, dtype=np.int64)
+        present[key] = 1
+        rank = np.cumsum(present) - 1
+        return rank[key], int(rank[-1]) + 1
+    uniq, inv = np.unique(key, return_inverse=True)
+    return np.asarray(inv, dtype=np.int64).ravel(), int(uniq.size)
+
+
 def _merge_repair(X: FloatArray, codes: IntArray, labels: IntArray, k: int, p: int) -> IntArray:
     """Merge any group below k records or p distinct values into its nearest group."""
+    g = int(labels.max()) + 1 if labels.size else 0
+    if g > 0 and int(labels.min()) >= 0:
+        # the kernel's labels are normally 0..g-1, all used, every group fine: nothing to do
+        # (the loop below would return them unchanged on its first round)
+        cnt = np.bincount(labels, minlength=g)
+        ok = bool((cnt >= k).all())
+        for j in range(codes.shape[1]):
+            if not ok:
+                break
+            nv = int(codes[:, j].max()) + 1
+            seen = np.zeros(g * nv, dtype=np.bool_)
+            seen[labels * nv + codes[:, j]] = True
+            ok = bool((seen.reshape(g, nv).sum(axis=1) >= p).all())
+        if ok:
+            return np.asarray(labels, dtype=np.int64)
     labels = labels.copy()
     while True:
         uniq, labels = np.unique(labels, return_inverse=True)
@@ -591,9 +625,7 @@ def enhanced_pk_clustering(X: FloatArray, S: npt.ArrayLike, k: int, p: int) -> I
     X = np.ascontiguousarray(X, dtype=np.float64)
     codes = _as_codes(S, X.shape[0])
     cond = require_feasible(codes, k, p)
-    _, sec = np.unique(codes, axis=0, return_inverse=True)
-    sec = np.asarray(sec, dtype=np.int64).ravel()
-    nsec = int(sec.max()) + 1
+    sec, nsec = _sec_ids(codes)
     nc = max(1, min(cond.max_clusters, X.shape[0] // k))
     logger.debug("enhanced-pk: %d SECs, maxClusters=%d, iValue=%d", nsec, nc, cond.i_value)
     # the block index's box bounds assume finite data; otherwise the plain passes

@@ -24,7 +24,9 @@ from locpriv.tabular._knn import (
     _grid_remove,
     _knn,
     _knn_grid,
-    _shell_max,
+    _shell_build,
+    _shell_furthest,
+    _shell_head,
 )
 
 FloatArray = npt.NDArray[np.float64]
@@ -89,8 +91,12 @@ def _seeded_kernel(  # noqa: PLR0917
     dp = np.zeros(n)
     pv = np.empty(d)
     have_pivot = False
-    shell = np.empty(n, dtype=np.int64)  # original indices of the records with dp >= cut
+    # original indices of the records with dp >= cut, by decreasing dp (sdp); the assigned ones
+    # before ``head`` are skipped for good
+    shell = np.empty(n, dtype=np.int64)
+    sdp = np.empty(n)
     nsh = 0
+    head = 0
     cut = np.inf
     pos_of = np.arange(n)  # position of each original record in the compact arrays
     # low dimensions: a grid over the data's box answers the k-nearest queries by rings of cells
@@ -127,9 +133,10 @@ def _seeded_kernel(  # noqa: PLR0917
                     delta += (pv[c] - ref[c]) ** 2
                 delta = np.sqrt(delta)
             # maxdp over the live records: in the shell (records with dp >= cut) while it has any
-            maxdp, nsh = _shell_max(shell, nsh, labels, dp, pos_of)
+            head = _shell_head(shell, head, nsh, labels)
+            maxdp = sdp[head] if head < nsh else 0.0
             thr = maxdp - 2.0 * delta - 1e-12 * (1.0 + maxdp)
-            if not have_pivot or nsh == 0 or delta > 0.05 * maxdp or thr < cut:
+            if not have_pivot or head == nsh or delta > 0.05 * maxdp or thr < cut:
                 # (re)build the pivot at the current centroid: one full pass, which also finds
                 # the furthest record; the shell = the ~4 sqrt(nu k) records furthest from it
                 for c in range(d):
@@ -144,28 +151,12 @@ def _seeded_kernel(  # noqa: PLR0917
                             best_v = acc[i]
                             best_t = i0 + i
                 have_pivot = True
-                msh = min(nu, max(64, int(4.0 * np.sqrt(nu * k))))
-                cut = np.partition(dp[:nu], nu - msh)[nu - msh]
-                nsh = 0
-                for t in range(nu):
-                    if dp[t] >= cut:
-                        shell[nsh] = orig[t]
-                        nsh += 1
+                nsh, cut = _shell_build(dp, nu, k, orig, shell, sdp)
+                head = 0
             else:
                 # d(x, c) <= dp + delta and the record of max dp has d >= maxdp - delta, so the
                 # furthest record has dp >= thr >= cut: it is in the shell. Ties: lowest position
-                best_v = -1.0
-                best_t = -1
-                for s in range(nsh):
-                    t = pos_of[shell[s]]
-                    if dp[t] >= thr:
-                        a = 0.0
-                        for c in range(d):
-                            diff = XT[c, t] - ref[c]
-                            a += diff * diff
-                        if a > best_v or (a == best_v and t < best_t):
-                            best_v = a
-                            best_t = t
+                best_t, _ = _shell_furthest(shell, sdp, head, nsh, labels, pos_of, thr, XT, ref)
         else:  # Algorithm 3: nearest to a uniform random vector over the attribute ranges
             for c in range(d):
                 ref[c] = lo[c] + rnd[g, c] * (hi[c] - lo[c])

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from locpriv.tabular._knn import _BK_MIN, _bk_build, _bk_knn, _bk_query, _bk_remove, _knn
-from locpriv.tabular.enhanced_pk import _epk_kernel
+from locpriv.tabular.enhanced_pk import _epk_kernel, _merge_repair, _sec_ids
 from locpriv.tabular.psensitive import _as_codes, conditions
 from locpriv.tabular.seeded import _seeded_kernel, seeded_groups
 
@@ -176,3 +176,155 @@ def test_seeded_walk_widens_exactly(d: int) -> None:
     got = seeded_groups(Z, s, k, p, seed_mode="random", rng=np.random.default_rng(3))
     rnd = np.random.default_rng(3).random((n // k + 1, d))
     assert np.array_equal(got, _reference_walk(Z, s, k, p, rnd))
+
+
+def _reference_compact(  # noqa: PLR0917
+    X: np.ndarray, S: np.ndarray, k: int, p: int, mode: int, rnd: np.ndarray
+) -> np.ndarray:
+    """Plain Python Algorithm 1 with the kernel's exact conventions, so that ties are decided
+    alike: records in a compact array with swap-remove (members leave by decreasing position),
+    ties by compact position, the column sums of the live records updated by subtraction,
+    squared distances summed over the columns in order (Python floats round as float64)."""
+    n, d = X.shape
+    m = S.shape[1]
+    rows = [list(map(float, X[i])) for i in range(n)]
+    orig = list(range(n))
+    sumx = [0.0] * d
+    for i in range(n):
+        for c in range(d):
+            sumx[c] += rows[i][c]
+    lo = [min(r[c] for r in rows) for c in range(d)]
+    hi = [max(r[c] for r in rows) for c in range(d)]
+    labels = [-1] * n
+
+    def dist(a: list[float], b: list[float]) -> float:
+        acc = 0.0
+        for c in range(d):
+            t = a[c] - b[c]
+            acc += t * t
+        return acc
+
+    g = 0
+    nu = n
+    while nu >= k and all(len({int(S[o, j]) for o in orig[:nu]}) >= p for j in range(m)):
+        if mode == 0:
+            ref = [sumx[c] / nu for c in range(d)]
+            seed = max(range(nu), key=lambda t: (dist(rows[orig[t]], ref), -t))
+        else:
+            ref = [lo[c] + float(rnd[g, c]) * (hi[c] - lo[c]) for c in range(d)]
+            seed = min(range(nu), key=lambda t: (dist(rows[orig[t]], ref), t))
+        xs = rows[orig[seed]]
+        order = sorted(range(nu), key=lambda t: (-1.0 if t == seed else dist(rows[orig[t]], xs), t))
+        members: list[int] = []
+        seen: list[set[int]] = [set() for _ in range(m)]
+        for t in order:
+            deficit = max([0] + [p - len(seen[j]) for j in range(m)])
+            adds = any(len(seen[j]) < p and int(S[orig[t], j]) not in seen[j] for j in range(m))
+            if adds or len(members) + 1 + deficit <= k:
+                members.append(t)
+                for j in range(m):
+                    seen[j].add(int(S[orig[t], j]))
+                if len(members) >= k and all(len(seen[j]) >= p for j in range(m)):
+                    break
+        else:
+            break
+        for t in sorted(members, reverse=True):
+            o = orig[t]
+            labels[o] = g
+            for c in range(d):
+                sumx[c] -= rows[o][c]
+            nu -= 1
+            orig[t] = orig[nu]
+        g += 1
+    if g == 0:
+        return np.zeros(n, dtype=np.int64)
+    cent = [[0.0] * d for _ in range(g)]
+    cnt = [0.0] * g
+    for i in range(n):
+        if labels[i] >= 0:
+            cnt[labels[i]] += 1.0
+            for c in range(d):
+                cent[labels[i]][c] += rows[i][c]
+    for a in range(g):
+        for c in range(d):
+            cent[a][c] /= cnt[a]
+    for t in range(nu):
+        o = orig[t]
+        labels[o] = min(range(g), key=lambda a: (dist(rows[o], cent[a]), a))
+    return np.asarray(labels, dtype=np.int64)
+
+
+@pytest.mark.parametrize(("n", "d", "k", "p"), [(2300, 2, 3, 2), (1500, 4, 3, 2), (1300, 9, 5, 3)])
+@pytest.mark.parametrize("mode", [0, 1])
+def test_seeded_kernel_equals_compact_reference_with_ties(
+    n: int, d: int, k: int, p: int, mode: int
+) -> None:
+    """Tied data through every path: grid (d <= 2, n >= 2048) or block index (d > 2,
+    n >= _BK_MIN), the pivot shell (mode 0), the staged walk (values clustered in space)."""
+    rng = np.random.default_rng(n + d + mode)
+    X = np.round(rng.random((n, d)) * 6) / 6
+    X[: n // 5] *= 0.02
+    S = np.minimum(rng.geometric(0.3, (n, 1)) - 1, 4)
+    S[X[:, 0] > 0.8] = 0  # a region of one value: the walk must widen
+    codes, nvals, rnd = _kernel_args(X, S, k)
+    got = _seeded_kernel(X, codes, nvals, k, p, mode, rnd, True)
+    assert np.array_equal(got, _reference_compact(X, codes, k, p, mode, rnd))
+
+
+def test_sec_ids_equal_numpy_unique_rows() -> None:
+    rng = np.random.default_rng(5)
+    for t in range(200):
+        n = int(rng.integers(1, 200))
+        m = int(rng.integers(1, 4))
+        hi = 2000 if t % 5 == 0 else int(rng.integers(1, 12))  # large: the 1-D unique path
+        codes = _as_codes(rng.integers(0, hi, (n, m)), n)
+        _, inv = np.unique(codes, axis=0, return_inverse=True)
+        inv = np.asarray(inv, dtype=np.int64).ravel()
+        sec, nsec = _sec_ids(codes)
+        assert np.array_equal(sec, inv)
+        assert nsec == int(inv.max()) + 1
+
+
+def _merge_repair_loop(
+    X: np.ndarray, codes: np.ndarray, labels: np.ndarray, k: int, p: int
+) -> np.ndarray:
+    """The merge loop alone (what _merge_repair did before its fast path)."""
+    labels = labels.copy()
+    while True:
+        uniq, labels = np.unique(labels, return_inverse=True)
+        g = uniq.size
+        if g <= 1:
+            return np.asarray(labels, dtype=np.int64)
+        cnt = np.bincount(labels, minlength=g)
+        bad = cnt < k
+        for j in range(codes.shape[1]):
+            nv = int(codes[:, j].max()) + 1
+            pairs = np.unique(labels * nv + codes[:, j])
+            bad |= np.bincount(pairs // nv, minlength=g) < p
+        if not bad.any():
+            return np.asarray(labels, dtype=np.int64)
+        cent = np.zeros((g, X.shape[1]))
+        np.add.at(cent, labels, X)
+        cent /= cnt[:, None]
+        b = int(np.flatnonzero(bad)[0])
+        dist = np.sum((cent - cent[b]) ** 2, axis=1)
+        dist[b] = np.inf
+        labels[labels == b] = int(np.argmin(dist))
+
+
+def test_merge_repair_fast_path_equals_the_loop() -> None:
+    rng = np.random.default_rng(6)
+    for t in range(600):
+        n = int(rng.integers(1, 60))
+        k = int(rng.integers(1, 5))
+        p = int(rng.integers(1, k + 1))
+        X = rng.random((n, 2))
+        codes = _as_codes(rng.integers(0, int(rng.integers(1, 5)), (n, int(rng.integers(1, 3)))), n)
+        g = int(rng.integers(1, max(2, n // k) + 1))
+        labels = rng.integers(0, g, n)
+        if t % 3 == 0:  # compact, equal-size groups: usually the fast path
+            labels = np.repeat(np.arange(n // k + 1), k)[:n]
+        labels = labels.astype(np.int64)
+        got = _merge_repair(X, codes, labels, k, p)
+        assert np.array_equal(got, _merge_repair_loop(X, codes, labels, k, p))
+        assert got.dtype == np.int64
