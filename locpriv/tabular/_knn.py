@@ -476,7 +476,7 @@ def _knn_grid(  # noqa: PLR0917
 
 # --- block index (d > 2) ----------------------------------------------------------------------
 # The live records are copied, column by column, into ``BT`` in the leaf order of a k-d tree
-# (median cuts on the widest column) and cut into blocks of at most ``_BLOCK`` records; each
+# (median cuts on the widest column) and cut into blocks of at most a few hundred records; each
 # block keeps its live records at the front of its span and the bounding box of the records it
 # held (tightened when a record on the box leaves). A query bounds every block from its box and
 # computes distances only in blocks whose bound does not rule them out. The index is a tuple
@@ -486,7 +486,12 @@ def _knn_grid(  # noqa: PLR0917
 # record o. Ties are decided by the caller's compact position ``pos_of[o]``, the key of the
 # plain passes, so a query's answer does not depend on the layout.
 
-_BLOCK = 128  # records per block
+# records per block: at most 512 while the records number <= 32768 (the bounds prune little
+# there, and larger blocks cost less per record), else at most 256 (100k x 13 uniform: ~5 %
+# faster than 512; 128 was slower at both sizes)
+_BLOCK = 256
+_BLOCK_SMALL_N = 512
+_SMALL_N = 32768
 _BK_MIN = 1024  # live records from which the block index is used
 _BK_SEEDS = 4  # blocks visited first: the nearest boxes
 
@@ -582,8 +587,9 @@ def _bk_build(XT: FloatArray, nu: int, orig: IntArray, n: int):  # type: ignore[
     out of ``n``)."""
     d = XT.shape[0]
     perm = np.empty(nu, dtype=np.int64)
-    starts = np.empty(2 * (nu // _BLOCK) + 4, dtype=np.int64)
-    nb = _kd_order(XT, nu, _BLOCK, perm, starts)
+    B = _BLOCK_SMALL_N if nu <= _SMALL_N else _BLOCK
+    starts = np.empty(2 * (nu // B) + 4, dtype=np.int64)
+    nb = _kd_order(XT, nu, B, perm, starts)
     BT = np.empty((d, nu))
     bidx = np.empty(nu, dtype=np.int64)
     pblk = np.empty(nu, dtype=np.int64)
@@ -838,9 +844,10 @@ def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
             wmax = max(wmax, near_d[top[w]])
     lim = max(kth, wmax)
     nseed += _bk_seeds(mind, _BK_SEEDS, seeds[nseed:])
-    part = np.empty(_BLOCK)
-    surv = np.empty(_BLOCK, dtype=np.int64)
-    acc = np.empty(_BLOCK)
+    bmax = max(_BLOCK, _BLOCK_SMALL_N)
+    part = np.empty(bmax)
+    surv = np.empty(bmax, dtype=np.int64)
+    acc = np.empty(bmax)
     done = np.zeros(nb, dtype=np.bool_)
     for step in range(nseed + nb):
         b = seeds[step] if step < nseed else step - nseed
