@@ -584,7 +584,7 @@ def _bk_box(  # noqa: PLR0917
 @numba.njit(cache=True)
 def _bk_build(XT: FloatArray, nu: int, orig: IntArray, n: int):  # type: ignore[no-untyped-def]
     """Block index of the compact live records ``0..nu-1`` (``orig``: their original indices,
-    out of ``n``)."""
+    out of ``n``) and the workspace of its queries: returns ``(ix, ws)``."""
     d = XT.shape[0]
     perm = np.empty(nu, dtype=np.int64)
     B = _BLOCK_SMALL_N if nu <= _SMALL_N else _BLOCK
@@ -612,7 +612,19 @@ def _bk_build(XT: FloatArray, nu: int, orig: IntArray, n: int):  # type: ignore[
         for p in range(bstart[b], bstart[b + 1]):
             pblk[p] = b
         _bk_box(BT, bstart[b], bcnt[b], b, blo, bhi)
-    return BT, bidx, pblk, bstart, bcnt, blo, bhi, bpos
+    # query workspace (allocated once per build): box bounds, visit stamps, seeds, block buffers
+    bmax = max(_BLOCK, _BLOCK_SMALL_N)
+    mind = np.empty(nb)
+    vis = np.zeros(nb, dtype=np.int64)
+    stamp = np.zeros(1, dtype=np.int64)
+    seeds = np.empty(_BK_SEEDS + 1, dtype=np.int64)
+    part = np.empty(bmax)
+    surv = np.empty(bmax, dtype=np.int64)
+    acc = np.empty(bmax)
+    cols = np.empty(d, dtype=np.int64)
+    gap = np.empty(d)
+    ws = (mind, vis, stamp, seeds, part, surv, acc, cols, gap)
+    return (BT, bidx, pblk, bstart, bcnt, blo, bhi, bpos), ws
 
 
 @numba.njit(cache=True)
@@ -787,6 +799,7 @@ def _bk_block_dist(  # noqa: PLR0917
 @numba.njit(cache=True)
 def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     ix,
+    ws,
     q: FloatArray,
     self_o: int,
     cap: int,
@@ -816,13 +829,24 @@ def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     included), a record only if its partial distance does, by more than the slack.
     """
     BT, bidx, pblk, bstart, bcnt, _, _, bpos = ix
+    mind, vis, stamp, seeds, part, surv, acc, cols, gap = ws
     nb = bcnt.shape[0]
     ntop = top.shape[0]
-    cols = _prune_cols(q, center)
-    J = _n_prune_bk(BT.shape[0])
-    mind = np.empty(nb)
+    d = BT.shape[0]
+    # columns by decreasing (q_j - center_j)**2 (insertion sort; any order is correct)
+    for j in range(d):
+        g = (q[j] - center[j]) ** 2
+        u = j
+        while u > 0 and gap[u - 1] < g:
+            gap[u] = gap[u - 1]
+            cols[u] = cols[u - 1]
+            u -= 1
+        gap[u] = g
+        cols[u] = j
+    J = _n_prune_bk(d)
     _bk_bounds(ix, q, mind)
-    seeds = np.empty(_BK_SEEDS + 1, dtype=np.int64)
+    stamp[0] += 1
+    st = stamp[0]
     nseed = 0
     size = 0
     kth = np.inf
@@ -844,16 +868,11 @@ def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
             wmax = max(wmax, near_d[top[w]])
     lim = max(kth, wmax)
     nseed += _bk_seeds(mind, _BK_SEEDS, seeds[nseed:])
-    bmax = max(_BLOCK, _BLOCK_SMALL_N)
-    part = np.empty(bmax)
-    surv = np.empty(bmax, dtype=np.int64)
-    acc = np.empty(bmax)
-    done = np.zeros(nb, dtype=np.bool_)
     for step in range(nseed + nb):
         b = seeds[step] if step < nseed else step - nseed
-        if done[b]:
+        if vis[b] == st:
             continue
-        done[b] = True
+        vis[b] = st
         if mind[b] > lim or bcnt[b] == 0:
             continue
         p0 = bstart[b]
@@ -887,6 +906,7 @@ def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
 @numba.njit(cache=True)
 def _bk_knn(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     ix,
+    ws,
     q: FloatArray,
     self_o: int,
     cap: int,
@@ -898,5 +918,5 @@ def _bk_knn(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """:func:`_bk_query` without SECs: the ``cap`` nearest live records (see there)."""
     none = np.empty(0, dtype=np.int64)
     return _bk_query(
-        ix, q, self_o, cap, hd, ht, pos_of, center, none, none, none, np.empty(0), none
+        ix, ws, q, self_o, cap, hd, ht, pos_of, center, none, none, none, np.empty(0), none
     )

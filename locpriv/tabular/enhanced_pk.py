@@ -236,7 +236,7 @@ def _epk_kernel(  # noqa: PLR0917
     # otherwise (while n >= _BK_MIN) a block index answers it; rebuilt when half the records it
     # was built on are gone
     use_bk = blocks and not use_grid and n >= _BK_MIN
-    ix = _bk_build(XT, n if use_bk else 0, orig, n)
+    ix, ws = _bk_build(XT, n if use_bk else 0, orig, n)
     bk_n = n
     # original indices of the records with dp >= cut, by decreasing dp (sdp); the assigned ones
     # before ``head`` are skipped for good
@@ -268,7 +268,7 @@ def _epk_kernel(  # noqa: PLR0917
         if use_bk and 2 * nu < bk_n:
             use_bk = nu >= _BK_MIN
             if use_bk:
-                ix = _bk_build(XT, nu, orig, n)
+                ix, ws = _bk_build(XT, nu, orig, n)
                 bk_n = nu
         C = nc - g - 1  # clusters still to build after this one
         # Split. Saturated SECs (r_v >= C + 1) lose a unit of the invariant's sum whether or not
@@ -374,6 +374,7 @@ def _epk_kernel(  # noqa: PLR0917
         elif use_bk:
             size = _bk_query(
                 ix,
+                ws,
                 xs,
                 orig[best_t],
                 cap,

@@ -113,14 +113,14 @@ def _seeded_kernel(  # noqa: PLR0917
     # otherwise (while n >= _BK_MIN) a block index answers them; rebuilt when half the records
     # it was built on are gone
     use_bk = blocks and not use_grid and n >= _BK_MIN
-    ix = _bk_build(XT, n if use_bk else 0, orig, n)
+    ix, ws = _bk_build(XT, n if use_bk else 0, orig, n)
     bk_n = n
     g = 0
     while nu >= k and udist.min() >= p:
         if use_bk and 2 * nu < bk_n:
             use_bk = nu >= _BK_MIN
             if use_bk:
-                ix = _bk_build(XT, nu, orig, n)
+                ix, ws = _bk_build(XT, nu, orig, n)
                 bk_n = nu
         # --- seed selection
         best_t = 0
@@ -166,7 +166,7 @@ def _seeded_kernel(  # noqa: PLR0917
             if use_grid:
                 got = _knn_grid(XT, nu, ref, -1, 1, hd, ht, lo, gw, G, cstart, ccnt, cm)
             elif use_bk:
-                got = _bk_knn(ix, ref, -1, 1, hd, ht, pos_of, cen)
+                got = _bk_knn(ix, ws, ref, -1, 1, hd, ht, pos_of, cen)
             if got < 0:
                 _knn(XT, nu, ref, -1, 1, cen, hd, ht, g1)
             best_t = ht[0]
@@ -189,7 +189,7 @@ def _seeded_kernel(  # noqa: PLR0917
                 if use_grid:
                     size = _knn_grid(XT, nu, xs, best_t, cq, hd, ht, lo, gw, G, cstart, ccnt, cm)
                 elif use_bk:
-                    size = _bk_knn(ix, xs, orig[best_t], cq, hd, ht, pos_of, cen)
+                    size = _bk_knn(ix, ws, xs, orig[best_t], cq, hd, ht, pos_of, cen)
                 if size < 0:
                     size = _knn(XT, nu, xs, best_t, cq, cen, hd, ht, gk[stage])
                 if size == cq:

@@ -45,7 +45,7 @@ def test_block_query_equals_plain_pass_as_records_leave(d: int, tied: bool) -> N
     orig = np.arange(n)
     pos_of = np.arange(n)
     nu = n
-    ix = _bk_build(XT, nu, orig, n)
+    ix, ws = _bk_build(XT, nu, orig, n)
     sec = rng.integers(0, 6, n)
     for it in range(120):
         cap = int(rng.choice([1, 4, 16]))
@@ -59,7 +59,7 @@ def test_block_query_equals_plain_pass_as_records_leave(d: int, tied: bool) -> N
         hd = np.empty(cap)
         ht = np.empty(cap, dtype=np.int64)
         self_o = int(orig[self_t]) if self_t >= 0 else -1
-        size = _bk_knn(ix, q, self_o, cap, hd, ht, pos_of, XT[:, :nu].mean(axis=1))
+        size = _bk_knn(ix, ws, q, self_o, cap, hd, ht, pos_of, XT[:, :nu].mean(axis=1))
         assert np.array_equal(hd[:size], want_d)
         assert np.array_equal(ht[:size], want_t)
         # with SECs: each wanted SEC's smallest (distance, position) live record
@@ -68,7 +68,7 @@ def test_block_query_equals_plain_pass_as_records_leave(d: int, tied: bool) -> N
         near_d = np.full(6, np.inf)
         near_t = np.full(6, -1, dtype=np.int64)
         size = _bk_query(
-            ix, q, self_o, cap, hd, ht, pos_of, XT[:, :nu].mean(axis=1), sec, top, rem,
+            ix, ws, q, self_o, cap, hd, ht, pos_of, XT[:, :nu].mean(axis=1), sec, top, rem,
             near_d, near_t,
         )  # fmt: skip
         assert np.array_equal(ht[:size], want_t)
