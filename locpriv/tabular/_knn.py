@@ -812,6 +812,7 @@ def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     rem: IntArray,
     near_d: FloatArray,
     near_t: IntArray,
+    guess: float = np.inf,
 ) -> int:
     """:func:`_knn` through the block index: the ``cap`` smallest (squared distance, compact
     position) pairs of the live records into hd/ht (compact positions), original record
@@ -827,6 +828,10 @@ def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     (distance, position) key. A block is skipped only if its box bound exceeds both the kth
     distance and every wanted SEC's nearest (no record in it can change anything, ties
     included), a record only if its partial distance does, by more than the slack.
+
+    ``guess`` (a guess of the final bound, e.g. from the previous query) prunes from the first
+    block on; if the kth distance or a wanted SEC's nearest does not end below it, the query is
+    repeated without it (as :func:`_knn_range` does).
     """
     BT, bidx, pblk, bstart, bcnt, _, _, bpos = ix
     mind, vis, stamp, seeds, part, surv, acc, cols, gap = ws
@@ -845,61 +850,81 @@ def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         cols[u] = j
     J = _n_prune_bk(d)
     _bk_bounds(ix, q, mind)
-    stamp[0] += 1
-    st = stamp[0]
     nseed = 0
-    size = 0
-    kth = np.inf
     if self_o >= 0:
-        ks = pos_of[self_o]
-        size = _key_insert(hd, ht, size, cap, -1.0, ks)
-        if size == cap:
-            kth = hd[cap - 1]
-        for w in range(ntop):
-            if top[w] == sec[self_o]:
-                near_d[top[w]] = -1.0
-                near_t[top[w]] = ks
         seeds[0] = pblk[bpos[self_o]]
         nseed = 1
-    # the wanted SECs' nearest bound the pass too (SECs without live records are not waited for)
-    wmax = -np.inf
-    for w in range(ntop):
-        if rem[top[w]] > 0:
-            wmax = max(wmax, near_d[top[w]])
-    lim = max(kth, wmax)
     nseed += _bk_seeds(mind, _BK_SEEDS, seeds[nseed:])
-    for step in range(nseed + nb):
-        b = seeds[step] if step < nseed else step - nseed
-        if vis[b] == st:
-            continue
-        vis[b] = st
-        if mind[b] > lim or bcnt[b] == 0:
-            continue
-        p0 = bstart[b]
-        ns = _bk_block_dist(BT, p0, bcnt[b], q, cols, J, lim, part, surv, acc)
-        for s in range(ns):
-            a = acc[s]
-            if a > lim:
+    size = 0
+    for attempt in range(2):
+        gs = guess if attempt == 0 else np.inf
+        if attempt == 1:  # the guess was too small: again without it, from scratch
+            for w in range(ntop):
+                near_d[top[w]] = np.inf
+                near_t[top[w]] = -1
+        stamp[0] += 1
+        st = stamp[0]
+        size = 0
+        kth = np.inf
+        if self_o >= 0:
+            ks = pos_of[self_o]
+            size = _key_insert(hd, ht, size, cap, -1.0, ks)
+            if size == cap:
+                kth = hd[cap - 1]
+            for w in range(ntop):
+                if top[w] == sec[self_o]:
+                    near_d[top[w]] = -1.0
+                    near_t[top[w]] = ks
+        # the wanted SECs' nearest bound the pass too (SECs without live records are not
+        # waited for)
+        wmax = -np.inf
+        for w in range(ntop):
+            if rem[top[w]] > 0:
+                wmax = max(wmax, near_d[top[w]])
+        lim = min(max(kth, wmax), gs)
+        for step in range(nseed + nb):
+            b = seeds[step] if step < nseed else step - nseed
+            if vis[b] == st:
                 continue
-            o = bidx[p0 + surv[s]]
-            if o == self_o:
+            vis[b] = st
+            if mind[b] > lim or bcnt[b] == 0:
                 continue
-            key = pos_of[o]
-            if ntop > 0:
-                v = sec[o]
-                for w in range(ntop):
-                    if top[w] == v and (a < near_d[v] or (a == near_d[v] and key < near_t[v])):
-                        near_d[v] = a
-                        near_t[v] = key
-                        wmax = -np.inf
-                        for w2 in range(ntop):
-                            if rem[top[w2]] > 0:
-                                wmax = max(wmax, near_d[top[w2]])
-            if a <= kth:
-                size = _key_insert(hd, ht, size, cap, a, key)
-                if size == cap:
-                    kth = hd[cap - 1]
-            lim = max(kth, wmax)
+            p0 = bstart[b]
+            ns = _bk_block_dist(BT, p0, bcnt[b], q, cols, J, lim, part, surv, acc)
+            for s in range(ns):
+                a = acc[s]
+                if a > lim:
+                    continue
+                o = bidx[p0 + surv[s]]
+                if o == self_o:
+                    continue
+                key = pos_of[o]
+                if ntop > 0:
+                    v = sec[o]
+                    for w in range(ntop):
+                        if top[w] == v and (a < near_d[v] or (a == near_d[v] and key < near_t[v])):
+                            near_d[v] = a
+                            near_t[v] = key
+                            wmax = -np.inf
+                            for w2 in range(ntop):
+                                if rem[top[w2]] > 0:
+                                    wmax = max(wmax, near_d[top[w2]])
+                if a <= kth:
+                    size = _key_insert(hd, ht, size, cap, a, key)
+                    if size == cap:
+                        kth = hd[cap - 1]
+                lim = min(max(kth, wmax), gs)
+        if gs == np.inf:
+            break
+        # every record left out is further than the guess (its box bound, partial distance
+        # or distance exceeds it), so the answer stands if the kth and every wanted SEC's
+        # nearest ended strictly below the guess
+        ok = size == cap and hd[cap - 1] < gs
+        for w in range(ntop):
+            if rem[top[w]] > 0 and not near_d[top[w]] < gs:
+                ok = False
+        if ok:
+            break
     return size
 
 
@@ -914,9 +939,24 @@ def _bk_knn(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     ht: IntArray,
     pos_of: IntArray,
     center: FloatArray,
+    guess: float = np.inf,
 ) -> int:
     """:func:`_bk_query` without SECs: the ``cap`` nearest live records (see there)."""
     none = np.empty(0, dtype=np.int64)
     return _bk_query(
-        ix, ws, q, self_o, cap, hd, ht, pos_of, center, none, none, none, np.empty(0), none
+        ix,
+        ws,
+        q,
+        self_o,
+        cap,
+        hd,
+        ht,
+        pos_of,
+        center,
+        none,
+        none,
+        none,
+        np.empty(0),
+        none,
+        guess,
     )

@@ -264,6 +264,7 @@ def _epk_kernel(  # noqa: PLR0917
     J = _n_prune(d)
     bmin = np.zeros((nc, d))
     bmax = np.zeros((nc, d))
+    gcand = np.inf  # guess of the candidate pass's bound for the block index: 1.5x the last kth
     for g in range(nc):
         if use_bk and 2 * nu < bk_n:
             use_bk = nu >= _BK_MIN
@@ -387,6 +388,7 @@ def _epk_kernel(  # noqa: PLR0917
                 rem,
                 near_d,
                 near_t,
+                gcand,
             )
             gsize = size
         for i0 in range(0, nu if gsize < 0 else 0, _CHUNK):
@@ -421,6 +423,8 @@ def _epk_kernel(  # noqa: PLR0917
                     if size == cap:
                         kth = hd[cap - 1]
                 lim = max(kth, wmax)
+        if size == cap:
+            gcand = 1.5 * hd[cap - 1]
         nmem = 0
         for o in range(forced):
             v = order[o]

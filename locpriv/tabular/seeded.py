@@ -166,7 +166,7 @@ def _seeded_kernel(  # noqa: PLR0917
             if use_grid:
                 got = _knn_grid(XT, nu, ref, -1, 1, hd, ht, lo, gw, G, cstart, ccnt, cm)
             elif use_bk:
-                got = _bk_knn(ix, ws, ref, -1, 1, hd, ht, pos_of, cen)
+                got = _bk_knn(ix, ws, ref, -1, 1, hd, ht, pos_of, cen, g1)
             if got < 0:
                 _knn(XT, nu, ref, -1, 1, cen, hd, ht, g1)
             best_t = ht[0]
@@ -189,7 +189,7 @@ def _seeded_kernel(  # noqa: PLR0917
                 if use_grid:
                     size = _knn_grid(XT, nu, xs, best_t, cq, hd, ht, lo, gw, G, cstart, ccnt, cm)
                 elif use_bk:
-                    size = _bk_knn(ix, ws, xs, orig[best_t], cq, hd, ht, pos_of, cen)
+                    size = _bk_knn(ix, ws, xs, orig[best_t], cq, hd, ht, pos_of, cen, gk[stage])
                 if size < 0:
                     size = _knn(XT, nu, xs, best_t, cq, cen, hd, ht, gk[stage])
                 if size == cq:

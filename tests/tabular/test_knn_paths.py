@@ -62,14 +62,23 @@ def test_block_query_equals_plain_pass_as_records_leave(d: int, tied: bool) -> N
         size = _bk_knn(ix, ws, q, self_o, cap, hd, ht, pos_of, XT[:, :nu].mean(axis=1))
         assert np.array_equal(hd[:size], want_d)
         assert np.array_equal(ht[:size], want_t)
+        # a guess of the kth distance: too small (the query is repeated), exact, or larger
+        kth = float(want_d[-1])
+        for f in (0.25, 1.0, 4.0):
+            size = _bk_knn(
+                ix, ws, q, self_o, cap, hd, ht, pos_of, XT[:, :nu].mean(axis=1), f * max(kth, 0.01)
+            )
+            assert np.array_equal(hd[:size], want_d)
+            assert np.array_equal(ht[:size], want_t)
         # with SECs: each wanted SEC's smallest (distance, position) live record
         top = rng.choice(6, size=2, replace=False).astype(np.int64)
         rem = np.bincount(sec[orig[:nu]], minlength=6).astype(np.int64)
         near_d = np.full(6, np.inf)
         near_t = np.full(6, -1, dtype=np.int64)
+        guess = float(rng.choice([np.inf, 0.3 * max(kth, 0.01), 3.0 * max(kth, 0.01)]))
         size = _bk_query(
             ix, ws, q, self_o, cap, hd, ht, pos_of, XT[:, :nu].mean(axis=1), sec, top, rem,
-            near_d, near_t,
+            near_d, near_t, guess,
         )  # fmt: skip
         assert np.array_equal(ht[:size], want_t)
         dist = np.zeros(nu)  # columns added in order: the kernels' rounding
