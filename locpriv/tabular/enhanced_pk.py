@@ -23,9 +23,10 @@ published outline and its named ingredients, with the details below (see docs/ta
   attributes, where p distinct SECs need not give p distinct values per attribute) not
   p-sensitive into its nearest cluster; with one confidential attribute it never fires.
 
-Each cluster costs a seed search (a shell of records around a pivot; a full pass only when
-the pivot is rebuilt or SECs are forced) and one candidate pass, pruned by a partial distance
-(by rings of a grid when d <= 2); both give exactly the plain passes' results.
+Each cluster costs a seed search (a sorted shell of records around a pivot; a full pass only
+when the pivot is rebuilt or SECs are forced) and one candidate pass (a block index with box
+bounds when d > 2, rings of a grid when d <= 2, else a pass pruned by a partial distance); all
+give exactly the plain passes' results.
 """
 
 from __future__ import annotations
