@@ -56,6 +56,7 @@ from locpriv.tabular._knn import (
     _shell_furthest,
     _shell_head,
 )
+from locpriv.tabular.mdav import check_matrix
 from locpriv.tabular.psensitive import _as_codes, require_feasible
 
 logger = logging.getLogger(__name__)
@@ -626,17 +627,16 @@ def _merge_repair(X: FloatArray, codes: IntArray, labels: IntArray, k: int, p: i
 def enhanced_pk_clustering(X: FloatArray, S: npt.ArrayLike, k: int, p: int) -> IntArray:
     """EnhancedPKClustering labels (0..g-1) of a p-sensitive k-anonymous partition of ``X``.
 
-    Raises :class:`~locpriv.errors.InfeasibleError` when p > k, n < k, or Condition 1 fails.
+    Raises :class:`~locpriv.errors.InfeasibleError` when p > k, n < k, or Condition 1 fails,
+    :class:`~locpriv.errors.DataError` when ``X`` is not a finite 2-D real array.
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = check_matrix(X)  # finite, as the block index's box bounds assume
     codes = _as_codes(S, X.shape[0])
     cond = require_feasible(codes, k, p)
     sec, nsec = _sec_ids(codes)
     nc = max(1, min(cond.max_clusters, X.shape[0] // k))
     logger.debug("enhanced-pk: %d SECs, maxClusters=%d, iValue=%d", nsec, nc, cond.i_value)
-    # the block index's box bounds assume finite data; otherwise the plain passes
-    blocks = bool(np.isfinite(X).all())
-    labels = _epk_kernel(X, np.ascontiguousarray(codes), sec, nsec, k, p, nc, blocks)
+    labels = _epk_kernel(X, np.ascontiguousarray(codes), sec, nsec, k, p, nc, True)
     return _merge_repair(X, codes, np.asarray(labels, dtype=np.int64), k, p)
 
 

@@ -28,6 +28,7 @@ from locpriv.tabular._knn import (
     _shell_furthest,
     _shell_head,
 )
+from locpriv.tabular.mdav import check_matrix
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -331,12 +332,14 @@ def seeded_groups(
     query) and the walk over the seed's k+1 nearest records, widened to the 4k+4 nearest and
     then to the whole remainder sorted only when the group is not complete. Nearest-record
     queries use grid rings (d <= 2), a block index (d > 2) or a pruned pass. Every shortcut
-    gives exactly the plain passes' results (docs/tabular.md).
+    gives exactly the plain passes' results (docs/tabular.md). Raises ``DataError`` when ``X``
+    is not a finite 2-D real array, ``InfeasibleError`` when p > k, n < k or an attribute has
+    fewer than p distinct values.
     """
     # psensitive re-exports this module's functions, so its helpers are imported at call time
     from locpriv.tabular.psensitive import _as_codes, require_feasible
 
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = check_matrix(X)  # finite, as the block index's box bounds assume
     codes = _as_codes(S, X.shape[0])
     require_feasible(codes, k, p)
     if seed_mode not in ("mdav", "random"):
@@ -345,9 +348,7 @@ def seeded_groups(
     rng = rng if rng is not None else np.random.default_rng(0)
     rnd = rng.random((X.shape[0] // k + 1, X.shape[1])) if mode else np.zeros((1, 1))
     nvals = codes.max(axis=0) + 1
-    # the block index's box bounds assume finite data; otherwise the plain passes
-    blocks = bool(np.isfinite(X).all())
-    out: IntArray = _seeded_kernel(X, np.ascontiguousarray(codes), nvals, k, p, mode, rnd, blocks)
+    out: IntArray = _seeded_kernel(X, np.ascontiguousarray(codes), nvals, k, p, mode, rnd, True)
     return out
 
 

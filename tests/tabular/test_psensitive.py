@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from locpriv.errors import ConfigError, InfeasibleError
+from locpriv.errors import ConfigError, DataError, InfeasibleError
 from locpriv.tabular import (
     conditions,
     enhanced_pk_clustering,
@@ -373,3 +373,21 @@ def test_grid_index_gives_the_plain_pass_results(d: int) -> None:
         assert np.array_equal(mdav_seed(X, s, k, p), mdav_seed(X3, s, k, p))
         # random-seed draws (n // k + 1) x d numbers, so it is compared with the plain
         # version in test_seeded_kernel_equals_plain_python_many_chunks (n >= 2048) instead
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_p_sensitive_methods_reject_non_finite_keys(bad: float) -> None:
+    """A NaN or infinite key value is a DataError naming the problem, never a crash."""
+    rng = np.random.default_rng(0)
+    X = rng.random((2000, 5))
+    X[17, 3] = bad
+    S = rng.integers(0, 4, 2000)
+    calls = (
+        lambda: mdav_seed(X, S, 3, 2),
+        lambda: random_seed(X, S, 3, 2, np.random.default_rng(1)),
+        lambda: enhanced_pk_clustering(X, S, 3, 2),
+        lambda: k_increase(X, S, 3, 2),
+    )
+    for call in calls:
+        with pytest.raises(DataError, match="finite"):
+            call()
