@@ -37,17 +37,13 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from locpriv.tabular._block_index import _BK_MIN, _bk_build, _bk_remove
+from locpriv.tabular._block_query import _bk_query
 from locpriv.tabular._knn import (
-    _BK_MIN,
     _CHUNK,
     _GRID_MIN,
-    _bk_build,
-    _bk_query,
-    _bk_remove,
     _chunk_dist,
     _chunk_pruned,
-    _grid_build,
-    _grid_remove,
     _insert_sorted,
     _lex_insert,
     _n_prune,
@@ -56,6 +52,7 @@ from locpriv.tabular._knn import (
     _shell_furthest,
     _shell_head,
 )
+from locpriv.tabular._knn_grid import _grid_build, _grid_remove
 from locpriv.tabular.mdav import check_matrix
 from locpriv.tabular.psensitive import _as_codes, require_feasible
 

@@ -2,7 +2,7 @@
 
 :func:`seeded_groups` is their Algorithm 1; :func:`mdav_seed` and :func:`random_seed` use the
 seeds of their Algorithms 2 (MDAV-like) and 3 (random vector). The numba kernel uses the
-nearest-neighbour machinery of :mod:`locpriv.tabular._knn`.
+nearest-neighbour machinery of :mod:`locpriv.tabular._knn` and its indexes.
 """
 
 from __future__ import annotations
@@ -12,22 +12,18 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import ConfigError
+from locpriv.tabular._block_index import _BK_MIN, _bk_build, _bk_remove
+from locpriv.tabular._block_query import _bk_knn
 from locpriv.tabular._knn import (
-    _BK_MIN,
     _CHUNK,
     _GRID_MIN,
-    _bk_build,
-    _bk_knn,
-    _bk_remove,
     _chunk_dist,
-    _grid_build,
-    _grid_remove,
     _knn,
-    _knn_grid,
     _shell_build,
     _shell_furthest,
     _shell_head,
 )
+from locpriv.tabular._knn_grid import _grid_build, _grid_remove, _knn_grid
 from locpriv.tabular.mdav import check_matrix
 
 FloatArray = npt.NDArray[np.float64]

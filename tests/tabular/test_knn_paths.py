@@ -13,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from locpriv.tabular._knn import _BK_MIN, _bk_build, _bk_knn, _bk_query, _bk_remove, _knn
+from locpriv.tabular._block_index import _BK_MIN, _bk_build, _bk_remove
+from locpriv.tabular._block_query import _bk_knn, _bk_query
+from locpriv.tabular._knn import _knn
 from locpriv.tabular.enhanced_pk import _epk_kernel, _merge_repair, _sec_ids
 from locpriv.tabular.psensitive import _as_codes, conditions
 from locpriv.tabular.seeded import _seeded_kernel, seeded_groups

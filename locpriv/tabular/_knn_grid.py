@@ -1,0 +1,178 @@
+"""Grid index for the k-nearest queries of the p-sensitive methods when d <= 2 (numba).
+
+A grid over the data's box (about 8 records per cell) keeps per-cell lists of the live compact
+positions, updated on swap-remove; a query walks rings of cells around the query point with the
+(distance, position) key of the plain pass until the records outside the rings are provably
+further than the kth. Answers equal :func:`locpriv.tabular._knn._knn`'s, ties included.
+
+Maintenance note: numba's on-disk cache only notices changes to the file that defines a function,
+so after editing these kernels delete ``locpriv/tabular/__pycache__/*.nb*`` to force a recompile of
+their callers.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+from locpriv.tabular._knn import _lex_insert
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@numba.njit(cache=True)
+def _grid_build(  # noqa: PLR0917
+    XT: FloatArray,
+    lo: FloatArray,
+    hi: FloatArray,
+    G: int,
+    cellid: IntArray,
+    cstart: IntArray,
+    ccnt: IntArray,
+    cm: IntArray,
+    slot: IntArray,
+) -> FloatArray:
+    """A G^d grid (d <= 2) over the box [lo, hi]: per cell the positions of its live records
+    (``cm[cstart[c] : cstart[c] + ccnt[c]]``), ``slot`` the index of a position in ``cm``.
+    Returns the cell widths."""
+    d, n = XT.shape
+    w = np.empty(d)
+    for j in range(d):
+        w[j] = (hi[j] - lo[j]) / G if hi[j] > lo[j] else 1.0
+    ncell = G**d
+    for c in range(ncell):
+        ccnt[c] = 0
+    for t in range(n):
+        c = 0
+        mul = 1
+        for j in range(d):
+            cj = int((XT[j, t] - lo[j]) / w[j])
+            cj = min(max(cj, 0), G - 1)
+            c += cj * mul
+            mul *= G
+        cellid[t] = c
+        ccnt[c] += 1
+    cstart[0] = 0
+    for c in range(ncell):
+        cstart[c + 1] = cstart[c] + ccnt[c]
+        ccnt[c] = 0
+    for t in range(n):
+        c = cellid[t]
+        s = cstart[c] + ccnt[c]
+        cm[s] = t
+        slot[t] = s
+        ccnt[c] += 1
+    return w
+
+
+@numba.njit(cache=True)
+def _grid_remove(  # noqa: PLR0917
+    t: int,
+    last: int,
+    cellid: IntArray,
+    cstart: IntArray,
+    ccnt: IntArray,
+    cm: IntArray,
+    slot: IntArray,
+) -> None:
+    """Position ``t`` leaves; the record at position ``last`` then moves to ``t`` (swap-remove)."""
+    c = cellid[t]
+    e = cstart[c] + ccnt[c] - 1
+    s = slot[t]
+    u = cm[e]
+    cm[s] = u
+    slot[u] = s
+    ccnt[c] -= 1
+    if last != t:
+        s = slot[last]
+        cm[s] = t
+        slot[t] = s
+        cellid[t] = cellid[last]
+
+
+@numba.njit(cache=True)
+def _knn_grid(  # noqa: PLR0917
+    XT: FloatArray,
+    nu: int,
+    q: FloatArray,
+    self_t: int,
+    cap: int,
+    hd: FloatArray,
+    ht: IntArray,
+    lo: FloatArray,
+    w: FloatArray,
+    G: int,
+    cstart: IntArray,
+    ccnt: IntArray,
+    cm: IntArray,
+) -> int:
+    """:func:`_knn_range` over all live records by rings of grid cells around ``q`` (d <= 2).
+
+    The plain pass keeps the ``cap`` smallest (squared distance, position) pairs (positions
+    arrive in order); here candidates are inserted by that same key, ring after ring, until the
+    records outside the rings seen are provably further than the kth (distance to the rings'
+    box, less a slack far above rounding). Returns -1 when the rings get too many cells for
+    the live records (the caller then makes the plain pass).
+    """
+    d = XT.shape[0]
+    cq = np.empty(d, dtype=np.int64)
+    scale = 0.0
+    for j in range(d):
+        cj = int((q[j] - lo[j]) / w[j])
+        cq[j] = min(max(cj, 0), G - 1)
+        scale = max(scale, abs(lo[j]) + G * w[j] + abs(q[j]))
+    bp = np.empty(cap, dtype=np.int64)
+    size = 0
+    if self_t >= 0:
+        size = _lex_insert(hd, ht, bp, size, cap, -1.0, self_t, self_t)
+    cells = 0
+    for r in range(G + 1):
+        # the cells of ring r (Chebyshev distance r from cq), row by row
+        i_lo = cq[0] - r
+        i_hi = cq[0] + r
+        for i in range(max(i_lo, 0), min(i_hi, G - 1) + 1):
+            edge = abs(i - cq[0]) == r
+            if d == 1:
+                if not edge:
+                    continue
+                cstep = 1
+                j0 = 0
+                j1 = 0
+            else:
+                j0 = cq[1] - r
+                j1 = cq[1] + r
+                cstep = 1 if edge or r == 0 else 2 * r
+            jj = j0
+            while jj <= j1:
+                if 0 <= jj < G:
+                    c = i + jj * G if d == 2 else i
+                    cells += 1
+                    for s in range(cstart[c], cstart[c] + ccnt[c]):
+                        tpos = cm[s]
+                        if tpos == self_t:
+                            continue
+                        a = 0.0
+                        for col in range(d):
+                            diff = XT[col, tpos] - q[col]
+                            a += diff * diff
+                        size = _lex_insert(hd, ht, bp, size, cap, a, tpos, tpos)
+                jj += cstep
+        gap = np.inf
+        whole = True
+        for j in range(d):
+            if cq[j] - r > 0:
+                whole = False
+                gap = min(gap, q[j] - (lo[j] + (cq[j] - r) * w[j]))
+            if cq[j] + r < G - 1:
+                whole = False
+                gap = min(gap, lo[j] + (cq[j] + r + 1) * w[j] - q[j])
+        if whole:
+            return size
+        gap -= 1e-9 * scale
+        if size == cap and gap > 0.0 and gap * gap > hd[cap - 1] * (1.0 + 1e-9):
+            return size
+        if cells * 8 > nu + 64:
+            return -1
+    return size  # pragma: no cover - the last ring covers the grid
