@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from locpriv.errors import DataError, InfeasibleError
 from locpriv.tabular import _improve_kernel as kern
-from locpriv.tabular.improve import best_partition, improve_partition, vmdav
+from locpriv.tabular.improve import best_partition, improve_partition, ruin_recreate, vmdav
 from locpriv.tabular.mdav import mdav
 from locpriv.tabular.metrics import il_percent, sse
 from tests.tabular._mdav_helpers import ADULT, CENSUS, load_adult_numeric, load_census, zscore
@@ -60,6 +60,41 @@ def test_never_worse_than_mdav_elsewhere(name: str, X: np.ndarray, k: int) -> No
     assert sse(X, labels) <= base
     # and it is a real improvement, not a tie (all these data sets leave room)
     assert sse(X, labels) <= 0.97 * base, name
+
+
+def _skewed(n: int, d: int, seed: int) -> np.ndarray:
+    """Correlated log-normal attributes (income-like microdata: skewed, heavy right tails)."""
+    rng = np.random.default_rng(seed)
+    L = rng.normal(size=(d, d))
+    return zscore(np.exp(rng.multivariate_normal(np.zeros(d), L @ L.T / d, size=n)))
+
+
+@pytest.mark.parametrize(
+    ("name", "X"),
+    [("skewed", _skewed(834, 13, 5)), ("uniform13", np.random.default_rng(6).random((1000, 13)))],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+@pytest.mark.parametrize("k", [3, 5, 10])
+def test_seven_percent_below_mdav_beyond_census(name: str, X: np.ndarray, k: int) -> None:
+    """The 7 % goal holds on data unlike Census: skewed income-like attributes (where local
+    moves alone gave 5.7 %) and uniform 13-D noise (4-6 % before ruin-and-recreate)."""
+    labels = best_partition(X, k)
+    _assert_partition(labels, len(X), k, 2 * k - 1)
+    assert il_percent(X, labels) <= 0.93 * il_percent(X, mdav(X, k)), name
+
+
+def test_ruin_recreate_only_lowers_sse_and_keeps_sizes() -> None:
+    X = _skewed(600, 6, 7)
+    k = 4
+    start = improve_partition(X, mdav(X, k), k)
+    base = sse(X, start)
+    a = ruin_recreate(X, start, k, rounds=300, rng=np.random.default_rng(1))
+    b = ruin_recreate(X, start, k, rounds=300, rng=np.random.default_rng(1))
+    _assert_partition(a, len(X), k, 2 * k - 1)
+    assert np.array_equal(a, b)  # deterministic for a seed
+    assert sse(X, a) < base  # local search alone had stopped: the large moves found more
+    none = ruin_recreate(X, start, k, rounds=0)
+    assert sse(X, none) <= base
 
 
 @st.composite
