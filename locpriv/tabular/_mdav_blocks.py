@@ -19,6 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from locpriv.tabular._block_index import _kd_order
 from locpriv.tabular._mdav_kernel import (
     _SLACK,
     _chunk_sq,
@@ -40,55 +41,14 @@ _SEEDS = 4  # blocks visited first: the nearest (and furthest) boxes
 
 @numba.njit(cache=True)
 def kd_blocks(X, B):  # type: ignore[no-untyped-def]
-    """Leaf order of a k-d tree (median cuts on the widest column) and the leaf starts."""
-    n, d = X.shape
-    perm = np.arange(n)
-    cap = 2 * (n // max(B, 1)) + 4
-    st_lo = np.empty(cap, dtype=np.int64)
-    st_hi = np.empty(cap, dtype=np.int64)
-    starts = np.empty(cap, dtype=np.int64)
-    nb = 0
-    top = 1
-    st_lo[0] = 0
-    st_hi[0] = n
-    key = np.empty(n)
-    while top > 0:
-        top -= 1
-        lo = st_lo[top]
-        hi = st_hi[top]
-        if hi - lo <= B:
-            starts[nb] = lo
-            nb += 1
-            continue
-        jw = 0
-        wbest = -1.0
-        for j in range(d):
-            mn = np.inf
-            mx = -np.inf
-            for t in range(lo, hi):
-                v = X[perm[t], j]
-                mn = min(mn, v)
-                mx = max(mx, v)
-            if mx - mn > wbest:
-                wbest = mx - mn
-                jw = j
-        for t in range(lo, hi):
-            key[t] = X[perm[t], jw]
-        o = np.argsort(key[lo:hi], kind="mergesort")
-        seg = perm[lo:hi].copy()
-        for t in range(hi - lo):
-            perm[lo + t] = seg[o[t]]
-        mid = (lo + hi) // 2
-        st_lo[top] = mid  # right half popped after the left one: leaves in left-to-right order
-        st_hi[top] = hi
-        top += 1
-        st_lo[top] = lo
-        st_hi[top] = mid
-        top += 1
-    out = np.empty(nb + 1, dtype=np.int64)
-    out[:nb] = starts[:nb]
-    out[nb] = n
-    return perm, out
+    """Leaf order of a k-d tree (median cuts on the widest column) and the leaf starts
+    (``starts[-1] = n``); the tree is :func:`locpriv.tabular._block_index._kd_order`'s."""
+    n = X.shape[0]
+    perm = np.empty(n, dtype=np.int64)
+    starts = np.empty(2 * (n // max(B, 1)) + 5, dtype=np.int64)
+    nb = _kd_order(np.ascontiguousarray(X.T), n, max(B, 1), perm, starts)
+    starts[nb] = n
+    return perm, starts[: nb + 1].copy()
 
 
 @numba.njit(cache=True)
