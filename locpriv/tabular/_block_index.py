@@ -12,9 +12,7 @@ block, ``blo``/``bhi`` (d × nb) the boxes and ``bpos[o]`` the block position of
 record o. Ties are decided by the caller's compact position ``pos_of[o]``, the key of the
 plain passes, so a query's answer does not depend on the layout.
 
-Maintenance note: numba's on-disk cache only notices changes to the file that defines a function,
-so after editing these kernels delete ``locpriv/tabular/__pycache__/*.nb*`` to force a recompile of
-their callers.
+numba cache: see the maintenance note of :mod:`locpriv.tabular._knn`.
 """
 
 from __future__ import annotations

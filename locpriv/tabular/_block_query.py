@@ -4,9 +4,7 @@ A query bounds every block from its box and computes exact distances only in blo
 does not rule them out; records enter by the plain pass's (squared distance, compact position)
 key, so the answers are :func:`locpriv.tabular._knn._knn`'s, ties included.
 
-Maintenance note: numba's on-disk cache only notices changes to the file that defines a function,
-so after editing these kernels delete ``locpriv/tabular/__pycache__/*.nb*`` to force a recompile of
-their callers.
+numba cache: see the maintenance note of :mod:`locpriv.tabular._knn`.
 """
 
 from __future__ import annotations

@@ -5,9 +5,7 @@ positions, updated on swap-remove; a query walks rings of cells around the query
 (distance, position) key of the plain pass until the records outside the rings are provably
 further than the kth. Answers equal :func:`locpriv.tabular._knn._knn`'s, ties included.
 
-Maintenance note: numba's on-disk cache only notices changes to the file that defines a function,
-so after editing these kernels delete ``locpriv/tabular/__pycache__/*.nb*`` to force a recompile of
-their callers.
+numba cache: see the maintenance note of :mod:`locpriv.tabular._knn`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ in blocks the bounds cannot rule out. Exact distances add the columns in order 0
 reference does), and bounds keep a relative slack far above rounding, so ties and near-ties
 are decided exactly as the plain algorithm decides them.
 
-Maintenance note: this module reuses numba helpers of ``_mdav_kernel``. numba's on-disk cache
+Maintenance note: this module reuses numba helpers of ``_mdav_kernel`` and ``_block_index``
+(the k-d tree). numba's on-disk cache
 only notices changes to the file that defines a function, so after editing those helpers delete
 ``locpriv/tabular/__pycache__/_mdav_blocks.*`` (or bump this file) to force a recompile.
 """

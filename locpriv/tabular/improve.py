@@ -98,6 +98,16 @@ def _pc1_start(X: FloatArray, k: int) -> IntpArray:
     return optimal_univariate(Xc @ vt[0], k)
 
 
+def _inputs(
+    X: npt.ArrayLike, labels: npt.ArrayLike, k: int, rng: np.random.Generator | None
+) -> tuple[FloatArray, int, npt.NDArray[np.int64], np.random.Generator]:
+    """Checked data, k, labels (int64) and the generator (seed 0 when none) of a search."""
+    Xf = check_matrix(X)
+    kk = check_k(k, Xf.shape[0])
+    lab = _check_labels(labels, Xf.shape[0], kk).astype(np.int64)
+    return Xf, kk, lab, rng if rng is not None else np.random.default_rng(0)
+
+
 def _neighbours(X: FloatArray, L: int, seed: int) -> npt.NDArray[np.int64]:
     L = min(L, X.shape[0] - 1)
     if L <= 0:
@@ -132,12 +142,8 @@ def improve_partition(
     ``k..2k-1`` records.
     """
     t0 = time.perf_counter()
-    Xf = check_matrix(X)
+    Xf, kk, lab, rng = _inputs(X, labels, k, rng)
     n = Xf.shape[0]
-    kk = check_k(k, n)
-    lab = _check_labels(labels, n, kk).astype(np.int64)
-    if rng is None:
-        rng = np.random.default_rng(0)
     if int(np.bincount(lab).max()) >= 2 * kk:
         kern.split_large(Xf, lab, kk, _SPLIT_ITERS)
     G = int(lab.max()) + 1
@@ -219,12 +225,8 @@ def ruin_recreate(
     are spent. Every group keeps ``k..2k-1`` records when ``labels`` has no larger group.
     """
     t0 = time.perf_counter()
-    Xf = check_matrix(X)
+    Xf, kk, lab, rng = _inputs(X, labels, k, rng)
     n = Xf.shape[0]
-    kk = check_k(k, n)
-    lab = _check_labels(labels, n, kk).astype(np.int64)
-    if rng is None:
-        rng = np.random.default_rng(0)
     nbr = _nbr if _nbr is not None else _neighbours(Xf, 12, int(rng.integers(2**31)))
     if int(lab.max()) == 0 or nbr.shape[1] < 1 or nbr[0, 0] < 0:
         return _canonical(lab)
