@@ -22,6 +22,7 @@ from locpriv.tabular.metrics import (
     sst,
     truta_il,
 )
+from locpriv.tabular.psearch import best_p_sensitive
 from locpriv.tabular.psensitive import (
     Conditions,
     conditions,
@@ -44,6 +45,7 @@ __all__ = [
     "achieved_p",
     "anonymize",
     "avg_class_size",
+    "best_p_sensitive",
     "conditions",
     "discernibility",
     "enhanced_pk_clustering",

@@ -6,8 +6,10 @@ attributes (n × m, any hashable values; codes are derived). Parameters are stor
 
 Methods (``method=``): ``"mdav"`` (fixed-size MDAV, k-anonymity only), ``"best"`` (the improved
 variable-size heuristic, k-anonymity only), ``"k-increase"``, ``"mdav-seed"``, ``"random-seed"``,
-``"enhanced-pk"``; ``None`` runs the candidates that meet the request and keeps the lowest SSE
-(p <= 1: ``"best"``; p >= 2: the four p-sensitive methods).
+``"enhanced-pk"``, ``"best-p"`` (large-neighbourhood search from the best greedy p-sensitive
+partition); ``None`` runs the candidates that meet the request and keeps the lowest SSE
+(p <= 1: ``"best"``; p >= 2: the p-sensitive methods, ``"best-p"`` last, starting from the
+best of the others).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from locpriv.errors import ConfigError, DataError
 from locpriv.tabular import metrics
 from locpriv.tabular.categorical import zscore
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
+from locpriv.tabular.psearch import best_p_sensitive
 from locpriv.tabular.psensitive import (
     Conditions,
     _as_codes,
@@ -40,7 +43,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 K_ANON_METHODS = ("mdav", "best")
-P_METHODS = ("k-increase", "mdav-seed", "random-seed", "enhanced-pk")
+P_METHODS = ("k-increase", "mdav-seed", "random-seed", "enhanced-pk", "best-p")
 METHODS = K_ANON_METHODS + P_METHODS
 
 
@@ -54,8 +57,10 @@ def run_method(
     seed: int = 0,
     time_budget_s: float | None = None,
     progress: Callable[[float], None] | None = None,
+    start: IntArray | None = None,
 ) -> tuple[IntArray, int]:
-    """Labels of one method on the scaled key matrix ``Z``; returns ``(labels, k_used)``."""
+    """Labels of one method on the scaled key matrix ``Z``; returns ``(labels, k_used)``.
+    ``start``: a p-sensitive k-anonymous partition for ``"best-p"`` to start from."""
     if method == "mdav":
         from locpriv.tabular.mdav import mdav
 
@@ -81,6 +86,11 @@ def run_method(
         return seeded_groups(Z, codes, k, p, seed_mode="random", rng=rng), k
     if method == "enhanced-pk":
         return enhanced_pk_clustering(Z, codes, k, p), k
+    if method == "best-p":
+        labels = best_p_sensitive(
+            Z, codes, k, p, seed=seed, time_budget_s=time_budget_s, start=start
+        )
+        return labels, k
     raise ConfigError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
 
 
@@ -196,6 +206,7 @@ class Microaggregator:
                 seed=self.seed,
                 time_budget_s=self.time_budget_s,
                 progress=sub,
+                start=best[2] if name == "best-p" and best is not None else None,
             )
             err = metrics.sse(Z, labels)
             tried[name] = err

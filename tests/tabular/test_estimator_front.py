@@ -59,8 +59,12 @@ def test_auto_method_keeps_lowest_sse() -> None:
     S = rng.integers(0, 6, 200)
     est = Microaggregator(k=4, p=3).fit(X, S)
     tried = est.report_["candidates_sse"]
-    assert set(tried) == {"k-increase", "mdav-seed", "random-seed", "enhanced-pk"}
+    assert set(tried) == {"k-increase", "mdav-seed", "random-seed", "enhanced-pk", "best-p"}
     assert est.method_ == min(tried, key=tried.get)
+    # best-p starts from the best greedy partition and only lowers its SSE
+    greedy = min(v for m, v in tried.items() if m != "best-p")
+    assert tried["best-p"] <= greedy
+    assert est.method_ == "best-p"
     assert est.sse_ == pytest.approx(min(tried.values()))
     assert is_p_sensitive(est.labels_, S, 4, 3)
     # k-anonymity only: the improved heuristic
