@@ -31,6 +31,8 @@ import numpy.typing as npt
 
 from locpriv.errors import DataError
 from locpriv.tabular import _improve_kernel as kern
+from locpriv.tabular._improve_knn import knn_approx, knn_exact
+from locpriv.tabular._vmdav_kernel import vmdav_kernel
 from locpriv.tabular.mdav import check_k, check_matrix, mdav
 from locpriv.tabular.metrics import sse
 from locpriv.tabular.univariate import optimal_univariate
@@ -87,7 +89,7 @@ def vmdav(X: npt.ArrayLike, k: int, gamma: float = 0.2) -> IntpArray:
     kk = check_k(k, Xf.shape[0])
     if not gamma >= 0:
         raise DataError(f"gamma must be >= 0, got {gamma!r}")
-    return _canonical(kern.vmdav_kernel(Xf, kk, float(gamma)))
+    return _canonical(vmdav_kernel(Xf, kk, float(gamma)))
 
 
 def _pc1_start(X: FloatArray, k: int) -> IntpArray:
@@ -113,9 +115,9 @@ def _neighbours(X: FloatArray, L: int, seed: int) -> npt.NDArray[np.int64]:
     if L <= 0:
         return np.full((X.shape[0], 1), -1, dtype=np.int64)
     if X.shape[0] <= _EXACT_KNN_MAX:
-        nbr: npt.NDArray[np.int64] = kern.knn_exact(X, L)
+        nbr: npt.NDArray[np.int64] = knn_exact(X, L)
     else:
-        nbr = kern.knn_approx(X, L, 8, 48, seed)
+        nbr = knn_approx(X, L, 8, 48, seed)
     return nbr
 
 

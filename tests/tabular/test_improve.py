@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from locpriv.errors import DataError, InfeasibleError
 from locpriv.tabular import _improve_kernel as kern
+from locpriv.tabular._improve_knn import knn_approx, knn_exact
 from locpriv.tabular.improve import best_partition, improve_partition, ruin_recreate, vmdav
 from locpriv.tabular.mdav import mdav
 from locpriv.tabular.metrics import il_percent, sse
@@ -157,7 +158,7 @@ def test_sweep_delta_formulas_match_the_sse() -> None:
     before = sse(X, lab)
     G = int(lab.max()) + 1
     cnt, S, mem, slot = kern.build_state(X, lab, G, 2 * k)
-    nbr = kern.knn_exact(X, 10)
+    nbr = knn_exact(X, 10)
     order = np.random.default_rng(0).permutation(len(X))
     stamp, rseen, gseen, clock = (
         np.ones(G, np.int64),
@@ -179,8 +180,8 @@ def test_sweep_delta_formulas_match_the_sse() -> None:
 
 def test_approximate_neighbour_graph_is_mostly_right() -> None:
     X = np.random.default_rng(4).normal(size=(3000, 6))
-    exact = kern.knn_exact(X, 8)
-    approx = kern.knn_approx(X, 8, 8, 48, 0)
+    exact = knn_exact(X, 8)
+    approx = knn_approx(X, 8, 8, 48, 0)
     assert (approx >= 0).all() and (approx != np.arange(len(X))[:, None]).all()
     recall = np.mean([len(set(a) & set(e)) / 8 for a, e in zip(approx, exact, strict=True)])
     assert recall > 0.8
