@@ -4,6 +4,8 @@ A grid over the data's box (about 8 records per cell) keeps per-cell lists of th
 positions, updated on swap-remove; a query walks rings of cells around the query point with the
 (distance, position) key of the plain pass until the records outside the rings are provably
 further than the kth. Answers equal :func:`locpriv.tabular._knn._knn`'s, ties included.
+:func:`_grid_pass` is enhanced-pk's candidate pass on the same grid (it also finds the nearest
+record of every wanted SEC).
 
 numba cache: see the maintenance note of :mod:`locpriv.tabular._knn`.
 """
@@ -170,6 +172,107 @@ def _knn_grid(  # noqa: PLR0917
             return size
         gap -= 1e-9 * scale
         if size == cap and gap > 0.0 and gap * gap > hd[cap - 1] * (1.0 + 1e-9):
+            return size
+        if cells * 8 > nu + 64:
+            return -1
+    return size  # pragma: no cover - the last ring covers the grid
+
+
+@numba.njit(cache=True)
+def _grid_pass(  # noqa: PLR0917
+    XT: FloatArray,
+    nu: int,
+    xs: FloatArray,
+    best_t: int,
+    cap: int,
+    hd: FloatArray,
+    ht: IntArray,
+    secc: IntArray,
+    top: IntArray,
+    rem: IntArray,
+    near_d: FloatArray,
+    near_t: IntArray,
+    lo: FloatArray,
+    w: FloatArray,
+    G: int,
+    cstart: IntArray,
+    ccnt: IntArray,
+    cm: IntArray,
+) -> int:
+    """The candidate pass by rings of grid cells (d <= 2); -1 when the rings get too many cells.
+
+    The plain pass ends with ``near_t[v]`` = the record of wanted SEC v of smallest (distance,
+    position) and the buffer = the ``cap`` smallest (distance, position) pairs (seed first at
+    -1); the same keys are used here, so the outcome is the same. It stops when the records
+    outside the rings are provably further than both the kth and every wanted SEC's nearest
+    (SECs without live records are not waited for).
+    """
+    d = XT.shape[0]
+    cq = np.empty(d, dtype=np.int64)
+    scale = 0.0
+    for j in range(d):
+        cj = int((xs[j] - lo[j]) / w[j])
+        cq[j] = min(max(cj, 0), G - 1)
+        scale = max(scale, abs(lo[j]) + G * w[j] + abs(xs[j]))
+    bp = np.empty(cap, dtype=np.int64)
+    size = _lex_insert(hd, ht, bp, 0, cap, -1.0, best_t, best_t)
+    v = secc[best_t]
+    for w_ in top:
+        if w_ == v:
+            near_d[v] = -1.0
+            near_t[v] = best_t
+    cells = 0
+    for r in range(G + 1):
+        for i in range(max(cq[0] - r, 0), min(cq[0] + r, G - 1) + 1):
+            edge = abs(i - cq[0]) == r
+            if d == 1:
+                if not edge:
+                    continue
+                j0 = 0
+                j1 = 0
+                cstep = 1
+            else:
+                j0 = cq[1] - r
+                j1 = cq[1] + r
+                cstep = 1 if edge or r == 0 else 2 * r
+            jj = j0
+            while jj <= j1:
+                if 0 <= jj < G:
+                    c = i + jj * G if d == 2 else i
+                    cells += 1
+                    for s in range(cstart[c], cstart[c] + ccnt[c]):
+                        t = cm[s]
+                        if t == best_t:
+                            continue
+                        a = 0.0
+                        for col in range(d):
+                            diff = XT[col, t] - xs[col]
+                            a += diff * diff
+                        v = secc[t]
+                        if a < near_d[v] or (a == near_d[v] and t < near_t[v]):
+                            for w_ in top:
+                                if w_ == v:
+                                    near_d[v] = a
+                                    near_t[v] = t
+                        size = _lex_insert(hd, ht, bp, size, cap, a, t, t)
+                jj += cstep
+        gap = np.inf
+        whole = True
+        for j in range(d):
+            if cq[j] - r > 0:
+                whole = False
+                gap = min(gap, xs[j] - (lo[j] + (cq[j] - r) * w[j]))
+            if cq[j] + r < G - 1:
+                whole = False
+                gap = min(gap, lo[j] + (cq[j] + r + 1) * w[j] - xs[j])
+        if whole:
+            return size
+        lim = hd[cap - 1] if size == cap else np.inf
+        for w_ in top:
+            if rem[w_] > 0:
+                lim = max(lim, near_d[w_])
+        gap -= 1e-9 * scale
+        if gap > 0.0 and gap * gap > lim * (1.0 + 1e-9):
             return size
         if cells * 8 > nu + 64:
             return -1

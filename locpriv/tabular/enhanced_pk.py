@@ -26,7 +26,8 @@ published outline and its named ingredients, with the details below (see docs/ta
 Each cluster costs a seed search (a sorted shell of records around a pivot; a full pass only
 when the pivot is rebuilt or SECs are forced) and one candidate pass (a block index with box
 bounds when d > 2, rings of a grid when d <= 2, else a pass pruned by a partial distance); all
-give exactly the plain passes' results.
+give exactly the plain passes' results. The grid pass is ``_knn_grid._grid_pass``; SEC ids and
+the safety-net merge are in :mod:`~locpriv.tabular._epk_support`.
 """
 
 from __future__ import annotations
@@ -39,20 +40,20 @@ import numpy.typing as npt
 
 from locpriv.tabular._block_index import _BK_MIN, _bk_build, _bk_remove
 from locpriv.tabular._block_query import _bk_query
+from locpriv.tabular._epk_support import _merge_repair, _sec_ids
 from locpriv.tabular._knn import (
     _CHUNK,
     _GRID_MIN,
     _chunk_dist,
     _chunk_pruned,
     _insert_sorted,
-    _lex_insert,
     _n_prune,
     _prune_cols,
     _shell_build,
     _shell_furthest,
     _shell_head,
 )
-from locpriv.tabular._knn_grid import _grid_build, _grid_remove
+from locpriv.tabular._knn_grid import _grid_build, _grid_pass, _grid_remove
 from locpriv.tabular.mdav import check_matrix
 from locpriv.tabular.psensitive import _as_codes, require_feasible
 
@@ -73,107 +74,6 @@ def _hom(XT: FloatArray, i: int, gmin: FloatArray, gmax: FloatArray, inv: FloatA
         elif x > gmax[c]:
             acc += (x - gmax[c]) * inv[c]
     return acc
-
-
-@numba.njit(cache=True)
-def _grid_pass(  # noqa: PLR0917
-    XT: FloatArray,
-    nu: int,
-    xs: FloatArray,
-    best_t: int,
-    cap: int,
-    hd: FloatArray,
-    ht: IntArray,
-    secc: IntArray,
-    top: IntArray,
-    rem: IntArray,
-    near_d: FloatArray,
-    near_t: IntArray,
-    lo: FloatArray,
-    w: FloatArray,
-    G: int,
-    cstart: IntArray,
-    ccnt: IntArray,
-    cm: IntArray,
-) -> int:
-    """The candidate pass by rings of grid cells (d <= 2); -1 when the rings get too many cells.
-
-    The plain pass ends with ``near_t[v]`` = the record of wanted SEC v of smallest (distance,
-    position) and the buffer = the ``cap`` smallest (distance, position) pairs (seed first at
-    -1); the same keys are used here, so the outcome is the same. It stops when the records
-    outside the rings are provably further than both the kth and every wanted SEC's nearest
-    (SECs without live records are not waited for).
-    """
-    d = XT.shape[0]
-    cq = np.empty(d, dtype=np.int64)
-    scale = 0.0
-    for j in range(d):
-        cj = int((xs[j] - lo[j]) / w[j])
-        cq[j] = min(max(cj, 0), G - 1)
-        scale = max(scale, abs(lo[j]) + G * w[j] + abs(xs[j]))
-    bp = np.empty(cap, dtype=np.int64)
-    size = _lex_insert(hd, ht, bp, 0, cap, -1.0, best_t, best_t)
-    v = secc[best_t]
-    for w_ in top:
-        if w_ == v:
-            near_d[v] = -1.0
-            near_t[v] = best_t
-    cells = 0
-    for r in range(G + 1):
-        for i in range(max(cq[0] - r, 0), min(cq[0] + r, G - 1) + 1):
-            edge = abs(i - cq[0]) == r
-            if d == 1:
-                if not edge:
-                    continue
-                j0 = 0
-                j1 = 0
-                cstep = 1
-            else:
-                j0 = cq[1] - r
-                j1 = cq[1] + r
-                cstep = 1 if edge or r == 0 else 2 * r
-            jj = j0
-            while jj <= j1:
-                if 0 <= jj < G:
-                    c = i + jj * G if d == 2 else i
-                    cells += 1
-                    for s in range(cstart[c], cstart[c] + ccnt[c]):
-                        t = cm[s]
-                        if t == best_t:
-                            continue
-                        a = 0.0
-                        for col in range(d):
-                            diff = XT[col, t] - xs[col]
-                            a += diff * diff
-                        v = secc[t]
-                        if a < near_d[v] or (a == near_d[v] and t < near_t[v]):
-                            for w_ in top:
-                                if w_ == v:
-                                    near_d[v] = a
-                                    near_t[v] = t
-                        size = _lex_insert(hd, ht, bp, size, cap, a, t, t)
-                jj += cstep
-        gap = np.inf
-        whole = True
-        for j in range(d):
-            if cq[j] - r > 0:
-                whole = False
-                gap = min(gap, xs[j] - (lo[j] + (cq[j] - r) * w[j]))
-            if cq[j] + r < G - 1:
-                whole = False
-                gap = min(gap, lo[j] + (cq[j] + r + 1) * w[j] - xs[j])
-        if whole:
-            return size
-        lim = hd[cap - 1] if size == cap else np.inf
-        for w_ in top:
-            if rem[w_] > 0:
-                lim = max(lim, near_d[w_])
-        gap -= 1e-9 * scale
-        if gap > 0.0 and gap * gap > lim * (1.0 + 1e-9):
-            return size
-        if cells * 8 > nu + 64:
-            return -1
-    return size  # pragma: no cover - the last ring covers the grid
 
 
 @numba.njit(cache=True)
@@ -553,72 +453,6 @@ def _epk_kernel(  # noqa: PLR0917
                     best = g
         labels[orig[t]] = best
     return labels
-
-
-def _sec_ids(codes: IntArray) -> tuple[IntArray, int]:
-    """SEC of every record and the number of SECs: the inverse of
-    ``np.unique(codes, axis=0, return_inverse=True)`` (SECs in lexicographic order of their
-    tuples), from a mixed-radix key of the codes (each in 0..nv_j-1), ranked through a table
-    of the keys present when it is small, else by a 1-D ``np.unique`` of the keys."""
-    n, m = codes.shape
-    nv = codes.max(axis=0) + 1
-    total = 1
-    for j in range(m):
-        total *= int(nv[j])
-    if total > 2**62:  # pragma: no cover - the key would overflow
-        _, inv = np.unique(codes, axis=0, return_inverse=True)
-        sec = np.asarray(inv, dtype=np.int64).ravel()
-        return sec, int(sec.max()) + 1
-    key = codes[:, 0].astype(np.int64)
-    for j in range(1, m):
-        key = key * int(nv[j]) + codes[:, j]
-    if total <= 4 * n + 4096:
-        present = np.zeros(total, dtype=np.int64)
-        present[key] = 1
-        rank = np.cumsum(present) - 1
-        return rank[key], int(rank[-1]) + 1
-    uniq, inv = np.unique(key, return_inverse=True)
-    return np.asarray(inv, dtype=np.int64).ravel(), int(uniq.size)
-
-
-def _merge_repair(X: FloatArray, codes: IntArray, labels: IntArray, k: int, p: int) -> IntArray:
-    """Merge any group below k records or p distinct values into its nearest group."""
-    g = int(labels.max()) + 1 if labels.size else 0
-    if g > 0 and int(labels.min()) >= 0:
-        # the kernel's labels are normally 0..g-1, all used, every group fine: nothing to do
-        # (the loop below would return them unchanged on its first round)
-        cnt = np.bincount(labels, minlength=g)
-        ok = bool((cnt >= k).all())
-        for j in range(codes.shape[1]):
-            if not ok:
-                break
-            nv = int(codes[:, j].max()) + 1
-            seen = np.zeros(g * nv, dtype=np.bool_)
-            seen[labels * nv + codes[:, j]] = True
-            ok = bool((seen.reshape(g, nv).sum(axis=1) >= p).all())
-        if ok:
-            return np.asarray(labels, dtype=np.int64)
-    labels = labels.copy()
-    while True:
-        uniq, labels = np.unique(labels, return_inverse=True)
-        g = uniq.size
-        if g <= 1:
-            return np.asarray(labels, dtype=np.int64)
-        cnt = np.bincount(labels, minlength=g)
-        bad = cnt < k
-        for j in range(codes.shape[1]):
-            nv = int(codes[:, j].max()) + 1
-            pairs = np.unique(labels * nv + codes[:, j])
-            bad |= np.bincount(pairs // nv, minlength=g) < p
-        if not bad.any():
-            return np.asarray(labels, dtype=np.int64)
-        cent = np.zeros((g, X.shape[1]))
-        np.add.at(cent, labels, X)
-        cent /= cnt[:, None]
-        b = int(np.flatnonzero(bad)[0])
-        dist = np.sum((cent - cent[b]) ** 2, axis=1)
-        dist[b] = np.inf
-        labels[labels == b] = int(np.argmin(dist))
 
 
 def enhanced_pk_clustering(X: FloatArray, S: npt.ArrayLike, k: int, p: int) -> IntArray:
