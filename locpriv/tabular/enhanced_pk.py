@@ -54,8 +54,9 @@ from locpriv.tabular._knn import (
     _shell_head,
 )
 from locpriv.tabular._knn_grid import _grid_build, _grid_pass, _grid_remove
+from locpriv.tabular.codes import as_codes
 from locpriv.tabular.mdav import check_matrix
-from locpriv.tabular.psensitive import _as_codes, require_feasible
+from locpriv.tabular.psensitive import require_feasible
 
 logger = logging.getLogger(__name__)
 
@@ -462,7 +463,7 @@ def enhanced_pk_clustering(X: FloatArray, S: npt.ArrayLike, k: int, p: int) -> I
     :class:`~locpriv.errors.DataError` when ``X`` is not a finite 2-D real array.
     """
     X = check_matrix(X)  # finite, as the block index's box bounds assume
-    codes = _as_codes(S, X.shape[0])
+    codes = as_codes(S, X.shape[0])
     cond = require_feasible(codes, k, p)
     sec, nsec = _sec_ids(codes)
     nc = max(1, min(cond.max_clusters, X.shape[0] // k))

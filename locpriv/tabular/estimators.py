@@ -26,11 +26,11 @@ import numpy.typing as npt
 from locpriv.errors import ConfigError, DataError
 from locpriv.tabular import metrics
 from locpriv.tabular.categorical import zscore
+from locpriv.tabular.codes import as_codes
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.psearch import best_p_sensitive
 from locpriv.tabular.psensitive import (
     Conditions,
-    _as_codes,
     k_increase,
     require_feasible,
 )
@@ -172,7 +172,7 @@ class Microaggregator:
             raise ConfigError(f"p must be an integer, got {self.p!r}")
         k, p = int(self.k), int(self.p)
         n = Z.shape[0]
-        codes = _as_codes(S, n) if S is not None else None
+        codes = as_codes(S, n) if S is not None else None
         if p > 1 and codes is None:
             raise ConfigError("p > 1 needs confidential attributes")
         if codes is not None:

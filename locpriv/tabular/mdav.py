@@ -19,13 +19,13 @@ import numpy.typing as npt
 from locpriv.errors import DataError, InfeasibleError
 from locpriv.tabular._mdav_blocks import kd_blocks, mdav_on_blocks
 from locpriv.tabular._mdav_kernel import ST_STOP, mdav_kernel
+from locpriv.tabular.codes import as_codes
 
 FloatArray = npt.NDArray[np.float64]
 IntpArray = npt.NDArray[np.intp]
 
 __all__ = [
     "MdavRunner",
-    "check_codes",
     "check_k",
     "check_matrix",
     "effective_dimension",
@@ -175,7 +175,7 @@ class MdavRunner:
         return self._run(k, np.zeros((self.X.shape[0], 0), dtype=np.int64), 0)[0]
 
     def p_sensitive(self, k: int, S: npt.NDArray[np.int64], p: int) -> IntpArray | None:
-        """``mdav_p_sensitive(X, k, S, p)`` for codes ``S`` already checked (n × m, >= 0)."""
+        """``mdav_p_sensitive(X, k, S, p)`` for codes ``S`` from :func:`as_codes`."""
         labels, stopped = self._run(k, S, p)
         if stopped:
             return None
@@ -186,27 +186,16 @@ class MdavRunner:
         return labels
 
 
-def check_codes(S: npt.ArrayLike, n: int) -> npt.NDArray[np.int64]:
-    """Confidential codes as a C-contiguous n × m int64 array of values ``>= 0``."""
-    codes = np.asarray(S)
-    if codes.ndim == 1:
-        codes = codes[:, None]
-    if codes.ndim != 2 or codes.shape[0] != n or not np.issubdtype(codes.dtype, np.integer):
-        raise DataError(f"S must be int codes with one row per record ({n} rows)")
-    if codes.size and codes.min() < 0:
-        raise DataError("S must hold non-negative int codes")
-    return np.ascontiguousarray(codes, dtype=np.int64)
-
-
 def mdav_p_sensitive(X: npt.ArrayLike, k: int, S: npt.ArrayLike, p: int) -> IntpArray | None:
     """:func:`mdav` labels when that partition is p-sensitive, else ``None``.
 
-    ``S`` holds the confidential attributes as int codes ``>= 0`` (n × m, or length n for one
-    attribute). The partition is p-sensitive when every group has at least ``p`` distinct values
-    in every column of ``S``. MDAV builds its groups one after the other and never revisits
-    one, so the run stops at the first group that lacks them: a k that fails costs only the
-    work up to that group. When the result is not ``None`` it equals ``mdav(X, k)``.
+    ``S`` holds the confidential attributes (n × m, or length n for one attribute; any values,
+    coded by :func:`locpriv.tabular.codes.as_codes`). The partition is p-sensitive when every
+    group has at least ``p`` distinct values in every column of ``S``. MDAV builds its groups
+    one after the other and never revisits one, so the run stops at the first group that lacks
+    them: a k that fails costs only the work up to that group. When the result is not ``None``
+    it equals ``mdav(X, k)``.
     """
     Xf = check_matrix(X)
     kk = check_k(k, Xf.shape[0])
-    return MdavRunner(Xf).p_sensitive(kk, check_codes(S, Xf.shape[0]), max(0, int(p)))
+    return MdavRunner(Xf).p_sensitive(kk, as_codes(S, Xf.shape[0]), max(0, int(p)))

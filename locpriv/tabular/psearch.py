@@ -18,11 +18,12 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import InfeasibleError
+from locpriv.tabular.codes import as_codes
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.improve import _canonical, _groups_sse, _neighbours
 from locpriv.tabular.mdav import check_k, check_matrix
 from locpriv.tabular.metrics import sse
-from locpriv.tabular.psensitive import _as_codes, group_is_p_sensitive, require_feasible
+from locpriv.tabular.psensitive import group_is_p_sensitive, require_feasible
 from locpriv.tabular.seeded import seeded_groups
 
 __all__ = ["best_p_sensitive", "ruin_recreate_p"]
@@ -57,7 +58,7 @@ def ruin_recreate_p(
     Xf = check_matrix(X)
     n = Xf.shape[0]
     kk = check_k(k, n)
-    codes = _as_codes(S, n)
+    codes = as_codes(S, n)
     lab = _canonical(labels).astype(np.int64)
     if lab.shape != (n,) or int(np.bincount(lab).min()) < kk:
         raise InfeasibleError(f"labels must give every one of the {n} records a group of >= k")
@@ -112,7 +113,7 @@ def best_p_sensitive(
     t0 = time.perf_counter()
     Xf = check_matrix(X)
     n = Xf.shape[0]
-    codes = _as_codes(S, n)
+    codes = as_codes(S, n)
     require_feasible(codes, k, p)
     if start is None:
         tries = [seeded_groups(Xf, codes, k, p, seed_mode="mdav")]

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import ConfigError, InfeasibleError
+from locpriv.tabular.codes import as_codes
 from locpriv.tabular.mdav import MdavRunner, check_matrix
 from locpriv.tabular.seeded import mdav_seed, random_seed, seeded_groups
 
@@ -70,21 +71,9 @@ class Conditions:
         return all(c >= self.p for c in self.distinct)
 
 
-def _as_codes(S: npt.ArrayLike, n: int) -> IntArray:
-    arr = np.asarray(S)
-    if arr.ndim == 1:
-        arr = arr[:, None]
-    if arr.shape[0] != n:
-        raise ConfigError(f"S has {arr.shape[0]} rows but X has {n}")
-    codes = np.empty(arr.shape, dtype=np.int64)
-    for j in range(arr.shape[1]):
-        _, codes[:, j] = np.unique(arr[:, j], return_inverse=True)
-    return codes
-
-
 def conditions(S: npt.ArrayLike, k: int, p: int) -> Conditions:
     """Compute Conditions 1 and 2 (no exception; see :func:`require_feasible`)."""
-    codes = _as_codes(S, np.asarray(S).shape[0])
+    codes = as_codes(S, np.asarray(S).shape[0])
     n, m = codes.shape
     best, i_best, a_best = n // k if k > 0 else n, 0, -1
     distinct: list[int] = []
@@ -159,7 +148,7 @@ def k_increase(
     when p > k or an attribute has fewer than p distinct values.
     """
     X = check_matrix(X)
-    codes = _as_codes(S, X.shape[0])
+    codes = as_codes(S, X.shape[0])
     cond = require_feasible(codes, k, p)
     n = X.shape[0]
     if mdav_fn is None:

@@ -24,6 +24,7 @@ from locpriv.tabular._knn import (
     _shell_head,
 )
 from locpriv.tabular._knn_grid import _grid_build, _grid_remove, _knn_grid
+from locpriv.tabular.codes import as_codes
 from locpriv.tabular.mdav import check_matrix
 
 FloatArray = npt.NDArray[np.float64]
@@ -333,10 +334,10 @@ def seeded_groups(
     fewer than p distinct values.
     """
     # psensitive re-exports this module's functions, so its helpers are imported at call time
-    from locpriv.tabular.psensitive import _as_codes, require_feasible
+    from locpriv.tabular.psensitive import require_feasible
 
     X = check_matrix(X)  # finite, as the block index's box bounds assume
-    codes = _as_codes(S, X.shape[0])
+    codes = as_codes(S, X.shape[0])
     require_feasible(codes, k, p)
     if seed_mode not in ("mdav", "random"):
         raise ConfigError(f"seed_mode must be 'mdav' or 'random', got {seed_mode!r}")

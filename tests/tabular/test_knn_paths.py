@@ -16,8 +16,9 @@ import pytest
 from locpriv.tabular._block_index import _BK_MIN, _bk_build, _bk_remove
 from locpriv.tabular._block_query import _bk_knn, _bk_query
 from locpriv.tabular._knn import _knn
+from locpriv.tabular.codes import as_codes
 from locpriv.tabular.enhanced_pk import _epk_kernel, _merge_repair, _sec_ids
-from locpriv.tabular.psensitive import _as_codes, conditions
+from locpriv.tabular.psensitive import conditions
 from locpriv.tabular.seeded import _seeded_kernel, seeded_groups
 
 
@@ -106,7 +107,7 @@ def test_block_query_equals_plain_pass_as_records_leave(d: int, tied: bool) -> N
 
 
 def _kernel_args(X: np.ndarray, S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    codes = np.ascontiguousarray(_as_codes(S, X.shape[0]))
+    codes = np.ascontiguousarray(as_codes(S, X.shape[0]))
     nvals = codes.max(axis=0) + 1
     rnd = np.random.default_rng(7).random((X.shape[0] // k + 1, X.shape[1]))
     return codes, nvals, rnd
@@ -137,7 +138,7 @@ def test_epk_kernel_block_index_on_and_off(seed: int) -> None:
     skewed = np.minimum(rng.geometric(0.35, (n, 1)) - 1, 5)
     S = skewed if seed < 4 else rng.integers(0, 3, (n, 2))
     k, p = (3, 2) if seed % 3 else (5, 3)
-    codes = np.ascontiguousarray(_as_codes(S, n))
+    codes = np.ascontiguousarray(as_codes(S, n))
     _, sec = np.unique(codes, axis=0, return_inverse=True)
     sec = np.asarray(sec, dtype=np.int64).ravel()
     nc = max(1, min(conditions(codes, k, p).max_clusters, n // k))
@@ -288,7 +289,7 @@ def test_sec_ids_equal_numpy_unique_rows() -> None:
         n = int(rng.integers(1, 200))
         m = int(rng.integers(1, 4))
         hi = 2000 if t % 5 == 0 else int(rng.integers(1, 12))  # large: the 1-D unique path
-        codes = _as_codes(rng.integers(0, hi, (n, m)), n)
+        codes = as_codes(rng.integers(0, hi, (n, m)), n)
         _, inv = np.unique(codes, axis=0, return_inverse=True)
         inv = np.asarray(inv, dtype=np.int64).ravel()
         sec, nsec = _sec_ids(codes)
@@ -330,7 +331,7 @@ def test_merge_repair_fast_path_equals_the_loop() -> None:
         k = int(rng.integers(1, 5))
         p = int(rng.integers(1, k + 1))
         X = rng.random((n, 2))
-        codes = _as_codes(rng.integers(0, int(rng.integers(1, 5)), (n, int(rng.integers(1, 3)))), n)
+        codes = as_codes(rng.integers(0, int(rng.integers(1, 5)), (n, int(rng.integers(1, 3)))), n)
         g = int(rng.integers(1, max(2, n // k) + 1))
         labels = rng.integers(0, g, n)
         if t % 3 == 0:  # compact, equal-size groups: usually the fast path
