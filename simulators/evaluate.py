@@ -123,6 +123,40 @@ def expected_error_uniform(true_xy: Sequence[float], candidates_xy: ArrayLike) -
     return float(np.mean(np.hypot(c[:, 0] - true_xy[0], c[:, 1] - true_xy[1])))
 
 
+def region_truth(
+    rec: QueryRecord,
+    poly: Any,
+    xy: Sequence[float],
+    positions: tuple[NDArray[np.float64], NDArray[np.float64]],
+    user: int,
+) -> int:
+    """Score a cloaked region (``poly``, a shapely polygon in local metres) against the truth.
+
+    Fills ``rec.ds_error_m`` and ``rec.adversary_centroid_error_m`` (centroid to the true
+    position ``xy``) and ``rec.adversary_error_m`` (:func:`expected_error_uniform` over the users
+    truly inside plus the requester ``user`` at ``xy``). Returns how many of the users at
+    ``positions`` (x and y arrays, metres) are inside, the boundary included with a 1e-6 m
+    slack: the WGS84 round trip of the wire moves a boundary by ~1e-10 m, and simulated users
+    walk on grid lines.
+    """
+    import shapely
+
+    eps = 1e-6
+    xs, ys = positions
+    c = poly.centroid
+    rec.ds_error_m = math.hypot(c.x - xy[0], c.y - xy[1])
+    rec.adversary_centroid_error_m = rec.ds_error_m
+    x0, y0, x1, y1 = poly.bounds
+    inside = (xs >= x0 - eps) & (xs <= x1 + eps) & (ys >= y0 - eps) & (ys <= y1 + eps)
+    near = np.flatnonzero(inside)
+    inside[near] = shapely.intersects_xy(poly.buffer(eps), xs[near], ys[near])
+    n_inside = int(inside.sum())
+    inside[user] = False  # the requester is added once, at her true position
+    cand = np.vstack([np.column_stack([xs[inside], ys[inside]]), np.asarray([xy])])
+    rec.adversary_error_m = expected_error_uniform(xy, cand)
+    return n_inside
+
+
 def quantiles(values: Iterable[float | None], qs: Sequence[float] = (50, 95, 99)) -> dict[str, Any]:
     """``{"n", "mean", "p50", ...}`` of the non-``None`` values (``None`` entries when empty)."""
     v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)

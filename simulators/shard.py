@@ -21,22 +21,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import shapely
 
 from locpriv import messages as m
 from locpriv.errors import LocprivError, RemoteError, RequestTimeout
+from locpriv.geo import region_from_wire
 from locpriv.poi import POIIndex, refine
 from locpriv.rpc import Requester
 from locpriv.topics import Topics
 from locpriv.transport import connect
-from simulators.evaluate import QueryRecord, expected_error_uniform, precision_recall
+from simulators.evaluate import QueryRecord, precision_recall, region_truth
 from simulators.scenario import BuiltScenario
 from simulators.shard_peers import PeerHub
 from simulators.workload import QueryEvent
@@ -184,19 +183,8 @@ class Shard:
         self, rec: QueryRecord, region: m.Region, xy: tuple[float, float], user: int
     ) -> int:
         """Fill DS error and adversary errors for a region; returns users truly inside it."""
-        ring = np.asarray(region.ring, dtype=np.float64)
-        rx, ry = self.proj.to_xy(ring[:, 0], ring[:, 1])
-        poly = shapely.Polygon(np.column_stack([rx, ry]))
-        c = poly.centroid
-        rec.ds_error_m = math.hypot(c.x - xy[0], c.y - xy[1])
-        rec.adversary_centroid_error_m = rec.ds_error_m
-        xs, ys = self.traj.at(self.now_s())
-        inside = shapely.contains_xy(poly, xs, ys)
-        n_inside = int(inside.sum())
-        inside[user] = False  # the requester is added once, at her true position
-        cand = np.vstack([np.column_stack([xs[inside], ys[inside]]), np.asarray([xy])])
-        rec.adversary_error_m = expected_error_uniform(xy, cand)
-        return n_inside
+        poly = self.proj.geometry_to_xy(region_from_wire(region))
+        return region_truth(rec, poly, xy, self.traj.at(self.now_s()), user)
 
     def score(
         self, rec: QueryRecord, ev: QueryEvent, xy: tuple[float, float], got: list[str]

@@ -34,15 +34,12 @@ import numpy as np
 from locpriv import messages as m
 from locpriv.cells import cell_side_for
 from locpriv.errors import DecodeError, RequestTimeout, TransportError
-from locpriv.noise import GaussianMechanism
 from locpriv.protocols import Send
 from locpriv.protocols.p4_peer import (
     Effect,
-    PeerConfig,
     PeerMachine,
     QueryDone,
     QueryFailed,
-    ResponderPolicy,
     Subscribe,
     Unsubscribe,
 )
@@ -73,17 +70,12 @@ def _machines(
     peers: dict[int, PeerMachine] = {}
     for i in users:
         prof = built.workload.profiles[i]
-        cfg = PeerConfig(
-            k=max(2, prof.k),
-            a_min_m2=prof.a_min_m2,
-            a_max_m2=prof.a_max_m2,
-            mechanism=GaussianMechanism(max(prof.sigma_m, 1e-6)),
+        cfg = prof.peer_config(
+            cell_side_m=side,
             window_s=opts.p4_window_s,
             max_rounds=opts.p4_max_rounds,
             max_distance_m=opts.p4_max_distance_m,
-            cell_side_m=side,
             ds_timeout_s=opts.request_timeout_s,
-            responder=ResponderPolicy(max_distance_m=opts.p4_max_distance_m),
         )
         peers[i] = PeerMachine(
             cfg, rng=np.random.default_rng([built.protocol_seed, i]), topics=topics

@@ -36,7 +36,6 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +64,7 @@ from locpriv.rpc import REPLY_MAX_BYTES
 from locpriv.services import Dispatcher, Route, anonymizer_routes
 from locpriv.topics import Topics
 from locpriv.transport import Received
-from simulators.evaluate import QueryRecord, RunStats, expected_error_uniform, precision_recall
+from simulators.evaluate import QueryRecord, RunStats, precision_recall, region_truth
 from simulators.scenario import BuiltScenario
 from simulators.virtual_bus import VirtualBus
 from simulators.virtual_peers import Ctx, PeerNodes
@@ -340,20 +339,8 @@ class _Runner(PeerNodes):
         r.held_s = max(0.0, now - r.t_request_s)
         poly = self.proj.geometry_to_xy(region_from_wire(region))
         assert isinstance(poly, Polygon)
-        eps = 1e-6  # the WGS84 round trip moves a boundary by ~1e-10 m; users walk on grid lines
-        x0, y0, x1, y1 = poly.bounds
-        x0, y0, x1, y1 = x0 - eps, y0 - eps, x1 + eps, y1 + eps
-        c = poly.centroid
-        r.ds_error_m = math.hypot(c.x - ctx.xy[0], c.y - ctx.xy[1])
-        r.adversary_centroid_error_m = r.ds_error_m
-        xs, ys = self.traj.at(now)
-        inside = (xs >= x0) & (xs <= x1) & (ys >= y0) & (ys <= y1)
-        r.k_achieved = int(inside.sum())
+        r.k_achieved = region_truth(r, poly, ctx.xy, self.traj.at(now), ctx.event.user)
         r.k_reported = users
-        inside[ctx.event.user] = False  # the requester is added once, at her true position
-        cand = np.column_stack([xs[inside], ys[inside]])
-        cand = np.vstack([cand, np.asarray([ctx.xy])])  # the requester is always a candidate
-        r.adversary_error_m = expected_error_uniform(ctx.xy, cand)
 
     # -------------------------------------------------------------- queries
     def query(self, ev: QueryEvent, rid: int, now: float) -> None:

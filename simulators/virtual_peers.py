@@ -17,15 +17,12 @@ from numpy.typing import NDArray
 from locpriv import messages as m
 from locpriv.errors import DecodeError
 from locpriv.geo import LocalProjection
-from locpriv.noise import GaussianMechanism
 from locpriv.protocols import Send
 from locpriv.protocols.p4_peer import (
     Effect,
-    PeerConfig,
     PeerMachine,
     QueryDone,
     QueryFailed,
-    ResponderPolicy,
     Subscribe,
     Unsubscribe,
 )
@@ -87,20 +84,15 @@ class PeerNodes:
         pm = self.peers.get(i)
         if pm is None:
             cfg, prof = self.cfg, self.b.workload.profiles[i]
-            pc = PeerConfig(
-                k=max(2, prof.k),
-                a_min_m2=prof.a_min_m2,
-                a_max_m2=prof.a_max_m2,
-                mechanism=GaussianMechanism(max(prof.sigma_m, 1e-6)),
+            pc = prof.peer_config(
+                cell_side_m=self.p4_side,
                 window_s=cfg.p4_window_s,
                 max_rounds=cfg.p4_max_rounds,
                 max_distance_m=cfg.p4_max_distance_m,
-                cell_side_m=self.p4_side,
                 ds_timeout_s=cfg.ds_timeout_s,
+                max_replies=cfg.p4_max_replies,
                 reuse_radius_m=cfg.p4_reuse_radius_m,
-                max_candidates=max(cfg.p4_max_replies, max(2, prof.k) - 1),
                 node_budget=cfg.p4_node_budget,
-                responder=ResponderPolicy(max_distance_m=cfg.p4_max_distance_m),
             )
             pm = PeerMachine(
                 pc, rng=np.random.default_rng([self.b.protocol_seed, i]), topics=self.topics

@@ -30,6 +30,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from locpriv.grouping import DEFAULT_NODE_BUDGET
+from locpriv.noise import GaussianMechanism
+from locpriv.protocols.p4_types import PeerConfig, ResponderPolicy
+
 __all__ = [
     "Distribution",
     "QueryEvent",
@@ -124,6 +128,38 @@ class UserProfile:
     a_max_m2: float
     max_delay_s: float
     sigma_m: float
+
+    def peer_config(
+        self,
+        *,
+        cell_side_m: int,
+        window_s: float,
+        max_rounds: int,
+        max_distance_m: float,
+        ds_timeout_s: float,
+        max_replies: int = 200,
+        reuse_radius_m: float = 50.0,
+        node_budget: int | None = DEFAULT_NODE_BUDGET,
+    ) -> PeerConfig:
+        """This user's Protocol 4 device configuration (both runners build devices with it):
+        Gaussian noise of ``sigma_m`` per axis, at least 2 users, the runner's timings (s) and
+        distances (m), at most ``max_replies`` candidates (never fewer than k - 1)."""
+        k = max(2, self.k)
+        return PeerConfig(
+            k=k,
+            a_min_m2=self.a_min_m2,
+            a_max_m2=self.a_max_m2,
+            mechanism=GaussianMechanism(max(self.sigma_m, 1e-6)),
+            window_s=window_s,
+            max_rounds=max_rounds,
+            max_distance_m=max_distance_m,
+            cell_side_m=cell_side_m,
+            ds_timeout_s=ds_timeout_s,
+            reuse_radius_m=reuse_radius_m,
+            max_candidates=max(max_replies, k - 1),
+            node_budget=node_budget,
+            responder=ResponderPolicy(max_distance_m=max_distance_m),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from simulators.evaluate import (
     expected_error_uniform,
     precision_recall,
     quantiles,
+    region_truth,
     summarize,
     write_json,
 )
@@ -33,6 +34,23 @@ def test_expected_error_uniform_by_hand() -> None:
     assert expected_error_uniform((1.0, 1.0), [[1, 1]]) == 0.0
     with pytest.raises(ValueError):
         expected_error_uniform((0.0, 0.0), [])
+
+
+def test_region_truth_counts_the_boundary_and_the_requester_once() -> None:
+    """Both runners score regions with this one function: users on the edge (grid-line walkers)
+    are inside, a user 1 mm out is not, and the requester enters the adversary's candidates once."""
+    import numpy as np
+    from shapely.geometry import box
+
+    rec = QueryRecord(protocol=3, user=0, t_request_s=0.0, k_requested=3, a_min_m2=0, a_max_m2=1e6)
+    xs = np.array([5.0, 0.0, 10.0, 10.001, 3.0])  # requester, two on the edge, one out, one in
+    ys = np.array([5.0, 5.0, 10.0, 5.0, 4.0])
+    n = region_truth(rec, box(0, 0, 10, 10), (5.0, 5.0), (xs, ys), 0)
+    assert n == 4
+    assert rec.ds_error_m == pytest.approx(0.0)
+    # candidates: the requester and users 1, 2, 4 -> mean distance from (5, 5)
+    want = (0 + 5 + math.hypot(5, 5) + math.hypot(2, 1)) / 4
+    assert rec.adversary_error_m == pytest.approx(want)
 
 
 def test_quantiles_ignore_missing_values() -> None:
