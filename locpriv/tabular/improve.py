@@ -25,6 +25,7 @@ docs/microaggregation.md reports the information loss reached on Census, Adult a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +41,14 @@ from locpriv.tabular.univariate import optimal_univariate
 FloatArray = npt.NDArray[np.float64]
 IntpArray = npt.NDArray[np.intp]
 
-__all__ = ["STARTS", "best_partition", "improve_partition", "ruin_recreate", "vmdav"]
+__all__ = [
+    "STARTS",
+    "best_partition",
+    "improve_partition",
+    "lns_rounds",
+    "ruin_recreate",
+    "vmdav",
+]
 
 STARTS = ("mdav", "vmdav", "pc1")
 """Starting partitions of :func:`best_partition`."""
@@ -206,6 +214,55 @@ def _groups_sse(W: FloatArray, lab: npt.NDArray[np.int64]) -> float:
     return float(np.einsum("ij,ij->", dev, dev))
 
 
+def _members(lab: npt.NDArray[np.int64]) -> dict[int, npt.NDArray[np.intp]]:
+    """Group label -> its records (ascending indices)."""
+    order = np.argsort(lab, kind="stable")
+    parts = np.split(order, np.flatnonzero(np.diff(lab[order])) + 1)
+    return {int(lab[part[0]]): part for part in parts}
+
+
+def lns_rounds(  # noqa: PLR0917
+    Xf: FloatArray,
+    lab: npt.NDArray[np.int64],
+    nbr: npt.NDArray[np.int64],
+    rounds: int,
+    rng: np.random.Generator,
+    deadline: float | None,
+    rebuild: Callable[[npt.NDArray[np.intp]], npt.NDArray[np.int64] | None],
+) -> None:
+    """Ruin-and-recreate rounds on ``lab`` (changed in place); the SSE never rises.
+
+    Each round picks a random record and the groups of 3 to 11 of its nearest records (``nbr``),
+    asks ``rebuild(idx)`` for new labels ``0..`` of those records (ascending indices ``idx``;
+    ``None``: skip) and keeps them when their SSE is lower by more than a relative 1e-12. New
+    groups get fresh labels. The groups' members are kept per group, so a round costs the size
+    of its region, not n. Stops at ``deadline`` (``time.perf_counter()`` seconds).
+    """
+    members = _members(lab)
+    fresh = int(lab.max()) + 1  # labels of new groups: never reused
+    n = lab.shape[0]
+    for _ in range(rounds):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        i = int(rng.integers(n))
+        near = nbr[i, : int(rng.integers(3, 12))]
+        groups = np.unique(np.concatenate(([lab[i]], lab[near[near >= 0]])))
+        if groups.size < 2:
+            continue
+        idx = np.sort(np.concatenate([members[int(g)] for g in groups]))
+        sub = rebuild(idx)
+        if sub is None:
+            continue
+        W = Xf[idx]
+        if _groups_sse(W, sub) < _groups_sse(W, lab[idx]) * (1.0 - 1e-12):
+            lab[idx] = fresh + sub
+            for g in groups:
+                del members[int(g)]
+            for g, part in _members(sub).items():
+                members[fresh + g] = idx[part]
+            fresh += int(sub.max()) + 1
+
+
 def ruin_recreate(
     X: npt.ArrayLike,
     labels: npt.ArrayLike,
@@ -228,32 +285,21 @@ def ruin_recreate(
     """
     t0 = time.perf_counter()
     Xf, kk, lab, rng = _inputs(X, labels, k, rng)
-    n = Xf.shape[0]
     nbr = _nbr if _nbr is not None else _neighbours(Xf, 12, int(rng.integers(2**31)))
     if int(lab.max()) == 0 or nbr.shape[1] < 1 or nbr[0, 0] < 0:
         return _canonical(lab)
-    fresh = int(lab.max()) + 1  # labels of new groups: never reused
-    for _ in range(rounds):
-        if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
-            break
-        i = int(rng.integers(n))
-        m = int(rng.integers(3, 12))
-        near = nbr[i, :m]
-        groups = np.unique(np.concatenate(([lab[i]], lab[near[near >= 0]])))
-        if groups.size < 2:
-            continue
-        idx = np.flatnonzero(np.isin(lab, groups))
+
+    def rebuild(idx: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
         W = Xf[idx]
         if rng.random() < 0.5:
             start = mdav(W, kk)
         else:
             direction = rng.normal(size=Xf.shape[1])
             start = optimal_univariate((W - W.mean(axis=0)) @ direction, kk)
-        sub = improve_partition(W, start, kk, rng=rng).astype(np.int64)
-        old = _groups_sse(W, lab[idx])
-        if _groups_sse(W, sub) < old * (1.0 - 1e-12):
-            lab[idx] = fresh + sub
-            fresh += int(sub.max()) + 1
+        return improve_partition(W, start, kk, rng=rng).astype(np.int64)
+
+    deadline = None if time_budget_s is None else t0 + time_budget_s
+    lns_rounds(Xf, lab, nbr, rounds, rng, deadline, rebuild)
     return improve_partition(Xf, _canonical(lab), kk, rng=rng, _nbr=nbr)
 
 

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from locpriv.errors import InfeasibleError
 from locpriv.tabular.codes import as_codes
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
-from locpriv.tabular.improve import _canonical, _groups_sse, _neighbours
+from locpriv.tabular.improve import _canonical, _neighbours, lns_rounds
 from locpriv.tabular.mdav import check_k, check_matrix
 from locpriv.tabular.metrics import sse
 from locpriv.tabular.psensitive import group_is_p_sensitive, require_feasible
@@ -68,27 +68,21 @@ def ruin_recreate_p(
     nbr = _neighbours(Xf, 12, int(rng.integers(2**31)))
     if int(lab.max()) == 0 or nbr[0, 0] < 0:
         return lab
-    fresh = int(lab.max()) + 1  # labels of new groups: never reused
-    for _ in range(rounds):
-        if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
-            break
-        i = int(rng.integers(n))
-        near = nbr[i, : int(rng.integers(3, 12))]
-        groups = np.unique(np.concatenate(([lab[i]], lab[near[near >= 0]])))
-        if groups.size < 2:
-            continue
-        idx = np.flatnonzero(np.isin(lab, groups))
+
+    def rebuild(idx: npt.NDArray[np.intp]) -> IntArray | None:
         W, Sw = Xf[idx], codes[idx]
         mode = "mdav" if rng.random() < 0.5 else "random"
         try:
             sub = seeded_groups(W, Sw, kk, p, seed_mode=mode, rng=rng)
         except InfeasibleError:  # pragma: no cover - the old groups prove feasibility
-            continue
+            return None
+        # the independent check: the heuristic promises both, the release depends on them
         if int(np.bincount(sub).min()) < kk or not group_is_p_sensitive(sub, Sw, p):
-            continue  # pragma: no cover - the heuristic guarantees both
-        if _groups_sse(W, sub) < _groups_sse(W, lab[idx]) * (1.0 - 1e-12):
-            lab[idx] = fresh + sub
-            fresh += int(sub.max()) + 1
+            return None  # pragma: no cover
+        return sub
+
+    deadline = None if time_budget_s is None else t0 + time_budget_s
+    lns_rounds(Xf, lab, nbr, rounds, rng, deadline, rebuild)
     return _canonical(lab).astype(np.int64)
 
 
