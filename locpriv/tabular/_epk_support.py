@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from locpriv.tabular.psensitive import group_is_p_sensitive
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -38,21 +40,20 @@ def _sec_ids(codes: IntArray) -> tuple[IntArray, int]:
 
 def _merge_repair(X: FloatArray, codes: IntArray, labels: IntArray, k: int, p: int) -> IntArray:
     """Merge any group below k records or p distinct values into its nearest group."""
-    g = int(labels.max()) + 1 if labels.size else 0
-    if g > 0 and int(labels.min()) >= 0:
-        # the kernel's labels are normally 0..g-1, all used, every group fine: nothing to do
-        # (the loop below would return them unchanged on its first round)
-        cnt = np.bincount(labels, minlength=g)
-        ok = bool((cnt >= k).all())
-        for j in range(codes.shape[1]):
-            if not ok:
-                break
-            nv = int(codes[:, j].max()) + 1
-            seen = np.zeros(g * nv, dtype=np.bool_)
-            seen[labels * nv + codes[:, j]] = True
-            ok = bool((seen.reshape(g, nv).sum(axis=1) >= p).all())
-        if ok:
-            return np.asarray(labels, dtype=np.int64)
+    lab = np.asarray(labels, dtype=np.int64)
+    if (
+        lab.size
+        and int(lab.min()) >= 0
+        and int(np.bincount(lab).min()) >= k  # labels 0..g-1, all used (k >= 1)
+        and group_is_p_sensitive(lab, codes, p)
+    ):
+        return lab  # the kernel's usual output: the loop would return it unchanged
+    return _merge_loop(X, codes, lab, k, p)
+
+
+def _merge_loop(X: FloatArray, codes: IntArray, labels: IntArray, k: int, p: int) -> IntArray:
+    """Renumber the groups 0..g-1, then merge the first group below k records or p distinct
+    values into the group with the nearest centroid, until none is left."""
     labels = labels.copy()
     while True:
         uniq, labels = np.unique(labels, return_inverse=True)

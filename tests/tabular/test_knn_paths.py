@@ -15,9 +15,10 @@ import pytest
 
 from locpriv.tabular._block_index import _BK_MIN, _bk_build, _bk_remove
 from locpriv.tabular._block_query import _bk_knn, _bk_query
+from locpriv.tabular._epk_support import _merge_loop, _merge_repair, _sec_ids
 from locpriv.tabular._knn import _knn
 from locpriv.tabular.codes import as_codes
-from locpriv.tabular.enhanced_pk import _epk_kernel, _merge_repair, _sec_ids
+from locpriv.tabular.enhanced_pk import _epk_kernel
 from locpriv.tabular.psensitive import conditions
 from locpriv.tabular.seeded import _seeded_kernel, seeded_groups
 
@@ -297,33 +298,6 @@ def test_sec_ids_equal_numpy_unique_rows() -> None:
         assert nsec == int(inv.max()) + 1
 
 
-def _merge_repair_loop(
-    X: np.ndarray, codes: np.ndarray, labels: np.ndarray, k: int, p: int
-) -> np.ndarray:
-    """The merge loop alone (what _merge_repair did before its fast path)."""
-    labels = labels.copy()
-    while True:
-        uniq, labels = np.unique(labels, return_inverse=True)
-        g = uniq.size
-        if g <= 1:
-            return np.asarray(labels, dtype=np.int64)
-        cnt = np.bincount(labels, minlength=g)
-        bad = cnt < k
-        for j in range(codes.shape[1]):
-            nv = int(codes[:, j].max()) + 1
-            pairs = np.unique(labels * nv + codes[:, j])
-            bad |= np.bincount(pairs // nv, minlength=g) < p
-        if not bad.any():
-            return np.asarray(labels, dtype=np.int64)
-        cent = np.zeros((g, X.shape[1]))
-        np.add.at(cent, labels, X)
-        cent /= cnt[:, None]
-        b = int(np.flatnonzero(bad)[0])
-        dist = np.sum((cent - cent[b]) ** 2, axis=1)
-        dist[b] = np.inf
-        labels[labels == b] = int(np.argmin(dist))
-
-
 def test_merge_repair_fast_path_equals_the_loop() -> None:
     rng = np.random.default_rng(6)
     for t in range(600):
@@ -338,5 +312,5 @@ def test_merge_repair_fast_path_equals_the_loop() -> None:
             labels = np.repeat(np.arange(n // k + 1), k)[:n]
         labels = labels.astype(np.int64)
         got = _merge_repair(X, codes, labels, k, p)
-        assert np.array_equal(got, _merge_repair_loop(X, codes, labels, k, p))
+        assert np.array_equal(got, _merge_loop(X, codes, labels, k, p))
         assert got.dtype == np.int64
