@@ -390,6 +390,15 @@ def decode(
     raw = payload.encode() if isinstance(payload, str) else payload
     if len(raw) > max_bytes:
         raise DecodeError(ErrorCode.TOO_LARGE, f"payload of {len(raw)} bytes exceeds {max_bytes}")
+    if b"NaN" not in raw and b"Infinity" not in raw:
+        # the common case, one parse: a valid message of a supported version
+        try:
+            valid: Message | None = _ADAPTER.validate_json(raw, strict=True)
+        except ValidationError:
+            valid = None
+        if valid is not None and valid.v in SUPPORTED_VERSIONS:
+            return _expected(valid, expect)
+    # otherwise parse again step by step, to say precisely what is wrong
     try:
         obj: Any = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -419,8 +428,14 @@ def decode(
         raise DecodeError(
             ErrorCode.INVALID_FIELD, err["msg"], field=_field_path(err["loc"])
         ) from None
+    return _expected(message, expect)
+
+
+def _expected(message: Message, expect: tuple[type[Message], ...] | None) -> Message:
+    """``message``, or ``wrong_type`` when ``expect`` is given and it is not one of them."""
     if expect is not None and not isinstance(message, expect):
         names = ", ".join(sorted(m.model_fields["type"].default for m in expect))
+        kind = type(message).model_fields["type"].default
         raise DecodeError(
             ErrorCode.WRONG_TYPE, f"{kind!r} is not accepted here (expects {names})", field="type"
         )
