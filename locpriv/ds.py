@@ -13,7 +13,7 @@ from pathlib import Path
 
 from locpriv.config import ServiceConfig
 from locpriv.errors import ErrorCode
-from locpriv.messages import DSQuery, Message, QueryAnswer
+from locpriv.messages import MAX_ANSWER_POIS, DSQuery, Message, QueryAnswer
 from locpriv.poi import POIIndex, load_pois
 from locpriv.protocols import Send, error_send
 from locpriv.services import Route, ServiceDriver
@@ -24,10 +24,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_POIS = Path(__file__).parent / "data" / "pois.csv"
 """The generated demo POI set (5,000 POIs, 6 categories, 20 km x 20 km around Barcelona)."""
-
-
-MAX_ANSWER_POIS = 10_000
-"""Largest answer DS sends (the wire limit of QueryAnswer.pois); beyond it: bad_parameters."""
 
 
 class DSCore:

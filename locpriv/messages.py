@@ -35,6 +35,8 @@ SCHEMA_VERSION: Final = 1
 SUPPORTED_VERSIONS: Final = frozenset({SCHEMA_VERSION})
 MAX_PAYLOAD_BYTES: Final = 64 * 1024
 """Default size limit of one payload in bytes; services may lower it."""
+MAX_ANSWER_POIS: Final = 10_000
+"""Most POIs one ``QueryAnswer`` carries (DS answers ``bad_parameters`` beyond it)."""
 
 Lat = Annotated[
     float, Field(ge=-90.0, le=90.0, allow_inf_nan=False, description="Latitude, WGS84 degrees")
@@ -255,7 +257,7 @@ class QueryAnswer(Message):
 
     type: Literal["query_answer"] = "query_answer"
     correlation_id: CorrelationId
-    pois: list[POI] = Field(max_length=10_000)
+    pois: list[POI] = Field(max_length=MAX_ANSWER_POIS)
     candidates: bool = False
     region: Region | None = None
     area_m2: SquareMetres | None = None

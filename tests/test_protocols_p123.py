@@ -15,6 +15,7 @@ from locpriv.ds import DEFAULT_POIS, DSCore
 from locpriv.errors import ConfigError, ErrorCode
 from locpriv.geo import LocalProjection, region_from_wire
 from locpriv.messages import (
+    MAX_ANSWER_POIS,
     POI,
     CloakReply,
     CloakRequest,
@@ -274,7 +275,7 @@ def test_operator_config_feeds_the_machines(tmp_path: Path) -> None:
 
 def test_ds_refuses_rather_than_truncates_huge_answers() -> None:
     rng = np.random.default_rng(5)
-    xy = rng.uniform(-500, 500, size=(10_050, 2))
+    xy = rng.uniform(-500, 500, size=(MAX_ANSWER_POIS + 50, 2))
     lon, lat = PROJ.to_lonlat(xy[:, 0], xy[:, 1])
     pois = [
         POI(id=f"d{i}", category="atm", lat=float(lat[i]), lon=float(lon[i]))
@@ -292,7 +293,7 @@ def test_ds_refuses_rather_than_truncates_huge_answers() -> None:
     assert (err.correlation_id, err.code, err.field) == ("big", ErrorCode.BAD_PARAMETERS, "query")
     small = query.model_copy(update={"query": WithinQuery(radius_m=5.0)})
     answer = _one(ds.receive(small, T0)).message
-    assert isinstance(answer, QueryAnswer) and len(answer.pois) < 10_000
+    assert isinstance(answer, QueryAnswer) and len(answer.pois) < MAX_ANSWER_POIS
 
 
 def test_anonymizer_prepares_each_epoch_at_its_boundary() -> None:
