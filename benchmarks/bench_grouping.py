@@ -121,6 +121,7 @@ def run_case(case: dict[str, Any], reps: int, seed: int) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     times: list[float] = []
     ratios: list[float] = []
+    nodes: list[int] = []
     feasible = exact = 0
     h = case["side"] / 2
     for _ in range(reps):
@@ -132,6 +133,7 @@ def run_case(case: dict[str, Any], reps: int, seed: int) -> dict[str, Any]:
         if isinstance(g, Group):
             feasible += 1
             exact += g.exact
+            nodes.append(g.nodes)
             if case["budget"] is not None:
                 ref = select_group(*args, node_budget=None)
                 assert isinstance(ref, Group)
@@ -145,6 +147,7 @@ def run_case(case: dict[str, Any], reps: int, seed: int) -> dict[str, Any]:
         "max_ms": float(t.max()),
         "feasible": feasible / reps,
         "proven_exact": exact / max(feasible, 1),
+        "median_nodes": float(np.median(nodes)) if nodes else None,
     }
     if ratios:
         r = np.array(ratios)
@@ -163,7 +166,7 @@ def main() -> None:
     rows = [run_case(c, reps, seed=i + 1) for i, c in enumerate(CASES)]
     head = (
         f"{'case':34s} {'med ms':>7s} {'p99 ms':>7s} {'max ms':>7s} {'feas':>5s} {'exact':>5s} "
-        f"{'SSE/opt mean':>12s} {'max':>6s} {'<=5%':>5s}"
+        f"{'SSE/opt mean':>12s} {'max':>6s} {'<=5%':>5s} {'med nodes':>9s}"
     )
     print(head)
     print("-" * len(head))
@@ -175,7 +178,7 @@ def main() -> None:
         )
         print(
             f"{r['name']:34s} {r['median_ms']:7.3f} {r['p99_ms']:7.3f} {r['max_ms']:7.3f} "
-            f"{r['feasible']:5.2f} {r['proven_exact']:5.2f} {extra}"
+            f"{r['feasible']:5.2f} {r['proven_exact']:5.2f} {extra} {r['median_nodes'] or 0:9.0f}"
         )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(
