@@ -82,6 +82,64 @@ def _stable_split(arr: I64, tmp: I64, lo: int, hi: int, flag: NDArray[np.bool_])
 
 
 @njit(cache=True, nogil=True)
+def _first_at_least(  # noqa: PLR0917
+    coord: F64, arr: I64, lo: int, hi: int, v: float, strict: bool
+) -> int:
+    """First index ``i`` in ``[lo, hi)`` with ``coord[arr[i]] >= v`` (``> v`` if ``strict``);
+    ``arr[lo:hi]`` is sorted by ``coord``."""
+    a = lo
+    b = hi
+    while a < b:
+        mid = (a + b) // 2
+        c = coord[arr[mid]]
+        if c < v or (strict and c == v):
+            a = mid + 1
+        else:
+            b = mid
+    return a
+
+
+@njit(cache=True, nogil=True)
+def _split_in_gap(  # noqa: PLR0917
+    coord: F64, arr: I64, lo: int, hi: int, lower: float, upper: float, s: float
+) -> tuple[float, int]:
+    """Where to cut a node near the preferred position ``s``: ``(position, r)`` with ``r`` the
+    members left of it, or ``(nan, -1)`` when no cut is admissible.
+
+    Admissible positions lie strictly inside ``(lower, upper)`` and on no member's coordinate.
+    They form open intervals between consecutive distinct member coordinates (or an area
+    bound); the cut goes to the **middle** of the interval at or next to ``s``. The position
+    thus depends on members only through the two values around it, never lies within less than
+    half a gap of a member, and is never on one (a member on a boundary would break
+    reciprocity). ``lower``/``upper`` already keep ``>= k`` members on each side.
+    """
+    t = min(max(s, lower), upper)
+    a = _first_at_least(coord, arr, lo, hi, t, False)
+    if a < hi and coord[arr[a]] > t and a > lo:
+        left = max(coord[arr[a - 1]], lower)
+        right = min(coord[arr[a]], upper)
+        return 0.5 * (left + right), a - lo
+    # t is a member's coordinate (a tie, or lower/upper themselves): the interval just left of
+    # it or the one just right of it, whichever cut lies nearer to s
+    best = np.nan
+    best_r = -1
+    if a > lo and a < hi:
+        left = max(coord[arr[a - 1]], lower)
+        if left < t:
+            best = 0.5 * (left + t)
+            best_r = a - lo
+    b = _first_at_least(coord, arr, lo, hi, t, True)
+    if b < hi and t < upper:
+        right = min(coord[arr[b]], upper)
+        if t < right:
+            cut = 0.5 * (t + right)
+            if best_r < 0 or abs(cut - s) < abs(best - s):
+                best = cut
+                best_r = b - lo
+    return best, best_r
+
+
+@njit(cache=True, nogil=True)
 def _kd_partition(  # noqa: PLR0917
     x: F64,
     y: F64,
@@ -149,33 +207,17 @@ def _kd_partition(  # noqa: PLR0917
                     continue
                 g = c // k
                 m = k * ((g + 1) // 2)
-                s = 0.5 * (coord[arr[lo + m - 1]] + coord[arr[lo + m]])
-                if s <= lower:
-                    s = lower + min(0.5 * (upper - lower), 1e-3)
-                elif s >= upper:
-                    s = upper - min(0.5 * (upper - lower), 1e-3)
-                # r = number of node members with coord < s (arr[lo:hi] is sorted by coord)
-                a = lo
-                b = hi
-                while a < b:
-                    mid = (a + b) // 2
-                    if coord[arr[mid]] < s:
-                        a = mid + 1
-                    else:
-                        b = mid
-                if a < hi and coord[arr[a]] == s:
-                    # a clamped split may hit users' coordinate: move it off them, so no user
-                    # lies on a leaf boundary (which would break reciprocity for that user)
-                    d = 1e-7 * max(1.0, abs(s))
-                    if s - d > lower:
-                        s -= d
-                    elif s + d < upper:
-                        s += d
-                        while a < hi and coord[arr[a]] < s:
-                            a += 1
-                    else:
-                        continue
-                r = a - lo
+                s, r = _split_in_gap(
+                    coord,
+                    arr,
+                    lo,
+                    hi,
+                    lower,
+                    upper,
+                    0.5 * (coord[arr[lo + m - 1]] + coord[arr[lo + m]]),
+                )
+                if r < 0:
+                    continue
                 for i in range(lo, lo + r):
                     flag[arr[i]] = True
                 for i in range(lo + r, hi):
@@ -326,13 +368,19 @@ def shrunk_region(part: Partition, leaf: int, p: CloakParams, t2: float) -> Cloa
     """A sub-rectangle of a leaf too large for ``a_max_m2``, or None if none fits.
 
     Computed from the leaf's data and ``p`` only (reciprocal): the leaf is shrunk toward its
-    members' box down to ``max(a_min, min(4 * box area, a_max / 2))``. It still holds exactly the
-    leaf's members, so ``users`` is unchanged.
+    members' box (:func:`shrink_toward`) to a target area between ``lo = max(a_min, box area)``
+    and ``hi = min(a_max, leaf area)``: ``4 × box area`` (a compact region) but at most the
+    geometric middle ``sqrt(lo · hi)``, never below ``lo``. The middle keeps the edges away from
+    the outermost members whenever there is room: a target at the members' box itself would put
+    an edge on a member's exact coordinate. It still holds exactly the leaf's members, so
+    ``users`` is unchanged.
     """
     mbr = part.mbrs[leaf]
-    target = max(p.a_min_m2 * (1 + 1e-6), min(4.0 * _rect_area(mbr), 0.5 * p.a_max_m2))
-    if target >= p.a_max_m2:
+    lo = max(p.a_min_m2 * (1 + 1e-6), _rect_area(mbr))
+    hi = min(p.a_max_m2 * (1 - 1e-9), _rect_area(part.rects[leaf]))
+    if lo >= hi:
         return None
+    target = max(lo, min(4.0 * _rect_area(mbr), math.sqrt(lo * hi)))
     r = shrink_toward(part.rects[leaf], mbr, target)
     area = _rect_area(r)
     if not p.a_min_m2 < area < p.a_max_m2:

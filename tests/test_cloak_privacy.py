@@ -152,3 +152,87 @@ def test_requester_is_not_at_the_centre(kind: str, a_min: float) -> None:
     # and the offset histogram is not peaked in the middle decile
     hist, _ = np.histogram(o.ravel(), bins=10, range=(0, 1))
     assert hist[4] + hist[5] <= 2.5 * hist.mean()
+
+
+def _edge_pinned_rate(
+    n: int, k: int, a_min: float, a_max: float, *, seeds: int = 4, tol_m: float = 0.01
+) -> tuple[float, float]:
+    """Share of distinct regions with a member within ``tol_m`` of an inner edge, and the same
+    share when each region's members are re-drawn uniformly inside it (a placement blind to
+    the members): uniform populations on a 4 km square, so no ties."""
+    side = 4000.0
+    blind_rng = np.random.default_rng(1234)
+    pinned = blind = total = 0.0
+
+    def nearest_edge(pts: NDArray[np.float64], b: tuple[float, ...]) -> float:
+        x0, y0, x1, y1 = b
+        d = [pts[:, 0] - x0 if x0 > 0 else None, x1 - pts[:, 0] if x1 < side else None]
+        d += [pts[:, 1] - y0 if y0 > 0 else None, y1 - pts[:, 1] if y1 < side else None]
+        inner = [v for v in d if v is not None]
+        return float(np.min(np.abs(inner))) if inner else math.inf
+
+    for seed in range(seeds):
+        xy = np.random.default_rng(seed).uniform(0, side, (n, 2))
+        ck = Cloaker(CloakConfig(world=(0.0, 0.0, side, side), epoch_s=10.0, k_min=1))
+        ids = [f"u{i}" for i in range(n)]
+        ck.update_many(ids, xy, now=0.0)
+        seen: set[tuple[float, ...]] = set()
+        params = CloakParams(k=k, a_min_m2=a_min, a_max_m2=a_max, max_delay_s=0.0)
+        for i in range(0, n, 5):
+            out = ck.request(i, ids[i], params, 0.0)
+            if out is None or out.region is None:
+                continue
+            b = tuple(out.region.polygon.bounds)
+            if b in seen:
+                continue
+            seen.add(b)
+            members = xy[_inside(xy, b)]  # type: ignore[arg-type]
+            total += 1
+            pinned += nearest_edge(members, b) < tol_m
+            redrawn = np.column_stack(
+                [
+                    blind_rng.uniform(b[0], b[2], len(members)),
+                    blind_rng.uniform(b[1], b[3], len(members)),
+                ]
+            )
+            blind += nearest_edge(redrawn, b) < tol_m
+    return pinned / total, blind / total
+
+
+@pytest.mark.parametrize(
+    ("k", "a_min", "a_max"),
+    [(5, 1e4, 4e6), (5, 1e5, 2e5), (10, 2e4, 1e5), (3, 1e3, 2e4)],
+    ids=["loose", "a_min-binds", "a_max-binds", "a_max-binds-k3"],
+)
+def test_region_edges_do_not_pin_members(k: int, a_min: float, a_max: float) -> None:
+    """Edges placed from the members' exact coordinates (a clamped split 1 mm from a user, a
+    region shrunk onto the members' bounding box) reveal a member's x or y. Measured before
+    the fix at (10, 2e4, 1e5) and (3, 1e3, 2e4): 15 % and 20 % of regions had a member within
+    1 cm of an edge, against ~0.1 % for a placement blind to the members."""
+    pinned, blind = _edge_pinned_rate(2000, k, a_min, a_max)
+    assert pinned <= 2 * blind + 0.004, (pinned, blind)
+
+
+@pytest.mark.parametrize("spread_m", [0.0, 1e-4, 1e-2])
+def test_users_at_one_spot_stay_inside_their_region(spread_m: float) -> None:
+    """A crowd at one spot (identical or nearly identical coordinates) plus a background: every
+    member's region contains her, also after the trip to WGS84 degrees and back."""
+    from shapely.geometry import Point
+
+    from locpriv.geo import LocalProjection, region_from_wire, region_to_wire
+
+    proj = LocalProjection(41.3874, 2.1686)
+    rng = np.random.default_rng(7)
+    spot = rng.uniform(2000, 8000, 2)
+    crowd = spot + rng.normal(0.0, 1.0, (200, 2)) * spread_m
+    xy = np.vstack([crowd, rng.uniform(0, 10_000, (300, 2))])
+    ck, ids = _cloaker(xy)
+    params = CloakParams(k=K, a_min_m2=1e4, a_max_m2=1e6, max_delay_s=0.0)
+    for i in range(0, 200, 11):
+        out = ck.request(i, ids[i], params, 0.0)
+        assert out is not None and out.region is not None
+        poly = out.region.polygon
+        assert poly.covers(Point(*xy[i]))
+        back = proj.geometry_to_xy(region_from_wire(region_to_wire(proj.geometry_to_lonlat(poly))))
+        lon, lat = proj.point_to_lonlat(*xy[i])
+        assert back.covers(Point(*proj.point_to_xy(lon, lat)))
