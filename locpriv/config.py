@@ -29,6 +29,11 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     ds_timeout_s = 5.0                 # mediator -> DS; then "upstream_timeout"
     publishers = 16                    # concurrent outgoing publishes
 
+    [state]                            # what lets accepted requests survive a crash
+    token_key_file = ""                # 64 hex digits shared by the anonymizer processes (or
+                                       # LOCPRIV_TOKEN_KEY); empty: a key per process
+    journal_file = ""                  # pending temporal cloaks, answered at the next start
+
     [mqtt]
     client_id = "locpriv-anonymizer"   # DS uses "<client_id>-ds" unless ds_client_id is set
     ds_client_id = "locpriv-ds"
@@ -56,6 +61,7 @@ __all__ = [
     "MqttSection",
     "ProjectionSection",
     "ServiceConfig",
+    "StateSection",
     "load_config",
 ]
 
@@ -99,6 +105,19 @@ class LimitsSection(_Section):
     publishers: int = Field(16, ge=1, le=1024)
 
 
+class StateSection(_Section):
+    """Files that let accepted requests survive a crash (paths; empty: not used).
+
+    ``token_key_file``: the key sealing the mediator's DS correlation ids (64 hex digits; or
+    the ``LOCPRIV_TOKEN_KEY`` environment variable), so that a restarted or another anonymizer
+    relays DS's answers. ``journal_file``: pending temporal cloaks, answered ``unavailable`` by
+    the next run. Neither ever holds a position or a user id.
+    """
+
+    token_key_file: str = ""
+    journal_file: str = ""
+
+
 class MqttSection(_Section):
     """Broker session settings of the services."""
 
@@ -118,6 +137,7 @@ class ServiceConfig(_Section):
     cloak: CloakSection = CloakSection()
     limits: LimitsSection = LimitsSection()
     mqtt: MqttSection = MqttSection()
+    state: StateSection = StateSection()
 
     @property
     def topics(self) -> Topics:

@@ -29,8 +29,15 @@ DEFAULT_POIS = Path(__file__).parent / "data" / "pois.csv"
 class DSCore:
     """DS as a sans-I/O machine: a :class:`DSQuery` in, a :class:`QueryAnswer` out."""
 
+    revision = 0
+    """DS holds no request between messages."""
+
     def __init__(self, index: POIIndex) -> None:
         self.index = index
+
+    def in_flight(self) -> list[tuple[str, str]]:
+        """Nothing: DS answers every query at once."""
+        return []
 
     def receive(self, message: Message, now: float) -> list[Send]:
         """Answer one query (``now`` unused: DS is stateless)."""

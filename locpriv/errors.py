@@ -13,6 +13,7 @@
     ├── ProtocolError
     │   ├── RemoteError                    the other side answered with an error reply
     │   └── LocalProtocolError             we were asked to do something out of protocol
+    ├── ServiceFailure                     a service cannot go on (exit non-zero, restart it)
     └── TransportError(ConnectionError)    broker unreachable or gone
         └── RequestTimeout(TimeoutError)   no reply within the caller's timeout
 
@@ -150,6 +151,13 @@ class RemoteError(ProtocolError):
 
 class LocalProtocolError(ProtocolError):
     """This side was asked to act out of protocol (a programming error)."""
+
+
+class ServiceFailure(LocprivError):
+    """A running service cannot go on (a task died, publishing is wedged): the process must
+    exit with a non-zero status so that its supervisor restarts it."""
+
+    default_code = ErrorCode.UNAVAILABLE
 
 
 class TransportError(LocprivError, ConnectionError):

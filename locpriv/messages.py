@@ -14,7 +14,6 @@ with a stable code and the offending field) and :func:`encode` for the reverse.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Annotated, Any, Final, Literal, TypeAlias
 
@@ -27,6 +26,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import from_json
 
 from locpriv.errors import DecodeError, ErrorCode
 
@@ -50,11 +50,13 @@ Seconds = Annotated[
 Metres = Annotated[float, Field(ge=0.0, allow_inf_nan=False, description="Distance, metres")]
 SquareMetres = Annotated[float, Field(ge=0.0, allow_inf_nan=False, description="Area, m²")]
 Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
+MAX_CORRELATION_ID: Final = 1024
+"""Longest correlation id, characters (a mediator's sealed token to DS takes ~700)."""
 CorrelationId = Annotated[
     str,
     Field(
         min_length=1,
-        max_length=64,
+        max_length=MAX_CORRELATION_ID,
         pattern=r"^[A-Za-z0-9_.:-]+$",
         description="Opaque id echoed in the reply",
     ),
@@ -64,8 +66,11 @@ ReplyTopic = Annotated[
     Field(
         min_length=1,
         max_length=256,
-        pattern=r"^[^#+\x00$][^#+\x00]*$",
-        description="MQTT topic for the reply (no wildcards, not a $-topic)",
+        pattern=r"^[A-Za-z0-9_.:@-]+(/[A-Za-z0-9_.:@-]+)*$",
+        description=(
+            "MQTT topic for the reply: levels of [A-Za-z0-9_.:@-], no wildcards, no empty level;"
+            " services accept only {prefix}/v1/reply/{one segment}"
+        ),
     ),
 ]
 Category = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_-]+$")]
@@ -186,7 +191,7 @@ DSLocation: TypeAlias = Annotated[
 
 
 class LocationUpdate(Message):
-    """User -> anonymizer: the user's current exact position (retained per user)."""
+    """User -> anonymizer: the user's current exact position (never retained by the broker)."""
 
     type: Literal["location_update"] = "location_update"
     user_id: Identifier
@@ -400,10 +405,12 @@ def decode(
             valid = None
         if valid is not None and valid.v in SUPPORTED_VERSIONS:
             return _expected(valid, expect)
-    # otherwise parse again step by step, to say precisely what is wrong
+    # otherwise parse again step by step, to say precisely what is wrong. The parser is
+    # pydantic-core's: nesting deeper than its recursion limit and numbers out of range are
+    # ValueErrors, never a RecursionError or a crash.
     try:
-        obj: Any = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        obj: Any = from_json(raw, allow_inf_nan=True)
+    except ValueError as exc:
         raise DecodeError(ErrorCode.MALFORMED, f"not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise DecodeError(ErrorCode.MALFORMED, "a message must be a JSON object")
@@ -413,16 +420,18 @@ def decode(
     if version not in SUPPORTED_VERSIONS:
         raise DecodeError(
             ErrorCode.UNSUPPORTED_VERSION,
-            f"schema version {version} is not supported (speaks {sorted(SUPPORTED_VERSIONS)})",
+            f"schema version {str(version)[:20]} is not supported"
+            f" (speaks {sorted(SUPPORTED_VERSIONS)})",
             field="v",
         )
     kind = obj.get("type")
     if kind is None:
         raise DecodeError(ErrorCode.INVALID_FIELD, "missing message type", field="type")
     if not isinstance(kind, str) or kind not in MESSAGE_TYPES:
-        raise DecodeError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {kind!r}", field="type")
-    if b"NaN" in raw or b"Infinity" in raw:  # json.loads makes non-finite floats only from these
-        _reject_non_finite(obj, ())
+        raise DecodeError(
+            ErrorCode.UNKNOWN_TYPE, f"unknown message type {str(kind)[:64]!r}", field="type"
+        )
+    _reject_non_finite(obj, ())
     try:
         message = _ADAPTER.validate_json(raw, strict=True)
     except ValidationError as exc:
@@ -445,7 +454,7 @@ def _expected(message: Message, expect: tuple[type[Message], ...] | None) -> Mes
 
 
 def _reject_non_finite(obj: Any, path: tuple[str, ...]) -> None:
-    """json.loads accepts NaN and Infinity; the wire does not."""
+    """The lenient parse admits NaN, Infinity and overflowing floats; the wire does not."""
     if isinstance(obj, float) and not math.isfinite(obj):
         raise DecodeError(ErrorCode.INVALID_FIELD, "must be a finite number", field=".".join(path))
     if isinstance(obj, dict):

@@ -19,6 +19,7 @@ from locpriv.config import load_config
 from locpriv.ds import DEFAULT_POIS, DSService
 from locpriv.errors import ConfigError
 from locpriv.services import AnonymizerService, ServiceDriver
+from locpriv.transport import redact_url
 
 __all__ = ["register", "serve"]
 
@@ -63,7 +64,7 @@ async def serve(
             for t in tasks:
                 if t.done():
                     t.result()  # a service that failed to start raises here
-        print(f"serving {', '.join(s.name for s in services)} on {url}", flush=True)
+        print(f"serving {', '.join(s.name for s in services)} on {redact_url(url)}", flush=True)
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
         for s in services:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 import time
@@ -30,11 +29,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from pydantic_core import from_json
+
 from locpriv.cloak import Cloaker
 from locpriv.cloak_partition import warm_up as cloak_warm_up
 from locpriv.config import ServiceConfig
-from locpriv.errors import DecodeError, ErrorCode, TransportError
+from locpriv.errors import DecodeError, ErrorCode, ServiceFailure, TransportError
+from locpriv.health import PublishHealth
+from locpriv.journal import Journal
 from locpriv.messages import (
+    MAX_CORRELATION_ID,
     CloakRequest,
     ErrorReply,
     LocationUpdate,
@@ -49,8 +53,9 @@ from locpriv.protocols.p1_mediator import TrustedCore
 from locpriv.protocols.p2_mediator import Mediator
 from locpriv.protocols.p3_anonymizer import Anonymizer
 from locpriv.rpc import REPLY_MAX_BYTES
+from locpriv.seal import Sealer
 from locpriv.topics import Topics, matches, shared
-from locpriv.transport import MemoryTransport, MqttTransport, Received, connect
+from locpriv.transport import MemoryTransport, MqttTransport, Received, connect, redact_url
 
 __all__ = [
     "AnonymizerService",
@@ -64,13 +69,20 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_REPLY_TOPIC = re.compile(r"^[^#+\x00$][^#+\x00]{0,255}$")
-_CORRELATION = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_CORRELATION = re.compile(rf"^[A-Za-z0-9_.:-]{{1,{MAX_CORRELATION_ID}}}$")
 _SALVAGE_MAX_BYTES: Final = 4 * 1024 * 1024
 
 
 class Machine(Protocol):
-    """What a driver needs from a sans-I/O machine."""
+    """What a driver needs from a sans-I/O machine.
+
+    ``in_flight()`` lists ``(reply_to, correlation_id)`` of the accepted requests the machine
+    holds that no other party will answer after a crash (the driver journals them; see
+    :class:`locpriv.journal.Journal`); ``revision`` changes whenever that list may have.
+    """
+
+    @property
+    def revision(self) -> int: ...
 
     def receive(self, message: Message, now: float) -> list[Send]: ...
 
@@ -79,6 +91,21 @@ class Machine(Protocol):
     def next_deadline(self) -> float | None: ...
 
     def shutdown(self, now: float) -> list[Send]: ...
+
+    def in_flight(self) -> list[tuple[str, str]]: ...
+
+
+def _failure(tasks: list[asyncio.Task[Any]]) -> str:
+    """Why the first finished task of a service ended (they run until cancelled)."""
+    for task in tasks:
+        if task.done():
+            if task.cancelled():
+                return f"task {task.get_name()} was cancelled"
+            exc = task.exception()
+            if exc is not None:
+                return f"{task.get_name()}: {type(exc).__name__}: {exc}"
+            return f"task {task.get_name()} ended"
+    return "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,19 +128,20 @@ class Route:
     check: Callable[[Received, Message], tuple[ErrorCode, str, str] | None] | None = None
 
 
-def salvage_reply(payload: bytes) -> tuple[str | None, str | None]:
-    """``(reply_to, correlation_id)`` read from a rejected raw payload when they look valid."""
+def salvage_reply(payload: bytes, topics: Topics) -> tuple[str | None, str | None]:
+    """``(reply_to, correlation_id)`` read from a rejected raw payload when they are usable:
+    ``reply_to`` only if it is one of ``topics``' reply topics (:meth:`Topics.is_reply`)."""
     if len(payload) > _SALVAGE_MAX_BYTES:
         return None, None
     try:
-        obj: Any = json.loads(payload)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        obj: Any = from_json(payload, allow_inf_nan=True)
+    except ValueError:
         return None, None
     if not isinstance(obj, dict):
         return None, None
     reply_to = obj.get("reply_to")
     cid = obj.get("correlation_id")
-    ok_topic = isinstance(reply_to, str) and _REPLY_TOPIC.fullmatch(reply_to) is not None
+    ok_topic = isinstance(reply_to, str) and topics.is_reply(reply_to)
     ok_cid = isinstance(cid, str) and _CORRELATION.fullmatch(cid) is not None
     return (reply_to if ok_topic else None), (cid if ok_cid else None)
 
@@ -143,7 +171,14 @@ class ServiceDriver:
         self.max_payload = config.limits.max_payload_bytes
         self.ready = asyncio.Event()
         """Set once subscribed and serving."""
-        self.stats: dict[str, int] = {"received": 0, "rejected": 0, "overloaded": 0, "sent": 0}
+        self.stats: dict[str, int] = {
+            "received": 0,
+            "rejected": 0,
+            "overloaded": 0,
+            "sent": 0,
+            "publish_failed": 0,
+            "internal": 0,
+        }
         self.dispatcher = Dispatcher(
             name=name,
             machine=machine,
@@ -152,6 +187,12 @@ class ServiceDriver:
             max_payload=self.max_payload,
             stats=self.stats,
         )
+        self.health = PublishHealth()
+        self.watchdog_s = 1.0
+        """Period of the watchdog (journal writes, publish health), seconds."""
+        journal_file = config.state.journal_file
+        self.journal = Journal(journal_file) if journal_file else None
+        self._journal_revision = -1
         self._outbox: asyncio.Queue[Send | None] = asyncio.Queue()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -202,23 +243,29 @@ class ServiceDriver:
                 await transport.subscribe(topic_filter, qos=1)
             if isinstance(transport, MemoryTransport):
                 await transport.publish(status, b"online", qos=1, retain=True)
+            for effect in self._recover_journal():
+                self._outbox.put_nowait(effect)
             publishers = [
                 asyncio.create_task(self._publisher(), name=f"{self.name}-pub{i}")
                 for i in range(self.config.limits.publishers)
             ]
-            reader = asyncio.create_task(self._reader(), name=f"{self.name}-reader")
-            worker = asyncio.create_task(self._worker(), name=f"{self.name}-worker")
+            workers = [
+                asyncio.create_task(self._reader(), name=f"{self.name}-reader"),
+                asyncio.create_task(self._worker(), name=f"{self.name}-worker"),
+                asyncio.create_task(self._watchdog(), name=f"{self.name}-watchdog"),
+                *publishers,
+            ]
             self.ready.set()
-            log.info("%s serving on %s", self.name, self.url)
+            log.info("%s serving on %s", self.name, redact_url(self.url))
             stopper = asyncio.create_task(self._stop.wait())
-            tasks: list[asyncio.Task[Any]] = [stopper, reader, worker]
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in tasks:
-                task.cancel()
-            for result in await asyncio.gather(*tasks, return_exceptions=True):
-                if isinstance(result, Exception):
-                    log.error("%s: task failed: %r", self.name, result)
+            await asyncio.wait([stopper, *workers], return_when=asyncio.FIRST_COMPLETED)
+            failure = None if stopper.done() else _failure(workers)
+            for task in (stopper, *workers):
+                if task not in publishers:
+                    task.cancel()
+            await asyncio.gather(stopper, *workers[:3], return_exceptions=True)
             self._shutdown_pending()
+            self._write_journal(force=True)
             for _ in publishers:
                 self._outbox.put_nowait(None)
             with contextlib.suppress(TimeoutError):
@@ -229,6 +276,9 @@ class ServiceDriver:
             with contextlib.suppress(TransportError):
                 await transport.publish(status, b"offline", qos=1, retain=True)
             self._transport = None
+        if failure is not None:
+            log.critical("%s failed: %s", self.name, failure)
+            raise ServiceFailure(f"{self.name} failed: {failure}")
         log.info("%s stopped", self.name)
 
     def _shutdown_pending(self) -> None:
@@ -252,10 +302,17 @@ class ServiceDriver:
             if transport.backlog >= max_queue:
                 self._overloaded(received)
                 continue
-            self._handle(received, time.time())
+            try:
+                self._handle(received, time.time())
+            except Exception:  # the dispatcher never raises; a bug must not stop the reader
+                self.stats["internal"] += 1
+                log.exception("%s: failed handling a message", self.name)
+                continue
             deadline = self.machine.next_deadline()
             if deadline is not None and (self._timer_at is None or deadline < self._timer_at):
                 self._wake.set()  # the timer sleeps past the new earliest deadline
+        if not self._stop.is_set():
+            raise ServiceFailure("the transport's message stream ended")
 
     def _overloaded(self, received: Received) -> None:
         self.stats["overloaded"] += 1
@@ -281,6 +338,21 @@ class ServiceDriver:
                 self._emit(self._safe(self.machine.on_deadline, now))
             await asyncio.sleep(0)
 
+    async def _watchdog(self) -> None:
+        """Every ``watchdog_s``: journal pending requests; raise when publishing is wedged."""
+        seen = 0
+        while True:
+            await asyncio.sleep(self.watchdog_s)
+            now = time.monotonic()
+            count = self.reconnects
+            for _ in range(count - seen):
+                self.health.reconnected(now)
+            seen = count
+            self._write_journal()
+            verdict = self.health.verdict(now)
+            if verdict is not None:
+                raise ServiceFailure(verdict)
+
     async def _publisher(self) -> None:
         assert self._transport is not None
         transport = self._transport
@@ -288,12 +360,62 @@ class ServiceDriver:
             effect = await self._outbox.get()
             if effect is None:
                 return
+            self.health.started()
             try:
                 await transport.publish(effect.topic, encode(effect.message), qos=effect.qos)
-                self.stats["sent"] += 1
-            except TransportError as exc:
+            except Exception as exc:  # TransportError, or a bug: the publisher must go on
+                self.stats["publish_failed"] += 1
+                self.health.finished(ok=False)
                 kind = type(effect.message).__name__
-                log.error("%s: could not publish a %s: %s", self.name, kind, exc)
+                log.error(
+                    "%s: could not publish a %s: %s: %s",
+                    self.name,
+                    kind,
+                    type(exc).__name__,
+                    str(exc)[:200],
+                )
+            else:
+                self.stats["sent"] += 1
+                self.health.finished(ok=True)
+
+    # ------------------------------------------------------------------ journal
+
+    def _recover_journal(self) -> list[Send]:
+        """Requests the previous run left pending, answered ``unavailable`` (then forgotten)."""
+        journal = self.journal
+        if journal is None:
+            return []
+        entries = journal.load()
+        journal.clear()
+        if entries:
+            log.warning(
+                "%s: answering %d requests left pending by the previous run",
+                self.name,
+                len(entries),
+            )
+        return [
+            error_send(
+                reply_to,
+                cid,
+                ErrorCode.UNAVAILABLE,
+                f"{self.name} restarted while this request was pending; retry",
+            )
+            for reply_to, cid in entries
+            if self.topics.is_reply(reply_to)
+        ]
+
+    def _write_journal(self, *, force: bool = False) -> None:
+        journal = self.journal
+        if journal is None:
+            return
+        revision = self.machine.revision
+        if force or revision != self._journal_revision:
+            try:
+                journal.save(self.machine.in_flight())
+            except OSError as exc:
+                log.error("%s: cannot write the journal: %s", self.name, exc)
+                return
+            self._journal_revision = revision
 
     # ---------------------------------------------------------------- handling
 
@@ -360,9 +482,27 @@ class Dispatcher:
     ) -> Send:
         """An error reply to the raw message's ``reply_to`` if readable, else the error topic."""
         self.stats["rejected"] += 1
-        reply_to, cid = salvage_reply(received.payload)
+        reply_to, cid = salvage_reply(received.payload, self.topics)
         target = reply_to or self.topics.errors(self.name)
         return error_send(target, cid, code, reason, field)
+
+    def _bad_reply_to(self, route: Route, message: Message) -> list[Send]:
+        """A request whose ``reply_to`` lies outside the reply namespace: answered on the
+        error topic, never on the topic it named."""
+        self.stats["rejected"] += 1
+        if not route.answer_errors:
+            return []
+        cid = getattr(message, "correlation_id", None)
+        reason = f"reply_to must be {self.topics.reply_prefix}<one segment of [A-Za-z0-9_.:@-]>"
+        return [
+            error_send(
+                self.topics.errors(self.name),
+                cid,
+                ErrorCode.INVALID_FIELD,
+                reason,
+                "reply_to",
+            )
+        ]
 
     def handle(self, received: Received, now: float) -> list[Send]:
         """Decode ``received`` for its route and run the machine; never raises."""
@@ -377,6 +517,9 @@ class Dispatcher:
                 return [self.reject(received, exc.code, exc.reason, exc.field)]
             log.info("%s: rejected message on a no-reply topic: %s", self.name, exc.code)
             return []
+        reply_to = getattr(message, "reply_to", None)
+        if isinstance(reply_to, str) and not self.topics.is_reply(reply_to):
+            return self._bad_reply_to(route, message)
         if route.check is not None:
             problem = route.check(received, message)
             if problem is not None:
@@ -401,6 +544,7 @@ def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
         reply_to=reply_to,
         ds_timeout_s=config.limits.ds_timeout_s,
         max_pending=config.limits.max_pending,
+        sealer=Sealer.from_config(config.state.token_key_file or None),
     )
     return TrustedCore(anonymizer, mediator)
 

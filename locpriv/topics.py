@@ -32,6 +32,18 @@ from typing import Final
 DEFAULT_PREFIX: Final = "locpriv"
 VERSION_SEGMENT: Final = "v1"
 _SEGMENT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+_TOPIC = re.compile(r"^[A-Za-z0-9_.:@-]+(?:/[A-Za-z0-9_.:@-]+)*$")
+MAX_TOPIC_CHARS: Final = 512
+"""Longest topic locpriv publishes on (characters, all ASCII)."""
+
+
+def is_topic_name(topic: str) -> bool:
+    """True for a topic locpriv may publish on: ``/``-separated levels of ``[A-Za-z0-9_.:@-]``.
+
+    No wildcards, no ``$``, no empty level, no control or non-ASCII character, at most
+    :data:`MAX_TOPIC_CHARS`: a broker can never reject such a name as a malformed packet.
+    """
+    return len(topic) <= MAX_TOPIC_CHARS and _TOPIC.fullmatch(topic) is not None
 
 
 def _segment(value: str, what: str) -> str:
@@ -47,10 +59,11 @@ class Topics:
     prefix: str = DEFAULT_PREFIX
 
     def __post_init__(self) -> None:
-        if not self.prefix or any(c in self.prefix for c in "#+\x00") or self.prefix[0] == "$":
-            raise ValueError(f"invalid topic prefix {self.prefix!r}")
-        if self.prefix.endswith("/"):
-            raise ValueError("topic prefix must not end with '/'")
+        if not is_topic_name(self.prefix) or len(self.prefix) > 128:
+            raise ValueError(
+                f"invalid topic prefix {self.prefix!r}: levels of [A-Za-z0-9_.:@-] separated"
+                " by '/', at most 128 characters"
+            )
 
     @property
     def root(self) -> str:
@@ -89,6 +102,17 @@ class Topics:
     def reply(self, client_id: str) -> str:
         """A client's private reply topic."""
         return f"{self.root}/reply/{_segment(client_id, 'client id')}"
+
+    @property
+    def reply_prefix(self) -> str:
+        """``{prefix}/v1/reply/``: every reply topic starts with it."""
+        return f"{self.root}/reply/"
+
+    def is_reply(self, topic: str) -> bool:
+        """True when ``topic`` is ``{prefix}/v1/reply/`` and one valid segment: the only
+        topics a service or device answers on, whatever a request's ``reply_to`` asks."""
+        prefix = self.reply_prefix
+        return topic.startswith(prefix) and _SEGMENT.fullmatch(topic[len(prefix) :]) is not None
 
     def errors(self, service: str) -> str:
         """Where a service reports requests it could not even address a reply to."""
@@ -131,4 +155,4 @@ def matches(topic_filter: str, topic: str) -> bool:
     return len(f_parts) == len(t_parts)
 
 
-__all__ = ["DEFAULT_PREFIX", "Topics", "matches", "shared"]
+__all__ = ["DEFAULT_PREFIX", "MAX_TOPIC_CHARS", "Topics", "is_topic_name", "matches", "shared"]

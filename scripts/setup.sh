@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Set up a development environment: Debian's mosquitto (if missing) and .venv with locpriv[dev].
+# Set up a development environment: Debian's mosquitto and its command-line clients (if missing)
+# and .venv with locpriv[dev].
 # Idempotent: safe to run again. Usage: bash scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then
-  echo "setup: installing Debian's mosquitto" >&2
+if [ ! -x /usr/sbin/mosquitto ] || ! command -v mosquitto_pub >/dev/null 2>&1; then
+  echo "setup: installing Debian's mosquitto and mosquitto-clients" >&2
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $sudo_cmd apt-get update -qq
-  $sudo_cmd apt-get install -y -qq --no-install-recommends mosquitto >/dev/null
+  $sudo_cmd apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null
 fi
 
 python=${PYTHON:-python3}

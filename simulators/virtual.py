@@ -34,7 +34,6 @@ publishes by protocol and message type.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -164,7 +163,6 @@ class _Runner(PeerNodes):
         self.ctx: dict[int, Ctx] = {}
         self.cid_rid: dict[str, int] = {}
         self.updates = 0
-        self.ds_ids = itertools.count()
         # ---- trusted service (P1-P3) and DS
         core_reply = self.topics.reply("sim-anonymizer")
         self.mediator = _CountingMediator(
@@ -173,7 +171,6 @@ class _Runner(PeerNodes):
             reply_to=core_reply,
             ds_timeout_s=cfg.ds_timeout_s,
             max_pending=1_000_000,
-            new_id=lambda: f"m{next(self.ds_ids)}",
         )
         self.handlers: dict[int, Any] = {}
         anonymizer = Anonymizer(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import numpy as np
@@ -54,13 +53,11 @@ def _core(ds_timeout_s: float = 5.0, max_pending: int = 100) -> TrustedCore:
         epoch_s=1.0,
         default=CloakParams(k=4, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=2.0),
     )
-    ids = (f"ds-{i}" for i in itertools.count())
     mediator = Mediator(
         ds_topic=TOPICS.ds_query,
         reply_to=MEDIATOR_REPLY,
         ds_timeout_s=ds_timeout_s,
         max_pending=max_pending,
-        new_id=lambda: next(ids),
     )
     return TrustedCore(Anonymizer(Cloaker(config), PROJ), mediator)
 

@@ -37,3 +37,13 @@ def test_help_lists_commands() -> None:
     assert "schemas" in names
     for name in names:
         assert name in out
+
+
+def test_protocol_page_lists_every_field_of_the_models() -> None:
+    doc = ROOT / "docs" / "protocol.md"
+    text = doc.read_text(encoding="utf-8")
+    assert schemas.render_protocol(text) == text, (
+        "run `locpriv schemas` and commit docs/protocol.md"
+    )
+    for name, model in (("correlation_id", "CloakRequest"), ("radius_m", "WithinQuery")):
+        assert f"#### `{model}`" in text and f"| `{name}` |" in text

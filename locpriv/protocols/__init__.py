@@ -20,17 +20,32 @@ from dataclasses import dataclass
 from locpriv.cloak import CloakParams
 from locpriv.errors import ErrorCode
 from locpriv.messages import ErrorReply, Message, PrivacyProfile
+from locpriv.topics import is_topic_name
 
 __all__ = ["Send", "error_send", "profile_to_params"]
 
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Effect: publish ``message`` on ``topic`` (QoS ``qos``)."""
+    """Effect: publish ``message`` on ``topic`` (QoS ``qos``).
+
+    The topic is checked here, where every published topic is built: a name a broker could
+    reject as malformed (control characters, wildcards, non-ASCII) raises ``ValueError``.
+    """
 
     topic: str
     message: Message
     qos: int = 1
+
+    def __post_init__(self) -> None:
+        if not is_topic_name(self.topic):
+            raise ValueError(f"refusing to publish on a malformed topic {self.topic[:80]!r}")
+
+
+def _printable(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, every non-printable character as ``?``."""
+    cut = text[:limit]
+    return cut if cut.isprintable() else "".join(c if c.isprintable() else "?" for c in cut)
 
 
 def error_send(
@@ -40,10 +55,17 @@ def error_send(
     reason: str,
     field: str | None = None,
 ) -> Send:
-    """An :class:`~locpriv.messages.ErrorReply` effect (reason truncated to the wire limit)."""
+    """An :class:`~locpriv.messages.ErrorReply` effect that always validates: ``reason`` and
+    ``field`` (which may echo attacker-chosen keys) are cut to the wire limits and made
+    printable."""
     return Send(
         reply_to,
-        ErrorReply(correlation_id=correlation_id, code=code, reason=reason[:1024], field=field),
+        ErrorReply(
+            correlation_id=correlation_id,
+            code=code,
+            reason=_printable(reason, 1024),
+            field=None if field is None else _printable(field, 256),
+        ),
     )
 
 

@@ -67,6 +67,7 @@ class P1Mediator:
             now=now,
             then=then,
             on_error=on_error,
+            address=(reply_to, cid),
         )
 
 
@@ -99,6 +100,16 @@ class TrustedCore:
     def pending(self) -> int:
         """Requests waiting for a cloak or for DS."""
         return self.anonymizer.pending + self.mediator.pending
+
+    @property
+    def revision(self) -> int:
+        """Changes whenever :meth:`in_flight` may have."""
+        return self.anonymizer.revision + self.mediator.revision
+
+    def in_flight(self) -> list[tuple[str, str]]:
+        """Requests a crash would lose: waiting cloaks, and DS queries whose token no
+        restarted process could open (ephemeral key)."""
+        return self.anonymizer.in_flight() + self.mediator.in_flight()
 
     def on_deadline(self, now: float) -> list[Send]:
         """Timers of both halves."""

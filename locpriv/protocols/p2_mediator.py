@@ -2,18 +2,22 @@
 
 The mediator strips everything that identifies the user - ``user_id``, key ``attributes``, her
 correlation id and reply topic - and sends DS only the query and a location (P2: her exact
-point; P1: the cloaked region) under a *fresh* correlation id, with the mediator's own reply
-topic. DS's answer (or error) is relayed to the user under her correlation id. A DS that does
-not answer within ``ds_timeout_s`` seconds yields ``upstream_timeout``; more than
-``max_pending`` outstanding DS requests yield ``overloaded``.
+point; P1: the cloaked region) with the mediator's own reply topic. The DS query's correlation
+id is a *sealed token* (:class:`locpriv.seal.Sealer`: encrypted and authenticated) holding whom
+to answer, the deadline and Protocol 1's region, so DS's answer (or error) can be relayed to the
+user under her correlation id by this process, by a restarted one, or by any process sharing
+the key - nothing the relay needs lives only in memory. A DS that does not answer within
+``ds_timeout_s`` seconds yields ``upstream_timeout`` (from the in-memory timer of the process
+that forwarded the query; a DS answer after the deadline is dropped, so the user never gets
+two replies); more than ``max_pending`` outstanding DS requests yield ``overloaded``.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from locpriv.errors import ErrorCode
 from locpriv.messages import (
@@ -28,7 +32,7 @@ from locpriv.messages import (
     Region,
 )
 from locpriv.protocols import Send, error_send
-from locpriv.rpc import new_correlation_id
+from locpriv.seal import Sealer
 
 __all__ = ["Mediator", "RegionInfo"]
 
@@ -46,6 +50,16 @@ class RegionInfo:
     t2: float
     users: int
 
+    def to_json(self) -> list[Any]:
+        """Compact JSON form for a sealed token."""
+        return [self.region.ring, self.area_m2, self.t1, self.t2, self.users]
+
+    @classmethod
+    def from_json(cls, data: Any) -> RegionInfo:
+        """Inverse of :meth:`to_json` (raises on malformed data)."""
+        ring, area_m2, t1, t2, users = data
+        return cls(Region(ring=[tuple(p) for p in ring]), area_m2, t1, t2, users)
+
 
 @dataclass(slots=True)
 class _Pending:
@@ -58,7 +72,8 @@ class _Pending:
 class Mediator:
     """Forwards anonymous queries to DS and relays the answers (sans-I/O).
 
-    ``reply_to`` is the mediator's own reply topic; ``ds_topic`` where DS listens.
+    ``reply_to`` is the mediator's own reply topic; ``ds_topic`` where DS listens; ``sealer``
+    seals the DS correlation ids (default: an ephemeral key of this process).
     """
 
     def __init__(
@@ -68,20 +83,30 @@ class Mediator:
         reply_to: str,
         ds_timeout_s: float = 5.0,
         max_pending: int = 10_000,
-        new_id: Callable[[], str] = new_correlation_id,
+        sealer: Sealer | None = None,
     ) -> None:
         self.ds_topic = ds_topic
         self.reply_to = reply_to
         self.ds_timeout_s = ds_timeout_s
         self.max_pending = max_pending
-        self._new_id = new_id
+        self.sealer = sealer or Sealer.generate()
         self._pending: dict[str, _Pending] = {}
         self._heap: list[tuple[float, str]] = []
+        self._relayed: dict[str, float] = {}
+        """Tokens already answered, until their deadline (DS may deliver an answer twice)."""
+        self.revision = 0
 
     @property
     def pending(self) -> int:
         """DS requests outstanding."""
         return len(self._pending)
+
+    def in_flight(self) -> list[tuple[str, str]]:
+        """Requests only this process could answer after a crash: none when the sealing key
+        is shared (a restarted mediator relays DS's answer), else every pending one."""
+        if not self.sealer.ephemeral:
+            return []
+        return [(p.reply_to, p.correlation_id) for p in self._pending.values()]
 
     def forward(
         self,
@@ -103,9 +128,17 @@ class Mediator:
                     "too many queries waiting for the database server; retry later",
                 )
             ]
-        cid = self._new_id()
         deadline = now + self.ds_timeout_s
+        cid = self.sealer.seal(
+            {
+                "r": user_reply_to,
+                "c": user_correlation_id,
+                "d": deadline,
+                "i": info.to_json() if info is not None else None,
+            }
+        )
         self._pending[cid] = _Pending(user_reply_to, user_correlation_id, deadline, info)
+        self.revision += 1
         heapq.heappush(self._heap, (deadline, cid))
         ds_query = DSQuery(
             correlation_id=cid, reply_to=self.reply_to, query=query, location=location
@@ -123,15 +156,38 @@ class Mediator:
                 now=now,
             )
         if isinstance(message, QueryAnswer | ErrorReply):
-            return self._relay(message)
+            return self._relay(message, now)
         return []
 
-    def _relay(self, message: QueryAnswer | ErrorReply) -> list[Send]:
+    def _unseal(self, cid: str, now: float) -> _Pending | None:
+        """Whom to answer for DS correlation id ``cid``: from memory, or from the sealed token
+        (an answer to a query this process did not send, or sent before a restart)."""
+        pend = self._pending.pop(cid, None)
+        if pend is not None:
+            self.revision += 1
+            return pend
+        if cid in self._relayed:
+            return None
+        obj = self.sealer.open(cid)
+        if obj is None:
+            return None
+        try:
+            deadline = float(obj["d"])
+            info = RegionInfo.from_json(obj["i"]) if obj.get("i") is not None else None
+            pend = _Pending(str(obj["r"]), str(obj["c"]), deadline, info)
+        except (KeyError, TypeError, ValueError):  # sealed by us, so only a version skew
+            log.warning("DS reply with an unreadable sealed token dropped")
+            return None
+        return pend if now <= deadline else None
+
+    def _relay(self, message: QueryAnswer | ErrorReply, now: float) -> list[Send]:
         cid = message.correlation_id
-        pend = self._pending.pop(cid, None) if cid is not None else None
-        if pend is None:
-            log.debug("DS reply for an unknown or expired request dropped")
+        pend = None if cid is None else self._unseal(cid, now)
+        if cid is None or pend is None:
+            log.debug("DS reply for an unknown, answered or expired request dropped")
             return []
+        self._relayed[cid] = pend.deadline
+        heapq.heappush(self._heap, (pend.deadline, cid))
         if isinstance(message, ErrorReply):
             return [
                 error_send(
@@ -160,8 +216,10 @@ class Mediator:
         out: list[Send] = []
         while self._heap and self._heap[0][0] <= now:
             _, cid = heapq.heappop(self._heap)
+            self._relayed.pop(cid, None)
             pend = self._pending.pop(cid, None)
             if pend is not None:
+                self.revision += 1
                 out.append(
                     error_send(
                         pend.reply_to,
@@ -174,7 +232,11 @@ class Mediator:
 
     def next_deadline(self) -> float | None:
         """When :meth:`on_deadline` has work next (s), or None."""
-        while self._heap and self._heap[0][1] not in self._pending:
+        while (
+            self._heap
+            and self._heap[0][1] not in self._pending
+            and self._heap[0][1] not in self._relayed
+        ):
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
 
@@ -187,5 +249,7 @@ class Mediator:
             for p in self._pending.values()
         ]
         self._pending.clear()
+        self._relayed.clear()
         self._heap.clear()
+        self.revision += 1
         return out

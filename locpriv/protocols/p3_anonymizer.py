@@ -54,13 +54,20 @@ class Anonymizer:
         """Pre-build each epoch's snapshot and partitions at the epoch boundary (a timer
         deadline while users are known), so that requests do not pay for them."""
         self._waiting: dict[Hashable, Continuation] = {}
+        self._addresses: dict[Hashable, tuple[str, str]] = {}
         self._seq = itertools.count()
         self._prepared_epoch: int | None = None
+        self.revision = 0
+        """Changes whenever the set of waiting requests does (the driver journals them)."""
 
     @property
     def pending(self) -> int:
         """Cloak requests waiting (temporal cloaking)."""
         return len(self._waiting)
+
+    def in_flight(self) -> list[tuple[str, str]]:
+        """``(reply_to, correlation_id)`` of every waiting cloak (lost if the process dies)."""
+        return list(self._addresses.values())
 
     # ----------------------------------------------------------------- inputs
 
@@ -79,9 +86,11 @@ class Anonymizer:
         now: float,
         then: Continuation,
         on_error: Callable[[ErrorCode, str, str | None], list[Send]],
+        address: tuple[str, str] | None = None,
     ) -> list[Send]:
         """Cloak ``user_id`` (at ``lat``/``lon`` if given, else her last update) and call
-        ``then`` with the outcome, now or when a pending request completes."""
+        ``then`` with the outcome, now or when a pending request completes. ``address``
+        (``reply_to``, ``correlation_id``) is listed by :meth:`in_flight` while it waits."""
         out: list[Send] = []
         try:
             params = self.cloaker.validate(profile_to_params(profile))
@@ -94,6 +103,9 @@ class Anonymizer:
         outcome = self.cloaker.request(rid, user_id, params, now)
         if outcome is not None:
             out += self._dispatch([outcome], now)
+        elif address is not None:
+            self._addresses[rid] = address
+            self.revision += 1
         return out
 
     def receive(self, message: Message, now: float) -> list[Send]:
@@ -128,6 +140,7 @@ class Anonymizer:
                 now=now,
                 then=then,
                 on_error=on_error,
+                address=(reply_to, cid),
             )
         return []
 
@@ -156,6 +169,8 @@ class Anonymizer:
         """Fail every pending cloak with ``unavailable``."""
         out: list[Send] = []
         waiting, self._waiting = self._waiting, {}
+        self._addresses.clear()
+        self.revision += 1
         for rid, then in waiting.items():
             self.cloaker.cancel(rid)
             err = Unavailable("the anonymizer is shutting down")
@@ -170,6 +185,8 @@ class Anonymizer:
             then = self._waiting.pop(outcome.request_id, None)
             if then is None:
                 continue
+            if self._addresses.pop(outcome.request_id, None) is not None:
+                self.revision += 1
             info = None
             if outcome.region is not None:
                 r = outcome.region

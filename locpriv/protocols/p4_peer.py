@@ -138,11 +138,6 @@ class PeerMachine:
         return self._pseudonym
 
     @property
-    def reply_prefix(self) -> str:
-        """Replies are only sent to topics starting with this."""
-        return self.topics.reply("x")[:-1]
-
-    @property
     def cell_topic(self) -> str | None:
         """The discovery topic the device listens on (cell of its perturbed point)."""
         return self._cell_topic
@@ -265,7 +260,7 @@ class PeerMachine:
         if not self.config.responder.enabled:
             self.stats["opted_out"] += 1
             return []
-        if not req.reply_to.startswith(self.reply_prefix):
+        if not self.topics.is_reply(req.reply_to):
             self.stats["bad_reply_to"] += 1
             return []
         own, effects = self._refresh(now)

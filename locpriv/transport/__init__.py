@@ -37,6 +37,7 @@ __all__ = [
     "Transport",
     "connect",
     "new_client_id",
+    "redact_url",
 ]
 
 
@@ -62,12 +63,12 @@ def connect(
     if parts.scheme not in ("mqtt", "mqtts", "tcp"):
         raise ConfigError(f"unsupported broker URL scheme {parts.scheme!r} (mqtt, mqtts, memory)")
     if not parts.hostname:
-        raise ConfigError(f"broker URL {url!r} has no host")
+        raise ConfigError(f"broker URL {redact_url(url)!r} has no host")
     tls = parts.scheme == "mqtts"
     try:
         port = parts.port or (8883 if tls else 1883)
-    except ValueError as exc:
-        raise ConfigError(f"bad port in broker URL {url!r}") from exc
+    except ValueError:
+        raise ConfigError(f"bad port in broker URL {redact_url(url)!r}") from None
     return MqttTransport(
         host=parts.hostname,
         port=port,
@@ -78,3 +79,13 @@ def connect(
         will=will,
         **kw,
     )
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for logs, banners and error messages)."""
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return parts._replace(netloc=f"{user}:***@{host}").geturl()

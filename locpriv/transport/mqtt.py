@@ -60,7 +60,7 @@ class MqttTransport:
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
         self._queue: asyncio.Queue[Received | object] = asyncio.Queue()
-        self._client = aiomqtt.Client(
+        self._client = _Client(
             host,
             port,
             username=username,
@@ -73,7 +73,7 @@ class MqttTransport:
             timeout=connect_timeout_s,
             tls_context=ssl.create_default_context() if tls else None,
             max_inflight_messages=max_inflight,
-            logger=logging.getLogger("aiomqtt"),
+            logger=_QuietAdapter(logging.getLogger("aiomqtt"), {}),  # type: ignore[arg-type]
             queue_type=_forwarding_queue(self._queue),
             # request/reply traffic is many small packets: Nagle + delayed ACK would add ~40 ms
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
@@ -247,6 +247,41 @@ class MqttTransport:
                 return
             assert isinstance(item, Received)
             yield item
+
+
+class _QuietAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiomqtt and paho log a dropped connection at ERROR ("failed to receive on socket");
+    this transport reconnects and logs the loss itself, so theirs is capped at WARNING."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        super().log(min(level, logging.WARNING), msg, *args, **kwargs)
+
+
+class _Client(aiomqtt.Client):
+    """aiomqtt's client with a safe writer registration.
+
+    paho asks for a socket writer from its own thread; the event loop adds it later. When the
+    connection drops in between, the socket is closed by then and asyncio logs an ERROR
+    traceback ("add_writer ... Bad file descriptor") during an ordinary disconnect. Here such
+    a late registration is dropped silently: the disconnect is handled by the reconnect loop.
+    """
+
+    def _on_socket_register_write(self, client: Any, userdata: Any, sock: Any) -> None:
+        fd = sock.fileno()
+        loop = self._loop
+
+        def writable() -> None:
+            try:
+                client.loop_write()
+            except Exception as exc:  # a broken connection: let aiomqtt notice it
+                if not self._disconnected.done():
+                    self._disconnected.set_exception(exc)
+
+        def register() -> None:
+            with contextlib.suppress(OSError, ValueError):
+                loop.add_writer(fd, writable)
+
+        loop.call_soon_threadsafe(register)
 
 
 def _forwarding_queue(target: asyncio.Queue[Received | object]) -> type[asyncio.Queue[Any]]:

@@ -1,0 +1,256 @@
+"""A hostile client: seeded malformed and mutated payloads for every request topic.
+
+:func:`fuzz_cases` yields what an attacker (or a broken app) publishes: valid requests mutated
+field by field (deleted, extra, retyped, out of range, huge numbers, odd characters), deep
+nesting, number bombs, invalid UTF-8, control characters and non-characters in ``reply_to``,
+``reply_to`` pointing at other services' topics, and plain garbage. Each :class:`FuzzCase` says
+on which reply topic an answer must arrive (``expect_reply``: the services answer every request
+whose ``reply_to`` is a valid reply topic, else on their error topic).
+
+Used by the standing test (``tests/integration/test_fuzz_services.py``, a few thousand cases)
+and the soak script (``benchmarks/soak_fuzz.py``, 100,000 cases).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_core import from_json
+
+from locpriv.topics import Topics
+
+__all__ = ["FuzzCase", "fuzz_cases"]
+
+LAT0, LON0 = 41.3874, 2.1686
+"""Around the default projection origin (Barcelona), degrees."""
+
+
+@dataclass(frozen=True, slots=True)
+class FuzzCase:
+    """One publish: ``payload`` on ``topic``; ``expect_reply`` is the reply topic an answer
+    (or error) must reach, or None when it goes to an error topic or nowhere."""
+
+    topic: str
+    payload: bytes
+    expect_reply: str | None
+
+
+def _valid(
+    kind: str, topics: Topics, reply_to: str, cid: str, rng: random.Random
+) -> dict[str, Any]:
+    lat = LAT0 + rng.uniform(-0.01, 0.01)
+    lon = LON0 + rng.uniform(-0.01, 0.01)
+    profile = {"k": rng.randint(2, 5), "a_min_m2": 1e4, "a_max_m2": 5e7, "max_delay_s": 0.5}
+    query = {"kind": "nearest", "category": rng.choice(["cafe", "atm", "pharmacy"]), "n": 2}
+    if kind == "loc":
+        return {
+            "type": "location_update",
+            "user_id": f"f{rng.randrange(50)}",
+            "lat": lat,
+            "lon": lon,
+            "t": 1.7e9,
+        }
+    if kind == "p3":
+        return {
+            "type": "cloak_request",
+            "correlation_id": cid,
+            "reply_to": reply_to,
+            "user_id": f"f{rng.randrange(50)}",
+            "lat": lat,
+            "lon": lon,
+            "profile": profile,
+        }
+    if kind in ("p1", "p2"):
+        body: dict[str, Any] = {
+            "type": "query_request",
+            "correlation_id": cid,
+            "reply_to": reply_to,
+            "user_id": f"f{rng.randrange(50)}",
+            "protocol": int(kind[1]),
+            "lat": lat,
+            "lon": lon,
+            "query": query,
+        }
+        if kind == "p1":
+            body["profile"] = profile
+        return body
+    return {
+        "type": "ds_query",
+        "correlation_id": cid,
+        "reply_to": reply_to,
+        "query": query,
+        "location": {"kind": "point", "lat": lat, "lon": lon},
+    }
+
+
+_ODD = [
+    "\x00",
+    "\x01",
+    "\x1f",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\ufeff",
+    "\ufffe",
+    "\uffff",
+    "\U0010ffff",
+    "\ud800",
+    "\udfff",
+    "/",
+    "+",
+    "#",
+    "$",
+    " ",
+    "é",
+    "😀",
+    "\\",
+    '"',
+    "..",
+    "",
+]
+
+
+def _odd_string(rng: random.Random) -> str:
+    return "".join(rng.choice(_ODD) for _ in range(rng.randint(1, 4))) + "x" * rng.randint(0, 3)
+
+
+def _mutations(topics: Topics) -> list[Callable[[dict[str, Any], random.Random], Any]]:
+    others = [
+        topics.location("alice"),
+        topics.ds_query,
+        topics.p1_query,
+        topics.p3_cloak,
+        topics.status("anonymizer"),
+        topics.status("ds"),
+        topics.errors("ds"),
+        "x/y",
+        f"{topics.reply_prefix}a/b",
+        f"$SYS/{topics.reply_prefix}x",
+        "#",
+    ]
+
+    def drop(b: dict[str, Any], r: random.Random) -> Any:
+        b.pop(r.choice(list(b)), None)
+        return b
+
+    def extra(b: dict[str, Any], r: random.Random) -> Any:
+        b[r.choice(["x", "k" * r.randint(100, 400), _odd_string(r)])] = r.choice([1, "a", None])
+        return b
+
+    def retype(b: dict[str, Any], r: random.Random) -> Any:
+        key = r.choice(list(b))
+        b[key] = r.choice([None, True, "1", 1.5, [], {}, -1, 10**30, "x" * 5000])
+        return b
+
+    def bomb(b: dict[str, Any], r: random.Random) -> Any:
+        key = r.choice(list(b))
+        return (
+            json.dumps(b)
+            .replace(json.dumps(key), json.dumps(key), 1)
+            .replace(f'"{key}": {json.dumps(b[key])}', f'"{key}": {"9" * r.randint(300, 5000)}', 1)
+        )
+
+    def deep(b: dict[str, Any], r: random.Random) -> Any:
+        depth = r.randint(100, 4000)
+        return json.dumps(b)[:-1] + ', "deep": ' + "[" * depth + "]" * depth + "}"
+
+    def odd_reply(b: dict[str, Any], r: random.Random) -> Any:
+        b["reply_to"] = topics.reply_prefix + _odd_string(r)
+        return b
+
+    def foreign_reply(b: dict[str, Any], r: random.Random) -> Any:
+        b["reply_to"] = r.choice(others)
+        return b
+
+    def odd_value(b: dict[str, Any], r: random.Random) -> Any:
+        b[r.choice(list(b))] = _odd_string(r)
+        return b
+
+    def non_finite(b: dict[str, Any], r: random.Random) -> Any:
+        key = r.choice([k for k in ("lat", "lon", "t") if k in b] or list(b))
+        return json.dumps(b).replace(
+            f'"{key}": {json.dumps(b[key])}',
+            f'"{key}": {r.choice(["NaN", "Infinity", "1e999", "-1e400"])}',
+            1,
+        )
+
+    def version(b: dict[str, Any], r: random.Random) -> Any:
+        b["v"] = r.choice([0, 2, 99, -1, "1", 1.0])
+        return b
+
+    def truncate(b: dict[str, Any], r: random.Random) -> Any:
+        text = json.dumps(b)
+        return text[: r.randrange(len(text))]
+
+    def garbage(b: dict[str, Any], r: random.Random) -> Any:
+        return bytes(r.getrandbits(8) for _ in range(r.randint(0, 300)))
+
+    def oversize(b: dict[str, Any], r: random.Random) -> Any:
+        b["pad"] = "p" * r.randint(70_000, 200_000)
+        return b
+
+    return [
+        drop,
+        extra,
+        retype,
+        bomb,
+        deep,
+        odd_reply,
+        foreign_reply,
+        odd_value,
+        non_finite,
+        version,
+        truncate,
+        garbage,
+        oversize,
+    ]
+
+
+def _encode(body: Any) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _reply_of(payload: bytes, topics: Topics) -> str | None:
+    """The reply topic a service must answer on: the payload's ``reply_to`` when the parser
+    reads it and it is a valid reply topic (what services salvage from a rejected message)."""
+    try:
+        obj = from_json(payload, allow_inf_nan=True)
+    except ValueError:
+        return None
+    reply_to = obj.get("reply_to") if isinstance(obj, dict) else None
+    return reply_to if isinstance(reply_to, str) and topics.is_reply(reply_to) else None
+
+
+def fuzz_cases(
+    topics: Topics, n: int, *, seed: int = 0, valid_share: float = 0.2
+) -> Iterator[FuzzCase]:
+    """``n`` seeded cases over every request topic; ``valid_share`` of them unmutated. Every
+    case has its own reply topic ``reply/fz<i>`` so that answers can be counted per case."""
+    rng = random.Random(seed)
+    mutations = _mutations(topics)
+    routes = {
+        "loc": None,
+        "p1": topics.p1_query,
+        "p2": topics.p2_query,
+        "p3": topics.p3_cloak,
+        "ds": topics.ds_query,
+    }
+    for i in range(n):
+        kind = rng.choice(list(routes))
+        reply_to = topics.reply(f"fz{i}")
+        body = _valid(kind, topics, reply_to, f"c{i}", rng)
+        topic = routes[kind] or topics.location(body["user_id"])
+        if rng.random() >= valid_share:
+            for _ in range(rng.choice([1, 1, 1, 2, 3])):
+                body = rng.choice(mutations)(body, rng)
+                if not isinstance(body, dict):
+                    break
+        payload = _encode(body)
+        yield FuzzCase(topic, payload, _reply_of(payload, topics))
