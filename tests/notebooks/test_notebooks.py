@@ -24,7 +24,7 @@ def _code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [c for c in nb.cells if c.cell_type == "code"]
 
 
-EXPECTED = {"mobility_and_privacy", "solanas_2008"}
+EXPECTED = {"mobility_and_privacy", "solanas_2008", "truta_2007", "domingo_ferrer_2006"}
 
 
 def test_every_expected_notebook_is_there() -> None:
