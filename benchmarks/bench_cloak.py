@@ -1,4 +1,4 @@
-"""In-process cloaking throughput and quality of locpriv.cloak.Cloaker.
+"""In-process cloaking throughput and quality of locpriv.core.cloak.cloaker.Cloaker.
 
 Workload per scenario (n users over 20 km x 20 km, uniform or clustered): for each 1 s epoch,
 every user sends one location update (random-walk step, batches of 1000 through
@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
-from locpriv.cloak import CloakConfig, Cloaker, CloakParams
+from locpriv.core.cloak.cloaker import CloakConfig, Cloaker, CloakParams
 
 SIDE = 20_000.0
 PROFILES = [

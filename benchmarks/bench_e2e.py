@@ -4,7 +4,8 @@
 
 Starts a private mosquitto 2.0 on 127.0.0.1, then measures, each for ``--duration`` seconds with
 ``--concurrency`` requests in flight from one load-generator connection (locpriv's
-:class:`~locpriv.rpc.Requester` over :class:`~locpriv.transport.MqttTransport`, the same for every
+:class:`~locpriv.service.rpc.Requester` over :class:`~locpriv.transport.MqttTransport`, the same
+for every
 scenario):
 
 * ``raw_echo`` - a bare aiomqtt 2.5 client in its own process that parses each JSON request and
@@ -43,10 +44,12 @@ from typing import Any
 
 import numpy as np
 
-from locpriv.broker import MosquittoProcess
+from locpriv.core.geo import LocalProjection
 from locpriv.errors import RemoteError, RequestTimeout
-from locpriv.geo import LocalProjection
-from locpriv.messages import (
+from locpriv.service.broker import MosquittoProcess
+from locpriv.service.rpc import Requester
+from locpriv.transport import connect
+from locpriv.wire.messages import (
     CloakRequest,
     DSQuery,
     LocationUpdate,
@@ -57,9 +60,7 @@ from locpriv.messages import (
     QueryRequest,
     encode,
 )
-from locpriv.rpc import Requester
-from locpriv.topics import Topics
-from locpriv.transport import connect
+from locpriv.wire.topics import Topics
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench_e2e.json"

@@ -5,7 +5,7 @@
 
 Starts a private mosquitto 2.0, ``--anonymizers`` ``locpriv serve anonymizer`` processes and
 ``--ds`` ``locpriv serve ds`` processes, each group behind one mosquitto shared subscription
-(``$share/<group>/...`` via :func:`locpriv.topics.shared`; location updates are not shared, so
+(``$share/<group>/...`` via :func:`locpriv.wire.topics.shared`; location updates are not shared, so
 every anonymizer sees every user). Then, for each fleet size in ``--levels``, it runs the
 ``demo`` scenario's city (4 km x 4 km street grid, 30 % static users) for ``--seconds`` with
 ``--fleet-processes`` fleet worker processes (:func:`simulators.fleet.run_fleet`): each user
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from locpriv.broker import MosquittoProcess
+from locpriv.service.broker import MosquittoProcess
 from simulators.evaluate import summarize
 from simulators.fleet import FleetOptions, run_fleet
 from simulators.scenario import build, load_scenario

@@ -1,4 +1,5 @@
-"""Protocol 4 group selection (locpriv.grouping.select_group): exact and heuristic timings, quality.
+"""Protocol 4 group selection (locpriv.core.grouping.select_group): exact and heuristic timings,
+quality.
 
 Cases: the requester at the origin, m neighbours' perturbed points uniform in a square of side
 ``side_m`` around her, group size k, window (A_min, A_max) in m². For each case, many random
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from locpriv.grouping import DEFAULT_NODE_BUDGET, Group, select_group
+from locpriv.core.grouping import DEFAULT_NODE_BUDGET, Group, select_group
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_grouping.json"
 

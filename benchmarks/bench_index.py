@@ -3,7 +3,8 @@
 n users over 20 km x 20 km (uniform). One epoch (1 s of caller time) = every user sends one
 location update (random-walk step of ~10 m), interleaved with ``rate`` cloak-style queries
 (k = 10 nearest users of a random user's current position) — the ratio of the cloak benchmark.
-Every candidate keeps the :class:`locpriv.index.UserTable` (latest position/time, TTL) and adds:
+Every candidate keeps the :class:`locpriv.core.cloak.users.UserTable` (latest position/time, TTL)
+and adds:
 
 * ``rtree``: incremental R*-tree (delete + insert per update), exact queries;
 * ``grid``: incremental uniform grid (250 m cells, dict of sets), exact ring-search queries;
@@ -30,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from spatial_indexes import GridIndex, KDTreeIndex, RtreeIndex, SpatialIndex, verify
 
-from locpriv.cloak import CloakConfig, Cloaker, CloakParams
-from locpriv.index import GridIndex, KDTreeIndex, RtreeIndex, SpatialIndex, UserTable
+from locpriv.core.cloak.cloaker import CloakConfig, Cloaker, CloakParams
+from locpriv.core.cloak.users import UserTable
 
 SIDE = 20_000.0
 K = 10
@@ -131,6 +133,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small smoke run")
     args = ap.parse_args()
+    verify()  # every candidate answers like brute force before anything is timed
     sizes = [(10_000, 2_000)] if args.quick else [(10_000, 2_000), (100_000, 20_000)]
     run("snapshot-partition", 2000, 200)  # warm-up (numba cache)
     rows = [run(c, n, rate) for n, rate in sizes for c in CANDIDATES]

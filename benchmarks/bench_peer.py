@@ -29,15 +29,15 @@ from typing import Any
 
 import numpy as np
 
-import locpriv.protocols.p4_peer as p4
-from locpriv.broker import MosquittoProcess
+import locpriv.protocols.p4.machine as p4
 from locpriv.config import MqttSection, ServiceConfig
-from locpriv.ds import DSService
-from locpriv.messages import NearestQuery
-from locpriv.noise import offset_lonlat
+from locpriv.core.noise import offset_lonlat
 from locpriv.peer import PeerAnswer, PeerClient
-from locpriv.protocols.p4_peer import PeerConfig, ResponderPolicy
-from locpriv.topics import Topics
+from locpriv.protocols.p4.machine import PeerConfig, ResponderPolicy
+from locpriv.service.broker import MosquittoProcess
+from locpriv.service.ds import DSService
+from locpriv.wire.messages import NearestQuery
+from locpriv.wire.topics import Topics
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_peer.json"
 LAT0, LON0 = 41.3874, 2.1686

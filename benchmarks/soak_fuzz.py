@@ -26,9 +26,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from locpriv.broker import MosquittoProcess
-from locpriv.topics import Topics, matches
+from locpriv.service.broker import MosquittoProcess
 from locpriv.transport import connect
+from locpriv.wire.topics import Topics, matches
 from simulators.hostile import fuzz_cases
 
 RESULTS = Path(__file__).resolve().parent / "results" / "soak_fuzz.json"

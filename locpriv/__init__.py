@@ -2,8 +2,8 @@
 
 Two halves share this package:
 
-* streaming location privacy: wire messages (:mod:`locpriv.messages`), geometry
-  (:mod:`locpriv.geo`), cloaking cores, services for Protocols 1-3, the TTP-free
+* streaming location privacy: wire messages (:mod:`locpriv.wire.messages`), geometry
+  (:mod:`locpriv.core.geo`), cloaking cores, services for Protocols 1-3, the TTP-free
   peer library for Protocol 4;
 * the batch core :mod:`locpriv.tabular`: k-anonymity and p-sensitive k-anonymity
   of tabular microdata by microaggregation.

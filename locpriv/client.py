@@ -29,9 +29,12 @@ from typing import Any, Literal, Self
 
 from shapely.geometry import Polygon
 
+from locpriv.core.geo import region_from_wire, region_to_wire
+from locpriv.core.poi import refine
 from locpriv.errors import ErrorCode, LocalProtocolError, RemoteError
-from locpriv.geo import region_from_wire, region_to_wire
-from locpriv.messages import (
+from locpriv.service.rpc import Requester
+from locpriv.transport import MemoryTransport, MqttTransport, connect, new_client_id
+from locpriv.wire.messages import (
     POI,
     CloakReply,
     CloakRequest,
@@ -46,10 +49,7 @@ from locpriv.messages import (
     RegionLocation,
     encode,
 )
-from locpriv.poi import refine
-from locpriv.rpc import Requester
-from locpriv.topics import DEFAULT_PREFIX, Topics
-from locpriv.transport import MemoryTransport, MqttTransport, connect, new_client_id
+from locpriv.wire.topics import DEFAULT_PREFIX, Topics
 
 __all__ = [
     "Answer",

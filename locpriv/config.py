@@ -50,10 +50,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from locpriv.cloak import CloakConfig, CloakParams
+from locpriv.core.cloak.cloaker import CloakConfig, CloakParams
+from locpriv.core.geo import LocalProjection
 from locpriv.errors import ConfigError
-from locpriv.geo import LocalProjection
-from locpriv.topics import Topics
+from locpriv.wire.topics import Topics
 
 __all__ = [
     "CloakSection",

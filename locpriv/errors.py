@@ -27,7 +27,7 @@ from enum import StrEnum
 
 
 class ErrorCode(StrEnum):
-    """Stable codes of :class:`locpriv.messages.ErrorReply`; listed in docs/protocol.md."""
+    """Stable codes of :class:`locpriv.wire.messages.ErrorReply`; listed in docs/protocol.md."""
 
     MALFORMED = "malformed"
     """Payload is not JSON, not an object, or too large."""

@@ -1,5 +1,5 @@
 """Protocol 4 on a device: :class:`PeerClient`, a thin asyncio driver of
-:class:`~locpriv.protocols.p4_peer.PeerMachine` over a :mod:`locpriv.transport`.
+:class:`~locpriv.protocols.p4.machine.PeerMachine` over a :mod:`locpriv.transport`.
 
 >>> async def main() -> None:  # doctest: +SKIP
 ...     async with PeerClient("mqtt://broker:1883", user_id="alice", sigma_m=100.0, k=5,
@@ -32,6 +32,8 @@ from typing import Any, Self
 
 import numpy as np
 
+from locpriv.core.grouping import warm_up
+from locpriv.core.noise import GaussianMechanism, Mechanism
 from locpriv.errors import (
     ConfigError,
     DecodeError,
@@ -39,11 +41,8 @@ from locpriv.errors import (
     LocprivError,
     RequestTimeout,
 )
-from locpriv.grouping import warm_up
-from locpriv.messages import Query, decode, encode
-from locpriv.noise import GaussianMechanism, Mechanism
 from locpriv.protocols import Send
-from locpriv.protocols.p4_peer import (
+from locpriv.protocols.p4.machine import (
     Effect,
     PeerAnswer,
     PeerConfig,
@@ -53,8 +52,9 @@ from locpriv.protocols.p4_peer import (
     Subscribe,
     Unsubscribe,
 )
-from locpriv.topics import Topics
 from locpriv.transport import Transport, connect, new_client_id
+from locpriv.wire.messages import Query, decode, encode
+from locpriv.wire.topics import Topics
 
 __all__ = ["PeerAnswer", "PeerClient", "PeerConfig"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from locpriv.geo import LocalProjection
+from locpriv.core.geo import LocalProjection
 
 REF_LAT, REF_LON = 41.3874, 2.1686
 HALF_M = 10_000.0

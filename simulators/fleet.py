@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from locpriv.poi import POIIndex
+from locpriv.core.poi import POIIndex
 from simulators.evaluate import QueryRecord, RunStats
 from simulators.scenario import BuiltScenario
 from simulators.shard import Shard

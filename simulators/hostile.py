@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from locpriv.topics import Topics
+from locpriv.wire.topics import Topics
 
 __all__ = ["FuzzCase", "fuzz_cases"]
 

@@ -4,7 +4,7 @@ Every model returns a :class:`Trajectories`: positions ``x_m, y_m`` of shape ``(
 metres (east, north) around the scenario origin, sampled at times ``t_s`` (seconds from the start
 of the scenario, shape ``(T,)``, strictly increasing). Between samples positions are linearly
 interpolated; outside ``[t_s[0], t_s[-1]]`` they are held. :meth:`Trajectories.lonlat_at` maps
-positions to WGS84 degrees through a :class:`~locpriv.geo.LocalProjection` for the wire.
+positions to WGS84 degrees through a :class:`~locpriv.core.geo.LocalProjection` for the wire.
 
 Models (all take a ``numpy.random.Generator``; same generator state, same output):
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from locpriv.geo import LocalProjection
+from locpriv.core.geo import LocalProjection
 
 log = logging.getLogger(__name__)
 

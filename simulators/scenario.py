@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from locpriv.geo import LocalProjection
+from locpriv.core.geo import LocalProjection
 from simulators import mobility
 from simulators.mobility import Trajectories
 from simulators.workload import Workload, WorkloadConfig, generate_workload

@@ -4,11 +4,12 @@ A :class:`Shard` holds the devices ``i`` with ``i % shards == shard`` and **one*
 connection for all of them. Scenario time is wall time since the start ``t0`` (Unix seconds).
 Per device the shard:
 
-* publishes a :class:`~locpriv.messages.LocationUpdate` on ``loc/{user_id}`` every
+* publishes a :class:`~locpriv.wire.messages.LocationUpdate` on ``loc/{user_id}`` every
   ``update_interval_s`` (QoS ``update_qos``, random phase; everyone once before the start);
 * runs the scenario's queries at their instants: P1/P2 :class:`QueryRequest` to the mediator,
   P3 :class:`CloakRequest` to the anonymizer then a :class:`DSQuery` for the region and local
-  refinement (:func:`locpriv.poi.refine`), all through one :class:`locpriv.rpc.Requester` (one
+  refinement (:func:`locpriv.core.poi.refine`), all through one
+  :class:`locpriv.service.rpc.Requester` (one
   reply topic per shard; requests carry the device's ``user_id``); P4 through the shard's
   :class:`simulators.shard_peers.PeerHub` (one peer machine per device).
 
@@ -28,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from locpriv import messages as m
+from locpriv.core.geo import region_from_wire
+from locpriv.core.poi import POIIndex, refine
 from locpriv.errors import LocprivError, RemoteError, RequestTimeout
-from locpriv.geo import region_from_wire
-from locpriv.poi import POIIndex, refine
-from locpriv.rpc import Requester
-from locpriv.topics import Topics
+from locpriv.service.rpc import Requester
 from locpriv.transport import connect
+from locpriv.wire import messages as m
+from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord, precision_recall, region_truth
 from simulators.scenario import BuiltScenario
 from simulators.shard_peers import PeerHub

@@ -31,11 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from locpriv import messages as m
-from locpriv.cells import cell_side_for
+from locpriv.core.cells import cell_side_for
 from locpriv.errors import DecodeError, RequestTimeout, TransportError
 from locpriv.protocols import Send
-from locpriv.protocols.p4_peer import (
+from locpriv.protocols.p4.machine import (
     Effect,
     PeerMachine,
     QueryDone,
@@ -43,8 +42,9 @@ from locpriv.protocols.p4_peer import (
     Subscribe,
     Unsubscribe,
 )
-from locpriv.topics import Topics
 from locpriv.transport import Received
+from locpriv.wire import messages as m
+from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord
 from simulators.scenario import BuiltScenario
 from simulators.workload import QueryEvent

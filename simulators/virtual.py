@@ -1,26 +1,27 @@
 """Virtual-clock runner: a scenario through the real protocol machines with simulated time.
 
 No broker and no asyncio, but the same sans-I/O machines and wire messages as a deployment:
-every message is encoded (:func:`locpriv.messages.encode`), routed by topic through a
+every message is encoded (:func:`locpriv.wire.messages.encode`), routed by topic through a
 :class:`simulators.virtual_bus.VirtualBus` (MQTT filter matching, ``hop_latency_s`` per hop,
 a virtual-time event queue) and decoded by its receiver. Same scenario and seed, same records
 (``tests/simulators/test_sim_virtual.py`` checks it).
 
 Nodes on the bus:
 
-* the trusted service: :class:`locpriv.protocols.p1_mediator.TrustedCore` (anonymizer with a
-  :class:`locpriv.cloak.Cloaker`, P1 mediator, P2 mediator) behind a
-  :class:`locpriv.services.Dispatcher` with :func:`locpriv.services.anonymizer_routes`; its
+* the trusted service: :class:`locpriv.protocols.p1.TrustedCore` (anonymizer with a
+  :class:`locpriv.core.cloak.cloaker.Cloaker`, P1 mediator, P2 mediator) behind a
+  :class:`locpriv.service.driver.Dispatcher` with :func:`locpriv.service.driver.anonymizer_routes`;
+  its
   timers (epoch preparation, temporal cloaking, DS timeouts) run from ``next_deadline`` on the
   virtual clock;
-* DS: :class:`locpriv.ds.DSCore` over the scenario's POI index;
+* DS: :class:`locpriv.service.ds.DSCore` over the scenario's POI index;
 * the P1-P3 clients: one reply topic per query; P3 clients query DS with the region and refine;
-* one :class:`locpriv.protocols.p4_peer.PeerMachine` per device (requester and responder,
+* one :class:`locpriv.protocols.p4.machine.PeerMachine` per device (requester and responder,
   created at its first use, configured like :mod:`simulators.fleet`): broadcasts to the 3×3
   discovery cells, collection windows, thinning, further rounds when a group is infeasible,
   the DS query at the group centroid and the refinement all happen in the machine.
 
-Location updates: every user publishes a :class:`~locpriv.messages.LocationUpdate` every
+Location updates: every user publishes a :class:`~locpriv.wire.messages.LocationUpdate` every
 ``update_interval_s`` (uniform random phase; all users once at t = 0), in ticks of ``tick_s``.
 A device's P4 position is set from its trajectory when it queries or may answer a request
 (a vectorised pre-filter on true positions, as the fleet does, skips the devices that cannot
@@ -44,25 +45,24 @@ import numpy as np
 from numpy.typing import NDArray
 from shapely.geometry import Polygon
 
-import locpriv
-from locpriv import messages as m
-from locpriv.cells import cell_side_for
-from locpriv.cloak import CloakConfig, Cloaker
-from locpriv.ds import DSCore
+from locpriv.core.cells import cell_side_for
+from locpriv.core.cloak.cloaker import CloakConfig, Cloaker
+from locpriv.core.geo import LocalProjection, region_from_wire
+from locpriv.core.poi import DEFAULT_POIS, POIIndex, load_pois, refine
 from locpriv.errors import DecodeError
-from locpriv.geo import LocalProjection, region_from_wire
-from locpriv.poi import POIIndex, load_pois, refine
 from locpriv.protocols import Send
-from locpriv.protocols.p1_mediator import TrustedCore
-from locpriv.protocols.p2_mediator import Mediator
-from locpriv.protocols.p3_anonymizer import Anonymizer
-from locpriv.protocols.p4_peer import (
+from locpriv.protocols.p1 import TrustedCore
+from locpriv.protocols.p2 import Mediator
+from locpriv.protocols.p3 import Anonymizer
+from locpriv.protocols.p4.machine import (
     PeerMachine,
 )
-from locpriv.rpc import REPLY_MAX_BYTES
-from locpriv.services import Dispatcher, Route, anonymizer_routes
-from locpriv.topics import Topics
+from locpriv.service.driver import Dispatcher, Route, anonymizer_routes
+from locpriv.service.ds import DSCore
+from locpriv.service.rpc import REPLY_MAX_BYTES
 from locpriv.transport import Received
+from locpriv.wire import messages as m
+from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord, RunStats, precision_recall, region_truth
 from simulators.scenario import BuiltScenario
 from simulators.virtual_bus import VirtualBus
@@ -73,8 +73,6 @@ log = logging.getLogger(__name__)
 
 F64 = NDArray[np.float64]
 
-DEFAULT_POIS = Path(locpriv.__file__).resolve().parent / "data" / "pois.csv"
-"""The demo POIs shipped with locpriv (Barcelona, 20 km x 20 km)."""
 
 __all__ = ["DEFAULT_POIS", "VirtualConfig", "VirtualResult", "load_poi_index", "run_virtual"]
 

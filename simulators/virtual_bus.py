@@ -1,10 +1,10 @@
 """An in-process MQTT-like router on a virtual clock (synchronous, deterministic).
 
 :class:`VirtualBus` has :class:`locpriv.transport.MemoryBus` semantics - topic filters with
-``+``/``#`` (:func:`locpriv.topics.matches`), every matching subscription gets a copy, no
+``+``/``#`` (:func:`locpriv.wire.topics.matches`), every matching subscription gets a copy, no
 retained messages - but no asyncio: a publish schedules its delivery ``latency_s`` seconds
 later on an event queue, and :meth:`VirtualBus.run_until` delivers the due events in order of
-(time, publish order). Payloads are the real encoded bytes (:func:`locpriv.messages.encode`);
+(time, publish order). Payloads are the real encoded bytes (:func:`locpriv.wire.messages.encode`);
 handlers decode them. Timers (:meth:`call_at`) share the queue, so one run is a deterministic
 sequence of events.
 
@@ -19,8 +19,8 @@ import itertools
 from collections import Counter
 from collections.abc import Callable
 
-from locpriv import messages as m
-from locpriv.topics import matches
+from locpriv.wire import messages as m
+from locpriv.wire.topics import matches
 
 __all__ = ["Handler", "VirtualBus"]
 

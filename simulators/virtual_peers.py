@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from locpriv import messages as m
+from locpriv.core.geo import LocalProjection
 from locpriv.errors import DecodeError
-from locpriv.geo import LocalProjection
 from locpriv.protocols import Send
-from locpriv.protocols.p4_peer import (
+from locpriv.protocols.p4.machine import (
     Effect,
     PeerMachine,
     QueryDone,
@@ -26,8 +25,9 @@ from locpriv.protocols.p4_peer import (
     Subscribe,
     Unsubscribe,
 )
-from locpriv.rpc import REPLY_MAX_BYTES
-from locpriv.topics import Topics
+from locpriv.service.rpc import REPLY_MAX_BYTES
+from locpriv.wire import messages as m
+from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord, precision_recall
 from simulators.scenario import BuiltScenario
 from simulators.virtual_bus import VirtualBus

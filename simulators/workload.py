@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from locpriv.grouping import DEFAULT_NODE_BUDGET
-from locpriv.noise import GaussianMechanism
-from locpriv.protocols.p4_types import PeerConfig, ResponderPolicy
+from locpriv.core.grouping import DEFAULT_NODE_BUDGET
+from locpriv.core.noise import GaussianMechanism
+from locpriv.protocols.p4.types import PeerConfig, ResponderPolicy
 
 __all__ = [
     "Distribution",

@@ -3,17 +3,18 @@
 Fixtures
 --------
 ``amqtt_broker`` (async, function scope)
-    A started :class:`locpriv.broker.EmbeddedBroker` (amqtt 0.12, MQTT 3.1.1) on a free port
+    A started :class:`locpriv.service.broker.EmbeddedBroker` (amqtt 0.12, MQTT 3.1.1) on a free port
     of 127.0.0.1. ``amqtt_url`` is its ``mqtt://127.0.0.1:<port>``.
 ``mosquitto`` (sync, function scope)
-    A started :class:`locpriv.broker.MosquittoProcess` (Debian's ``/usr/sbin/mosquitto`` 2.0 with
+    A started :class:`locpriv.service.broker.MosquittoProcess` (Debian's ``/usr/sbin/mosquitto``
+    2.0 with
     a generated config in ``tmp_path``) on a free port; ``.stop()`` / ``.start()`` restart it on
     the same port (outage tests). ``mosquitto_url`` is its URL. If the binary is missing the
     test FAILS when the environment variable ``CI`` is set and is skipped otherwise.
 ``broker_url`` (async, function scope, parametrised ``amqtt`` / ``mosquitto``)
     Runs a test once on each broker; the mosquitto case carries the ``mosquitto`` marker.
 ``topics``
-    A :class:`locpriv.topics.Topics` with a unique prefix per test, so tests never see each
+    A :class:`locpriv.wire.topics.Topics` with a unique prefix per test, so tests never see each
     other's messages even on a shared broker.
 
 Async tests need ``@pytest.mark.asyncio``; network tests should also carry
@@ -30,8 +31,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from locpriv.broker import MOSQUITTO_BIN, EmbeddedBroker, MosquittoProcess
-from locpriv.topics import Topics
+from locpriv.service.broker import MOSQUITTO_BIN, EmbeddedBroker, MosquittoProcess
+from locpriv.wire.topics import Topics
 
 
 def _require_mosquitto() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from locpriv import messages as m
 from locpriv.errors import ErrorCode
+from locpriv.wire import messages as m
 
 lat = st.floats(min_value=-90, max_value=90, allow_nan=False)
 lon = st.floats(min_value=-180, max_value=180, allow_nan=False)

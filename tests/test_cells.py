@@ -7,9 +7,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from locpriv.cells import CellGrid, cell_side_for
-from locpriv.geo import WGS84, distance_m
-from locpriv.topics import Topics
+from locpriv.core.cells import CellGrid, cell_side_for
+from locpriv.core.geo import WGS84, distance_m
+from locpriv.wire.topics import Topics
 
 
 def test_cell_side_ladder() -> None:

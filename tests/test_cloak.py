@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import shapely
 
-from locpriv.cloak import (
+from locpriv.core.cloak.cloaker import (
     CloakConfig,
     Cloaker,
     CloakParams,
@@ -284,7 +284,7 @@ def test_reused_slot_is_not_mistaken_for_its_previous_user() -> None:
 
 
 def test_cloak_once_static_population() -> None:
-    from locpriv.cloak import cloak_once
+    from locpriv.core.cloak.cloaker import cloak_once
 
     rng = np.random.default_rng(8)
     xy = rng.uniform(0, 500, (40, 2))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from locpriv.cloak import CloakConfig, Cloaker, CloakParams
+from locpriv.core.cloak.cloaker import CloakConfig, Cloaker, CloakParams
 
 WORLD = (0.0, 0.0, 10_000.0, 10_000.0)
 N = 3000
@@ -219,7 +219,7 @@ def test_users_at_one_spot_stay_inside_their_region(spread_m: float) -> None:
     member's region contains her, also after the trip to WGS84 degrees and back."""
     from shapely.geometry import Point
 
-    from locpriv.geo import LocalProjection, region_from_wire, region_to_wire
+    from locpriv.core.geo import LocalProjection, region_from_wire, region_to_wire
 
     proj = LocalProjection(41.3874, 2.1686)
     rng = np.random.default_rng(7)

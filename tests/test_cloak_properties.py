@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from locpriv.cloak import (
+from locpriv.core.cloak.cloaker import (
     CloakConfig,
     Cloaker,
     CloakOutcome,
@@ -17,7 +17,7 @@ from locpriv.cloak import (
     UnknownUser,
     cloak_once,
 )
-from locpriv.cloak_partition import build_partition
+from locpriv.core.cloak.partition import build_partition
 from locpriv.errors import CloakInfeasible, CloakTimeout
 
 WORLD = (0.0, 0.0, 5000.0, 5000.0)

@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 
 from locpriv.errors import ConfigError, ErrorCode
-from locpriv.health import PublishHealth
-from locpriv.journal import Journal
-from locpriv.messages import (
+from locpriv.protocols.p2 import Mediator
+from locpriv.protocols.seal import KEY_ENV, Sealer
+from locpriv.service.health import PublishHealth
+from locpriv.service.journal import Journal
+from locpriv.wire.messages import (
     DSQuery,
     ErrorReply,
     NearestQuery,
     QueryAnswer,
     QueryRequest,
 )
-from locpriv.protocols.p2_mediator import Mediator
-from locpriv.seal import KEY_ENV, Sealer
-from locpriv.topics import Topics
+from locpriv.wire.topics import Topics
 
 TOPICS = Topics("test")
 USER = TOPICS.reply("c-9")

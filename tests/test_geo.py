@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from shapely.geometry import Polygon, box
 
-from locpriv import geo
+from locpriv.core import geo
 
 
 def test_one_km_square_at_41n() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from shapely.geometry import MultiPoint
 
-from locpriv.grouping import (
+from locpriv.core.grouping import (
     AreaMode,
     Group,
     Infeasible,

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from locpriv import messages as m
 from locpriv.errors import DecodeError, ErrorCode
 from locpriv.protocols import Send, error_send
-from locpriv.services import salvage_reply
-from locpriv.topics import Topics, is_topic_name
+from locpriv.service.driver import salvage_reply
+from locpriv.wire import messages as m
+from locpriv.wire.topics import Topics, is_topic_name
 
 TOPICS = Topics("city")
 REPLY = TOPICS.reply("c-1")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
-from locpriv.index import GridIndex, KDTreeIndex, RtreeIndex, SpatialIndex, UserTable
+from locpriv.core.cloak.users import UserTable
 
 
 def test_user_table_update_remove_and_slot_reuse() -> None:
@@ -59,65 +57,3 @@ def test_user_table_expire_forgets_silent_users() -> None:
     assert tab.expire(now=60.0, ttl_s=30.0) == 0
     tab.remove("new")
     assert tab.oldest_update() is None
-
-
-def _brute_knn(pts: dict[int, tuple[float, float]], x: float, y: float, k: int) -> list[float]:
-    d = sorted(math.hypot(px - x, py - y) for px, py in pts.values())
-    return d[:k]
-
-
-@pytest.mark.parametrize("kind", ["rtree", "grid", "kdtree"])
-def test_indexes_match_brute_force_after_moves(kind: str) -> None:
-    rng = np.random.default_rng(3)
-    tab = UserTable()
-    idx: SpatialIndex
-    kd: KDTreeIndex | None = None
-    if kind == "rtree":
-        idx = RtreeIndex()
-    elif kind == "grid":
-        idx = GridIndex(cell_m=250.0)
-    else:
-        kd = KDTreeIndex(tab)
-        idx = kd
-    pts: dict[int, tuple[float, float]] = {}
-    for step in range(3000):
-        uid = f"u{rng.integers(400)}"
-        if step % 10 == 9 and uid in tab:
-            slot = tab.ids[uid]
-            tab.remove(uid)
-            idx.delete(slot)
-            del pts[slot]
-            continue
-        x, y = (float(v) for v in rng.uniform(0, 5000, 2))
-        slot = tab.update(uid, x, y, float(step))
-        idx.move(slot, x, y)
-        pts[slot] = (x, y)
-    for _ in range(30):
-        qx, qy = (float(v) for v in rng.uniform(0, 5000, 2))
-        k = int(rng.integers(1, 20))
-        got = idx.nearest(qx, qy, k)
-        assert len(got) == k
-        got_d = sorted(math.hypot(pts[s][0] - qx, pts[s][1] - qy) for s in got)
-        assert np.allclose(got_d, _brute_knn(pts, qx, qy, k))
-        x0, y0 = qx - 400, qy - 300
-        want = sum(x0 <= px <= qx and y0 <= py <= qy for px, py in pts.values())
-        assert idx.count_in(x0, y0, qx, qy) == want
-
-
-def test_kdtree_index_with_max_age_answers_from_snapshot() -> None:
-    tab = UserTable()
-    kd = KDTreeIndex(tab, max_age=1.0)
-    tab.update("a", 0.0, 0.0, 0.0)
-    kd.tick(0.0)
-    assert kd.count_in(-1, -1, 1, 1) == 1
-    tab.update("b", 0.5, 0.5, 0.1)
-    kd.move(tab.ids["b"], 0.5, 0.5)
-    kd.tick(0.5)
-    assert kd.count_in(-1, -1, 1, 1) == 1  # same epoch: the snapshot is reused
-    kd.tick(1.0)
-    assert kd.count_in(-1, -1, 1, 1) == 2
-
-
-def test_grid_index_rejects_bad_cell() -> None:
-    with pytest.raises(ValueError, match="cell_m"):
-        GridIndex(0.0)

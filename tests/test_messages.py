@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from pydantic import ValidationError
 from strategies import messages
 
-from locpriv import messages as m
 from locpriv.errors import DecodeError, ErrorCode
+from locpriv.wire import messages as m
 
 VALID_UPDATE: dict[str, Any] = {
     "type": "location_update",

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from locpriv.geo import LocalProjection, distance_m
-from locpriv.noise import (
+from locpriv.core.geo import LocalProjection, distance_m
+from locpriv.core.noise import (
     GaussianMechanism,
     PerturbedPoint,
     PlanarLaplace,

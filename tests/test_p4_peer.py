@@ -12,24 +12,13 @@ import numpy as np
 import pytest
 
 import locpriv
+from locpriv.core.geo import LocalProjection
+from locpriv.core.grouping import Group, select_group
+from locpriv.core.noise import GaussianMechanism, offset_lonlat, perturb
+from locpriv.core.poi import POIIndex, load_pois, refine
 from locpriv.errors import GroupInfeasible, RemoteError, RequestTimeout
-from locpriv.geo import LocalProjection
-from locpriv.grouping import Group, select_group
-from locpriv.messages import (
-    DSQuery,
-    ErrorReply,
-    Message,
-    NearestQuery,
-    PeerReply,
-    PeerRequest,
-    QueryAnswer,
-    decode,
-    encode,
-)
-from locpriv.noise import GaussianMechanism, offset_lonlat, perturb
-from locpriv.poi import POIIndex, load_pois, refine
 from locpriv.protocols import Send
-from locpriv.protocols.p4_peer import (
+from locpriv.protocols.p4.machine import (
     Effect,
     PeerAnswer,
     PeerConfig,
@@ -42,7 +31,18 @@ from locpriv.protocols.p4_peer import (
     Unsubscribe,
     radius_ladder,
 )
-from locpriv.topics import Topics, matches
+from locpriv.wire.messages import (
+    DSQuery,
+    ErrorReply,
+    Message,
+    NearestQuery,
+    PeerReply,
+    PeerRequest,
+    QueryAnswer,
+    decode,
+    encode,
+)
+from locpriv.wire.topics import Topics, matches
 
 LAT0, LON0 = 41.39, 2.17  # the demo POI set covers Barcelona
 SIGMA = 60.0

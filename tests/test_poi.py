@@ -11,9 +11,10 @@ import shapely
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from locpriv.core.geo import LocalProjection, region_to_wire
+from locpriv.core.poi import POIIndex, load_pois, refine
 from locpriv.errors import DataError
-from locpriv.geo import LocalProjection, region_to_wire
-from locpriv.messages import (
+from locpriv.wire.messages import (
     POI,
     CentroidLocation,
     NearestQuery,
@@ -21,7 +22,6 @@ from locpriv.messages import (
     RegionLocation,
     WithinQuery,
 )
-from locpriv.poi import POIIndex, load_pois, refine
 
 LAT0, LON0 = 41.3874, 2.1686
 PROJ = LocalProjection(LAT0, LON0)

@@ -8,12 +8,17 @@ import numpy as np
 import pytest
 import shapely
 
-from locpriv.cloak import CloakConfig, Cloaker, CloakParams
 from locpriv.config import load_config
-from locpriv.ds import DEFAULT_POIS, DSCore
+from locpriv.core.cloak.cloaker import CloakConfig, Cloaker, CloakParams
+from locpriv.core.geo import LocalProjection, region_from_wire
+from locpriv.core.poi import POIIndex, load_pois, refine
 from locpriv.errors import ConfigError, ErrorCode
-from locpriv.geo import LocalProjection, region_from_wire
-from locpriv.messages import (
+from locpriv.protocols import Send
+from locpriv.protocols.p1 import TrustedCore
+from locpriv.protocols.p2 import Mediator
+from locpriv.protocols.p3 import Anonymizer
+from locpriv.service.ds import DEFAULT_POIS, DSCore
+from locpriv.wire.messages import (
     MAX_ANSWER_POIS,
     POI,
     CloakReply,
@@ -30,12 +35,7 @@ from locpriv.messages import (
     WithinQuery,
     encode,
 )
-from locpriv.poi import POIIndex, load_pois, refine
-from locpriv.protocols import Send
-from locpriv.protocols.p1_mediator import TrustedCore
-from locpriv.protocols.p2_mediator import Mediator
-from locpriv.protocols.p3_anonymizer import Anonymizer
-from locpriv.topics import Topics
+from locpriv.wire.topics import Topics
 
 TOPICS = Topics("test")
 PROJ = LocalProjection(41.3874, 2.1686)

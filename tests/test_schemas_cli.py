@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from locpriv import schemas
 from locpriv.cli import build_parser, main
+from locpriv.wire import schemas
 
 ROOT = Path(__file__).resolve().parents[1]
 

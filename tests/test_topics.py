@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from locpriv.topics import Topics, matches, shared
+from locpriv.wire.topics import Topics, matches, shared
 
 
 def test_templates_use_prefix() -> None:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from locpriv.cloak import CloakParams
+from locpriv.core.cloak.cloaker import CloakParams
 from locpriv.errors import ErrorCode
-from locpriv.messages import ErrorReply, Message, PrivacyProfile
-from locpriv.topics import is_topic_name
+from locpriv.wire.messages import ErrorReply, Message, PrivacyProfile
+from locpriv.wire.topics import is_topic_name
 
 __all__ = ["Send", "error_send", "profile_to_params"]
 
@@ -55,7 +55,7 @@ def error_send(
     reason: str,
     field: str | None = None,
 ) -> Send:
-    """An :class:`~locpriv.messages.ErrorReply` effect that always validates: ``reason`` and
+    """An :class:`~locpriv.wire.messages.ErrorReply` effect that always validates: ``reason`` and
     ``field`` (which may echo attacker-chosen keys) are cut to the wire limits and made
     printable."""
     return Send(

@@ -11,8 +11,8 @@ from types import TracebackType
 from typing import Self
 
 from locpriv.errors import TransportError
-from locpriv.topics import matches
 from locpriv.transport.base import _CLOSED, Received, _take_nowait, new_client_id
+from locpriv.wire.topics import matches
 
 
 @dataclass(eq=False)

@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 import numpy as np
 
 from locpriv.config import CloakSection, LimitsSection, MqttSection, ServiceConfig
-from locpriv.geo import LocalProjection
-from locpriv.messages import LocationUpdate, encode
-from locpriv.services import ServiceDriver
-from locpriv.topics import Topics
+from locpriv.core.geo import LocalProjection
+from locpriv.service.driver import ServiceDriver
 from locpriv.transport import Received, connect
+from locpriv.wire.messages import LocationUpdate, encode
+from locpriv.wire.topics import Topics
 
 LAT0, LON0 = 41.3874, 2.1686
 PROJ = LocalProjection(LAT0, LON0)

@@ -9,12 +9,12 @@ import pytest
 from _svc_helpers import PROJ, make_config, running
 
 from locpriv.client import Client, CloakInfeasibleError
-from locpriv.ds import DSService
 from locpriv.errors import ErrorCode, LocalProtocolError, RemoteError, RequestTimeout
-from locpriv.messages import LocationUpdate, NearestQuery, WithinQuery, encode
-from locpriv.services import AnonymizerService
-from locpriv.topics import Topics
+from locpriv.service.driver import AnonymizerService
+from locpriv.service.ds import DSService
 from locpriv.transport import connect
+from locpriv.wire.messages import LocationUpdate, NearestQuery, WithinQuery, encode
+from locpriv.wire.topics import Topics
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from _svc_helpers import PROJ, Spy, make_config, running, seed_population
 
-from locpriv.broker import MosquittoProcess
 from locpriv.client import Client
-from locpriv.ds import DSService
 from locpriv.errors import ErrorCode, RemoteError
-from locpriv.messages import DSQuery, NearestQuery, PointLocation, WithinQuery, decode, encode
-from locpriv.topics import Topics
+from locpriv.service.broker import MosquittoProcess
+from locpriv.service.ds import DSService
 from locpriv.transport import connect
+from locpriv.wire.messages import DSQuery, NearestQuery, PointLocation, WithinQuery, decode, encode
+from locpriv.wire.topics import Topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeout(180)]
 

@@ -13,10 +13,10 @@ import pytest
 from _svc_helpers import Spy, make_config, running, seed_population
 
 from locpriv.config import CloakSection
-from locpriv.ds import DSService
-from locpriv.services import AnonymizerService
-from locpriv.topics import Topics, matches
+from locpriv.service.driver import AnonymizerService
+from locpriv.service.ds import DSService
 from locpriv.transport import connect
+from locpriv.wire.topics import Topics, matches
 from simulators.hostile import fuzz_cases
 
 pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeout(240)]

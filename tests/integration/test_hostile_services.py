@@ -11,12 +11,12 @@ import pytest
 from _svc_helpers import PROJ, Spy, make_config, running, seed_population
 from test_hostile_input import BAD_REPLY_TO, HOSTILE
 
-from locpriv.ds import DSService
 from locpriv.errors import ErrorCode
-from locpriv.messages import CloakReply, ErrorReply, QueryAnswer, decode
-from locpriv.services import AnonymizerService
-from locpriv.topics import Topics, matches
+from locpriv.service.driver import AnonymizerService
+from locpriv.service.ds import DSService
 from locpriv.transport import Received, connect
+from locpriv.wire.messages import CloakReply, ErrorReply, QueryAnswer, decode
+from locpriv.wire.topics import Topics, matches
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -186,7 +186,7 @@ async def test_p2_answer_still_relayed_after_hostile_ds_replies(
 ) -> None:
     """Forged and garbled answers on the mediator's reply topic are dropped; real ones pass."""
     from locpriv.client import Client
-    from locpriv.messages import NearestQuery
+    from locpriv.wire.messages import NearestQuery
 
     config = make_config(topics)
     anonymizer, ds = AnonymizerService(broker_url, config), DSService(broker_url, config)

@@ -9,10 +9,10 @@ import pytest
 from _svc_helpers import PROJ, make_config, running, seed_population
 
 from locpriv.client import Client
-from locpriv.ds import DSService
-from locpriv.messages import NearestQuery
-from locpriv.services import AnonymizerService
-from locpriv.topics import Topics
+from locpriv.service.driver import AnonymizerService
+from locpriv.service.ds import DSService
+from locpriv.wire.messages import NearestQuery
+from locpriv.wire.topics import Topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -14,9 +14,14 @@ import pytest
 
 import locpriv
 from locpriv.config import MqttSection, ServiceConfig
-from locpriv.ds import DSService
+from locpriv.core.noise import offset_lonlat
+from locpriv.core.poi import load_pois, refine
 from locpriv.errors import GroupInfeasible
-from locpriv.messages import (
+from locpriv.peer import PeerClient
+from locpriv.protocols.p4.machine import PeerConfig, ResponderPolicy
+from locpriv.service.ds import DSService
+from locpriv.transport import Received, connect
+from locpriv.wire.messages import (
     DSQuery,
     NearestQuery,
     PeerReply,
@@ -26,12 +31,7 @@ from locpriv.messages import (
     decode,
     encode,
 )
-from locpriv.noise import offset_lonlat
-from locpriv.peer import PeerClient
-from locpriv.poi import load_pois, refine
-from locpriv.protocols.p4_peer import PeerConfig, ResponderPolicy
-from locpriv.topics import Topics
-from locpriv.transport import Received, connect
+from locpriv.wire.topics import Topics
 
 LAT0, LON0 = 41.3874, 2.1686
 POIS = load_pois(Path(locpriv.__file__).parent / "data" / "pois.csv")
@@ -238,7 +238,7 @@ async def test_static_device_replies_with_one_point(amqtt_url: str, topics: Topi
                     got.append((msg.lon, msg.lat))
 
         task = asyncio.create_task(collect())
-        from locpriv.cells import CellGrid
+        from locpriv.core.cells import CellGrid
 
         cfg = PeerConfig(k=K, a_min_m2=A_MIN, a_max_m2=A_MAX)
         lon, lat = where[0]

@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
+from locpriv.core.noise import GaussianMechanism, PlanarLaplace, offset_lonlat
 from locpriv.errors import ConfigError, RequestTimeout
-from locpriv.messages import NearestQuery
-from locpriv.noise import GaussianMechanism, PlanarLaplace, offset_lonlat
 from locpriv.peer import PeerAnswer, PeerClient
-from locpriv.protocols.p4_peer import PeerConfig
+from locpriv.protocols.p4.machine import PeerConfig
+from locpriv.wire.messages import NearestQuery
 
 LAT0, LON0 = 41.3874, 2.1686
 

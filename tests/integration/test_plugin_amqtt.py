@@ -12,13 +12,13 @@ import shapely
 import yaml  # type: ignore[import-untyped]
 from _svc_helpers import PROJ, make_config, running, seed_population
 
-from locpriv.broker import EmbeddedBroker
 from locpriv.client import Client
-from locpriv.ds import DSService
 from locpriv.errors import ErrorCode
-from locpriv.messages import ErrorReply, NearestQuery, decode
-from locpriv.topics import Topics
+from locpriv.service.broker import EmbeddedBroker
+from locpriv.service.ds import DSService
 from locpriv.transport import connect
+from locpriv.wire.messages import ErrorReply, NearestQuery, decode
+from locpriv.wire.topics import Topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -32,7 +32,7 @@ def _broker_config(tmp_path: Path, topics: Topics) -> dict[str, Any]:
     toml.write_text(
         f'prefix = "{topics.prefix}"\n[cloak]\nepoch_s = 0.2\n[limits]\nds_timeout_s = 5.0\n'
     )
-    plugin = config["plugins"]["locpriv.amqtt_plugin.AnonymizerPlugin"]
+    plugin = config["plugins"]["locpriv.service.amqtt_plugin.AnonymizerPlugin"]
     plugin["config_file"] = str(toml)
     plugin.pop("prefix", None)
     return config

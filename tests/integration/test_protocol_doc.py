@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from _svc_helpers import make_config, running
 
-from locpriv.ds import DSService
-from locpriv.services import AnonymizerService
-from locpriv.topics import Topics
+from locpriv.service.driver import AnonymizerService
+from locpriv.service.ds import DSService
+from locpriv.wire.topics import Topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeout(90)]
 

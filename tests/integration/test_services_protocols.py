@@ -10,10 +10,10 @@ import shapely
 from _svc_helpers import PROJ, Spy, make_config, running, seed_population
 
 from locpriv.client import Client
-from locpriv.ds import DSService
-from locpriv.messages import DSQuery, NearestQuery, RegionLocation, WithinQuery, decode
-from locpriv.services import AnonymizerService
-from locpriv.topics import Topics
+from locpriv.service.driver import AnonymizerService
+from locpriv.service.ds import DSService
+from locpriv.wire.messages import DSQuery, NearestQuery, RegionLocation, WithinQuery, decode
+from locpriv.wire.topics import Topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

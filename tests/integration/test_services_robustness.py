@@ -8,14 +8,14 @@ import json
 import pytest
 from _svc_helpers import PROJ, make_config, running, seed_population
 
-from locpriv.broker import MosquittoProcess
 from locpriv.client import Client
-from locpriv.ds import DSService
 from locpriv.errors import ErrorCode, RemoteError
-from locpriv.messages import CloakReply, ErrorReply, NearestQuery, decode
-from locpriv.services import AnonymizerService, ServiceDriver
-from locpriv.topics import Topics
+from locpriv.service.broker import MosquittoProcess
+from locpriv.service.driver import AnonymizerService, ServiceDriver
+from locpriv.service.ds import DSService
 from locpriv.transport import Received, connect
+from locpriv.wire.messages import CloakReply, ErrorReply, NearestQuery, decode
+from locpriv.wire.topics import Topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -12,9 +12,9 @@ import pytest
 from _svc_helpers import PROJ
 
 from locpriv.client import Client
-from locpriv.messages import NearestQuery
-from locpriv.topics import Topics
 from locpriv.transport import connect
+from locpriv.wire.messages import NearestQuery
+from locpriv.wire.topics import Topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from locpriv.broker import MosquittoProcess
 from locpriv.errors import TransportError
-from locpriv.topics import Topics
+from locpriv.service.broker import MosquittoProcess
 from locpriv.transport import MqttTransport, Received, connect
+from locpriv.wire.topics import Topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -33,7 +33,7 @@ async def test_publish_subscribe_wildcard(broker_url: str, topics: Topics) -> No
 
 @pytest.mark.asyncio
 async def test_connect_refused_raises_transport_error() -> None:
-    from locpriv.broker import free_port
+    from locpriv.service.broker import free_port
 
     t = connect(f"mqtt://127.0.0.1:{free_port()}", connect_timeout_s=0.5)
     with pytest.raises(TransportError):

@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from locpriv.config import ServiceConfig
-from locpriv.ds import DSService
-from locpriv.services import AnonymizerService
+from locpriv.service.driver import AnonymizerService
+from locpriv.service.ds import DSService
 from simulators.evaluate import summarize
 from simulators.fleet import FleetOptions, FleetResult, Progress, run_fleet_async
 from simulators.scenario import build, load_scenario

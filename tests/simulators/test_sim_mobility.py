@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from locpriv.geo import LocalProjection
+from locpriv.core.geo import LocalProjection
 from simulators.mobility import (
     Trajectories,
     combine,

@@ -120,10 +120,10 @@ def format_table(summary: dict[str, Any]) -> str:
 async def _with_services(
     built: Any, processes: int, display: _Display
 ) -> tuple[Any, dict[str, Any]]:
-    from locpriv.broker import EmbeddedBroker
     from locpriv.config import ProjectionSection, ServiceConfig
-    from locpriv.ds import DSService
-    from locpriv.services import AnonymizerService
+    from locpriv.service.broker import EmbeddedBroker
+    from locpriv.service.driver import AnonymizerService
+    from locpriv.service.ds import DSService
     from simulators.fleet import FleetOptions, run_fleet, run_fleet_async
 
     sc = built.scenario

@@ -20,7 +20,7 @@ topic                       payload                               QoS    retaine
 ==========================  ====================================  =====  ========
 
 Protocol 4 uses a fresh ``reply/p4-<random>`` per query and purpose (peer replies, DS
-answer); ``{cell}`` is ``g{side_m}_{row}_{col}`` from :mod:`locpriv.cells` (docs/peer.md).
+answer); ``{cell}`` is ``g{side_m}_{row}_{col}`` from :mod:`locpriv.core.cells` (docs/peer.md).
 """
 
 from __future__ import annotations

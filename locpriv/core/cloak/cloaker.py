@@ -34,8 +34,8 @@ API notes for callers (deviations from / additions to the agreed contract):
   more area) so that the number of partitions per epoch stays bounded; the region still has area
   strictly greater than the requested ``a_min_m2``.
 
-Modules: value types and configuration in :mod:`locpriv.cloak_types`, the shared partition and
-:func:`cloak_once` in :mod:`locpriv.cloak_partition` (all re-exported here); docs/algorithms.md
+Modules: value types and configuration in :mod:`locpriv.core.cloak.types`, the shared partition and
+:func:`cloak_once` in :mod:`locpriv.core.cloak.partition` (all re-exported here); docs/algorithms.md
 explains the choices.
 """
 
@@ -52,14 +52,14 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
-from locpriv.cloak_partition import (
+from locpriv.core.cloak.partition import (
     Partition,
     build_partition,
     cloak_once,
     leaf_region,
     shrunk_region,
 )
-from locpriv.cloak_types import (
+from locpriv.core.cloak.types import (
     CloakConfig,
     CloakOutcome,
     CloakParams,
@@ -69,8 +69,8 @@ from locpriv.cloak_types import (
     check_params,
     round_a_min,
 )
+from locpriv.core.cloak.users import UserTable
 from locpriv.errors import CloakInfeasible, CloakTimeout
-from locpriv.index import UserTable
 
 __all__ = [
     "CloakConfig",

@@ -1,8 +1,9 @@
 """Location perturbation for Protocol 4: Gaussian and planar-Laplace noise, static-point reuse.
 
 Noise is drawn in metres in a local tangent plane (east, north) and converted to WGS84 degrees
-for the wire. With a :class:`~locpriv.geo.LocalProjection` the conversion goes through it; without
-one the offset is scaled by :func:`~locpriv.geo.metres_per_degree` at the true point, whose
+for the wire. With a :class:`~locpriv.core.geo.LocalProjection` the conversion goes through it;
+without
+one the offset is scaled by :func:`~locpriv.core.geo.metres_per_degree` at the true point, whose
 relative error for offsets ``d`` ≪ 100 km is about ``d·tan(lat)/R`` (3e-4 at 1 km and 60°).
 
 Mechanisms (one per deployment, all behind :class:`Mechanism`):
@@ -29,7 +30,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from scipy.special import lambertw
 
-from locpriv.geo import LocalProjection, metres_per_degree
+from locpriv.core.geo import LocalProjection, metres_per_degree
 
 _MEAN_M_PER_DEG_LAT = 111_195.0  # for place keys only
 

@@ -1,4 +1,5 @@
-"""Value types and operator configuration of the cloaking core (re-exported by locpriv.cloak).
+"""Value types and operator configuration of the cloaking core (re-exported by
+locpriv.core.cloak.cloaker).
 
 Units: coordinates and lengths in local metres, areas in m², times in seconds.
 """

@@ -1,7 +1,7 @@
 """Protocol 4 group selection: among m replies choose k-1 that, with the requester's own perturbed
 point, span an area A with A_min < A < A_max (m²) and minimise the within-group SSE (m²).
 
-Pure and synchronous; points are metres in one local projection (see :mod:`locpriv.geo`).
+Pure and synchronous; points are metres in one local projection (see :mod:`locpriv.core.geo`).
 Area is the convex-hull area by default, the bounding-box area as an option
 (:class:`AreaMode`); both never decrease when a point joins, which the search uses.
 :func:`select_group` is exact by branch and bound while within a node budget and a bounded

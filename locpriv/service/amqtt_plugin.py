@@ -5,13 +5,13 @@ amqtt broker config (YAML; see deploy/amqtt-broker.yaml and docs/operations.md):
     plugins:
       amqtt.plugins.authentication.AnonymousAuthPlugin:
         allow_anonymous: true
-      locpriv.amqtt_plugin.AnonymizerPlugin:
+      locpriv.service.amqtt_plugin.AnonymizerPlugin:
         config_file: /etc/locpriv/locpriv.toml   # optional ServiceConfig TOML
         prefix: locpriv                          # optional, overrides the file
 
 The plugin sees every message clients publish (``on_broker_message_received``), runs the same
-sans-I/O :class:`~locpriv.protocols.p1_mediator.TrustedCore` and
-:class:`~locpriv.services.Dispatcher` as the standalone service, and publishes replies with
+sans-I/O :class:`~locpriv.protocols.p1.TrustedCore` and
+:class:`~locpriv.service.driver.Dispatcher` as the standalone service, and publishes replies with
 ``context.broadcast_message``. Protocol 3 and location updates need nothing else; Protocols 1 and
 2 need a DS connected to the broker (``locpriv serve ds``): DS answers on the plugin's reply
 topic ``reply/{client_id}``, which the plugin sees like any other message.
@@ -33,12 +33,12 @@ from typing import Any
 from amqtt.broker import BrokerContext
 from amqtt.plugins.base import BasePlugin
 
-from locpriv.cloak_partition import warm_up as cloak_warm_up
 from locpriv.config import ServiceConfig, load_config
-from locpriv.messages import encode
+from locpriv.core.cloak.partition import warm_up as cloak_warm_up
 from locpriv.protocols import Send
-from locpriv.services import Dispatcher, anonymizer_routes, build_trusted_core
+from locpriv.service.driver import Dispatcher, anonymizer_routes, build_trusted_core
 from locpriv.transport import Received
+from locpriv.wire.messages import encode
 
 __all__ = ["AnonymizerPlugin"]
 

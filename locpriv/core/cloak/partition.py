@@ -32,7 +32,7 @@ import shapely
 from numba import njit
 from numpy.typing import NDArray
 
-from locpriv.cloak_types import CloakParams, CloakRegion, round_a_min
+from locpriv.core.cloak.types import CloakParams, CloakRegion, round_a_min
 from locpriv.errors import CloakInfeasible
 
 __all__ = [

@@ -1,7 +1,8 @@
 """Protocol 3 (anonymisation without mediation) and the cloaking half of Protocol 1.
 
 The anonymizer keeps every user's latest position (from :class:`LocationUpdate` messages,
-projected to local metres) in a :class:`~locpriv.cloak.Cloaker`. On a :class:`CloakRequest` it
+projected to local metres) in a :class:`~locpriv.core.cloak.cloaker.Cloaker`. On a
+:class:`CloakRequest` it
 returns only the cloaked region (:class:`CloakReply`: region in WGS84, ``area_m2``, ``users``,
 ``[t1, t2]``) and never contacts DS; the user queries DS herself. Temporal cloaking: a request the
 cloaker cannot serve now stays pending up to ``max_delay_s`` seconds and is answered by a later
@@ -20,12 +21,12 @@ from collections.abc import Callable, Hashable
 
 from shapely.geometry import Polygon
 
-from locpriv.cloak import Cloaker, CloakOutcome
+from locpriv.core.cloak.cloaker import Cloaker, CloakOutcome
+from locpriv.core.geo import LocalProjection, region_to_wire
 from locpriv.errors import ConfigError, ErrorCode, InfeasibleError
-from locpriv.geo import LocalProjection, region_to_wire
-from locpriv.messages import CloakReply, CloakRequest, LocationUpdate, Message, PrivacyProfile
 from locpriv.protocols import Send, error_send, profile_to_params
-from locpriv.protocols.p2_mediator import RegionInfo
+from locpriv.protocols.p2 import RegionInfo
+from locpriv.wire.messages import CloakReply, CloakRequest, LocationUpdate, Message, PrivacyProfile
 
 __all__ = ["Anonymizer", "Continuation", "Unavailable", "outcome_error"]
 

@@ -1,9 +1,10 @@
 """The reference location-based database server (DS) over MQTT.
 
-DS answers :class:`~locpriv.messages.DSQuery` messages on ``topics.ds_query``: nearest-n POIs of
+DS answers :class:`~locpriv.wire.messages.DSQuery` messages on ``topics.ds_query``: nearest-n POIs
+of
 a category, or POIs within a radius, at a point (exact), over a region (candidate superset) or
 around a centroid with ``radius_m`` (candidate superset covering the disk); see
-:mod:`locpriv.poi`. It never learns who asks: queries carry no identity.
+:mod:`locpriv.core.poi`. It never learns who asks: queries carry no identity.
 """
 
 from __future__ import annotations
@@ -12,18 +13,16 @@ import logging
 from pathlib import Path
 
 from locpriv.config import ServiceConfig
+from locpriv.core.poi import DEFAULT_POIS, POIIndex, load_pois
 from locpriv.errors import ErrorCode
-from locpriv.messages import MAX_ANSWER_POIS, DSQuery, Message, QueryAnswer
-from locpriv.poi import POIIndex, load_pois
 from locpriv.protocols import Send, error_send
-from locpriv.services import Route, ServiceDriver
+from locpriv.service.driver import Route, ServiceDriver
+from locpriv.wire.messages import MAX_ANSWER_POIS, DSQuery, Message, QueryAnswer
 
 __all__ = ["DEFAULT_POIS", "MAX_ANSWER_POIS", "DSCore", "DSService"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_POIS = Path(__file__).parent / "data" / "pois.csv"
-"""The generated demo POI set (5,000 POIs, 6 categories, 20 km x 20 km around Barcelona)."""
 
 
 class DSCore:

@@ -1,7 +1,9 @@
 """The ``locpriv`` command line. The only place that configures logging.
 
-Each command lives in its own module listed in :data:`COMMAND_MODULES`; a module defines
-``register(subparsers)`` that adds its sub-parser and sets ``func(args) -> int``.
+Each command lives in its own module: the built-in ones are listed in :data:`COMMAND_MODULES`,
+others are found through the ``locpriv.commands`` entry-point group (the ``demo`` command comes
+from the ``simulators`` package that way, so the library never imports the simulators). A
+module defines ``register(subparsers)`` that adds its sub-parser and sets ``func(args) -> int``.
 """
 
 from __future__ import annotations
@@ -12,16 +14,26 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
+from typing import Any
 
 from locpriv import __version__
 from locpriv.errors import LocprivError
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "locpriv.schemas",
+    "locpriv.cli.schemas",
     "locpriv.tabular.cli",
-    "locpriv.serve",
-    "locpriv.demo",
+    "locpriv.cli.serve",
 )
+ENTRY_POINT_GROUP = "locpriv.commands"
+"""Entry-point group of further command modules (``name = "package.module"``)."""
+
+
+def _command_modules() -> list[Any]:
+    modules = [importlib.import_module(name) for name in COMMAND_MODULES]
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        modules.append(ep.load())
+    return modules
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in _command_modules():
+        module.register(sub)
     return parser
 
 

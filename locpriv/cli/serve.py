@@ -14,11 +14,11 @@ import signal
 import sys
 from pathlib import Path
 
-from locpriv.broker import EmbeddedBroker
 from locpriv.config import load_config
-from locpriv.ds import DEFAULT_POIS, DSService
 from locpriv.errors import ConfigError
-from locpriv.services import AnonymizerService, ServiceDriver
+from locpriv.service.broker import EmbeddedBroker
+from locpriv.service.driver import AnonymizerService, ServiceDriver
+from locpriv.service.ds import DEFAULT_POIS, DSService
 from locpriv.transport import redact_url
 
 __all__ = ["register", "serve"]

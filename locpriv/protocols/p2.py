@@ -3,7 +3,8 @@
 The mediator strips everything that identifies the user - ``user_id``, key ``attributes``, her
 correlation id and reply topic - and sends DS only the query and a location (P2: her exact
 point; P1: the cloaked region) with the mediator's own reply topic. The DS query's correlation
-id is a *sealed token* (:class:`locpriv.seal.Sealer`: encrypted and authenticated) holding whom
+id is a *sealed token* (:class:`locpriv.protocols.seal.Sealer`: encrypted and authenticated)
+holding whom
 to answer, the deadline and Protocol 1's region, so DS's answer (or error) can be relayed to the
 user under her correlation id by this process, by a restarted one, or by any process sharing
 the key - nothing the relay needs lives only in memory. A DS that does not answer within
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from locpriv.errors import ErrorCode
-from locpriv.messages import (
+from locpriv.protocols import Send, error_send
+from locpriv.protocols.seal import Sealer
+from locpriv.wire.messages import (
     DSLocation,
     DSQuery,
     ErrorReply,
@@ -31,8 +34,6 @@ from locpriv.messages import (
     QueryRequest,
     Region,
 )
-from locpriv.protocols import Send, error_send
-from locpriv.seal import Sealer
 
 __all__ = ["Mediator", "RegionInfo"]
 

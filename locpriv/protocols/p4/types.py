@@ -1,6 +1,6 @@
 """Protocol 4 effects, answer and configuration (pure data, no machine).
 
-What :class:`~locpriv.protocols.p4_peer.PeerMachine` emits and how it is parametrised:
+What :class:`~locpriv.protocols.p4.machine.PeerMachine` emits and how it is parametrised:
 responder policy, token buckets, the DS radius ladder. Re-exported by ``p4_peer``.
 """
 
@@ -10,12 +10,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from locpriv.cells import cell_side_for
+from locpriv.core.cells import cell_side_for
+from locpriv.core.grouping import DEFAULT_NODE_BUDGET, AreaMode
+from locpriv.core.noise import GaussianMechanism, Mechanism
 from locpriv.errors import ConfigError, LocprivError
-from locpriv.grouping import DEFAULT_NODE_BUDGET, AreaMode
-from locpriv.messages import POI
-from locpriv.noise import GaussianMechanism, Mechanism
 from locpriv.protocols import Send
+from locpriv.wire.messages import POI
 
 __all__ = [
     "MAX_RADIUS_M",
@@ -148,7 +148,7 @@ class PeerConfig:
     smallest σ the weakest members of every group.
 
     Areas in m², distances in metres, times in seconds. ``cell_side_m`` must be the same on
-    every device of a deployment (default :func:`locpriv.cells.cell_side_for` of ``a_max_m2``
+    every device of a deployment (default :func:`locpriv.core.cells.cell_side_for` of ``a_max_m2``
     and ``max_distance_m``).
     """
 

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from locpriv.geo import metres_per_degree
+from locpriv.core.geo import metres_per_degree
 
 M_PER_DEG_LAT_MIN: Final = 110_570.0
 """A lower bound of metres per degree of latitude on WGS84 (110 574 m at the equator)."""

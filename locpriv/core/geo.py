@@ -23,7 +23,7 @@ from pyproj import Geod, Transformer
 from shapely.geometry import Polygon
 from shapely.geometry.base import BaseGeometry
 
-from locpriv.messages import Region
+from locpriv.wire.messages import Region
 
 WGS84: Final = Geod(ellps="WGS84")
 """The WGS84 ellipsoid for geodesic distances and areas."""
@@ -127,7 +127,7 @@ def metres_per_degree(lat_deg: float) -> tuple[float, float]:
 
 
 def region_to_wire(polygon_lonlat: Polygon) -> Region:
-    """A shapely polygon in lon/lat degrees to a wire :class:`~locpriv.messages.Region`."""
+    """A shapely polygon in lon/lat degrees to a wire :class:`~locpriv.wire.messages.Region`."""
     coords = list(polygon_lonlat.exterior.coords)
     if len(coords) > 1 and coords[0] == coords[-1]:
         coords = coords[:-1]

@@ -1,8 +1,8 @@
 """Protocol 1 (mediator with location anonymisation), and the trusted service's machine.
 
 P1: the user sends her query with her exact location to the mediator; it cloaks her location
-(:class:`~locpriv.protocols.p3_anonymizer.Anonymizer`), sends DS only the query and the region
-(:class:`~locpriv.messages.RegionLocation`) under a fresh correlation id - no user id, no key
+(:class:`~locpriv.protocols.p3.Anonymizer`), sends DS only the query and the region
+(:class:`~locpriv.wire.messages.RegionLocation`) under a fresh correlation id - no user id, no key
 attributes, no exact point - and relays DS's candidate set to the user together with the region,
 its area and ``[t1, t2]`` (``candidates=True``: the client refines it with her exact location).
 
@@ -12,9 +12,12 @@ mediator into the single machine the service runs.
 
 from __future__ import annotations
 
-from locpriv.cloak import CloakOutcome
+from locpriv.core.cloak.cloaker import CloakOutcome
 from locpriv.errors import ErrorCode
-from locpriv.messages import (
+from locpriv.protocols import Send, error_send
+from locpriv.protocols.p2 import Mediator, RegionInfo
+from locpriv.protocols.p3 import Anonymizer, outcome_error
+from locpriv.wire.messages import (
     CloakRequest,
     ErrorReply,
     LocationUpdate,
@@ -23,9 +26,6 @@ from locpriv.messages import (
     QueryRequest,
     RegionLocation,
 )
-from locpriv.protocols import Send, error_send
-from locpriv.protocols.p2_mediator import Mediator, RegionInfo
-from locpriv.protocols.p3_anonymizer import Anonymizer, outcome_error
 
 __all__ = ["P1Mediator", "TrustedCore"]
 

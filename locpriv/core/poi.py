@@ -1,7 +1,8 @@
 """Points of interest: loading, an rtree index answering point/region/centroid queries, refining.
 
 Pure (no I/O besides the loaders). Distances inside :class:`POIIndex` are planar metres in the
-deployment's :class:`~locpriv.geo.LocalProjection`; :func:`refine` uses geodesic metres on WGS84.
+deployment's :class:`~locpriv.core.geo.LocalProjection`; :func:`refine` uses geodesic metres on
+WGS84.
 The two differ by at most about 1e-5 relative inside a city, so every candidate radius is
 inflated by ``SAFETY_REL`` (relative) plus ``SAFETY_ABS_M`` metres: candidate sets stay
 supersets of the exact geodesic answer.
@@ -37,9 +38,9 @@ from numpy.typing import NDArray
 from rtree import index as rtree_index
 from shapely.geometry import Polygon
 
+from locpriv.core.geo import LocalProjection, distance_m, region_from_wire
 from locpriv.errors import ConfigError, DataError
-from locpriv.geo import LocalProjection, distance_m, region_from_wire
-from locpriv.messages import (
+from locpriv.wire.messages import (
     POI,
     CentroidLocation,
     DSLocation,
@@ -50,7 +51,12 @@ from locpriv.messages import (
     WithinQuery,
 )
 
+DEFAULT_POIS: Final = Path(__file__).resolve().parents[1] / "data" / "pois.csv"
+"""The generated demo POI set shipped with locpriv (5,000 POIs, 6 categories, 20 km x 20 km
+around Barcelona; ``scripts/make_pois.py``)."""
+
 __all__ = [
+    "DEFAULT_POIS",
     "SAFETY_ABS_M",
     "SAFETY_REL",
     "POIIndex",

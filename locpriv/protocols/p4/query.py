@@ -1,7 +1,7 @@
 """One open Protocol 4 query on the requester side: state, reply screening, DS query, answer.
 
-:class:`OpenQuery` is what :class:`~locpriv.protocols.p4_peer.PeerMachine` keeps per query
-between :meth:`~locpriv.protocols.p4_peer.PeerMachine.start_query` and the outcome: the true and
+:class:`OpenQuery` is what :class:`~locpriv.protocols.p4.machine.PeerMachine` keeps per query
+between :meth:`~locpriv.protocols.p4.machine.PeerMachine.start_query` and the outcome: the true and
 perturbed points (degrees), the two reply topics, the replies collected so far (one per
 responder pseudonym, one per point), the chosen group and the DS query sent. No I/O and no
 randomness (the machine draws the ids); times are the driver's Unix seconds.
@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from locpriv.geo import LocalProjection, haversine_m
-from locpriv.grouping import Group
-from locpriv.messages import CentroidLocation, DSQuery, PeerReply, Query, QueryAnswer
-from locpriv.poi import refine
-from locpriv.protocols.p4_types import PeerAnswer, PeerConfig, radius_ladder
+from locpriv.core.geo import LocalProjection, haversine_m
+from locpriv.core.grouping import Group
+from locpriv.core.poi import refine
+from locpriv.protocols.p4.types import PeerAnswer, PeerConfig, radius_ladder
+from locpriv.wire.messages import CentroidLocation, DSQuery, PeerReply, Query, QueryAnswer
 
 __all__ = ["OpenQuery"]
 

@@ -1,7 +1,7 @@
 """asyncio drivers of the trusted services: they only move messages and time.
 
 :class:`ServiceDriver` is the common loop: subscribe to the routes, take every received message
-in arrival order, decode it (a rejected message gets an :class:`~locpriv.messages.ErrorReply`
+in arrival order, decode it (a rejected message gets an :class:`~locpriv.wire.messages.ErrorReply`
 with the reason and field, on the request's ``reply_to`` when it can be read from the raw JSON,
 else on ``topics.errors(name)``), hand it to a sans-I/O machine with ``now = time.time()``, and
 publish the effects from a pool of publisher tasks; a timer task runs the machine's deadlines.
@@ -14,8 +14,9 @@ the transport, a retained ``status/{name}`` (``online``; ``offline`` by last wil
 shutdown). On :meth:`ServiceDriver.stop` every request accepted but not yet answered - queued,
 waiting for DS or for a temporal cloak - is answered ``unavailable``.
 
-:class:`AnonymizerService` runs :class:`~locpriv.protocols.p1_mediator.TrustedCore`
-(location updates, Protocols 1, 2 and 3); :class:`locpriv.ds.DSService` runs the database server.
+:class:`AnonymizerService` runs :class:`~locpriv.protocols.p1.TrustedCore`
+(location updates, Protocols 1, 2 and 3); :class:`locpriv.service.ds.DSService` runs the database
+server.
 """
 
 from __future__ import annotations
@@ -31,13 +32,20 @@ from typing import Any, Final, Protocol
 
 from pydantic_core import from_json
 
-from locpriv.cloak import Cloaker
-from locpriv.cloak_partition import warm_up as cloak_warm_up
 from locpriv.config import ServiceConfig
+from locpriv.core.cloak.cloaker import Cloaker
+from locpriv.core.cloak.partition import warm_up as cloak_warm_up
 from locpriv.errors import DecodeError, ErrorCode, ServiceFailure, TransportError
-from locpriv.health import PublishHealth
-from locpriv.journal import Journal
-from locpriv.messages import (
+from locpriv.protocols import Send, error_send
+from locpriv.protocols.p1 import TrustedCore
+from locpriv.protocols.p2 import Mediator
+from locpriv.protocols.p3 import Anonymizer
+from locpriv.protocols.seal import Sealer
+from locpriv.service.health import PublishHealth
+from locpriv.service.journal import Journal
+from locpriv.service.rpc import REPLY_MAX_BYTES
+from locpriv.transport import MemoryTransport, MqttTransport, Received, connect, redact_url
+from locpriv.wire.messages import (
     MAX_CORRELATION_ID,
     CloakRequest,
     ErrorReply,
@@ -48,14 +56,7 @@ from locpriv.messages import (
     decode,
     encode,
 )
-from locpriv.protocols import Send, error_send
-from locpriv.protocols.p1_mediator import TrustedCore
-from locpriv.protocols.p2_mediator import Mediator
-from locpriv.protocols.p3_anonymizer import Anonymizer
-from locpriv.rpc import REPLY_MAX_BYTES
-from locpriv.seal import Sealer
-from locpriv.topics import Topics, matches, shared
-from locpriv.transport import MemoryTransport, MqttTransport, Received, connect, redact_url
+from locpriv.wire.topics import Topics, matches, shared
 
 __all__ = [
     "AnonymizerService",
@@ -78,7 +79,7 @@ class Machine(Protocol):
 
     ``in_flight()`` lists ``(reply_to, correlation_id)`` of the accepted requests the machine
     holds that no other party will answer after a crash (the driver journals them; see
-    :class:`locpriv.journal.Journal`); ``revision`` changes whenever that list may have.
+    :class:`locpriv.service.journal.Journal`); ``revision`` changes whenever that list may have.
     """
 
     @property

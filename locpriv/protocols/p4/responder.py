@@ -1,16 +1,16 @@
 """Protocol 4 responder admission: whether a device answers a neighbour's request.
 
 :class:`Responder` applies the distance limit and the token buckets of a
-:class:`~locpriv.protocols.p4_types.ResponderPolicy` for
-:class:`~locpriv.protocols.p4_peer.PeerMachine`, which checks its own broadcasts, the opt-out
+:class:`~locpriv.protocols.p4.types.ResponderPolicy` for
+:class:`~locpriv.protocols.p4.machine.PeerMachine`, which checks its own broadcasts, the opt-out
 and the reply topic first, and builds the reply.
 """
 
 from __future__ import annotations
 
-from locpriv.geo import haversine_m
-from locpriv.messages import PeerRequest
-from locpriv.protocols.p4_types import PeerConfig, TokenBucket
+from locpriv.core.geo import haversine_m
+from locpriv.protocols.p4.types import PeerConfig, TokenBucket
+from locpriv.wire.messages import PeerRequest
 
 __all__ = ["Responder"]
 

@@ -19,8 +19,8 @@ import uuid
 from typing import Final
 
 from locpriv.errors import DecodeError, RemoteError, RequestTimeout, TransportError
-from locpriv.messages import ErrorReply, Message, decode, encode
 from locpriv.transport import Received, Transport
+from locpriv.wire.messages import ErrorReply, Message, decode, encode
 
 __all__ = ["REPLY_MAX_BYTES", "Requester", "new_correlation_id"]
 

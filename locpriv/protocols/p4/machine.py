@@ -4,27 +4,27 @@ Requester, per query (``start_query``):
 
 1. subscribe to two fresh random reply topics (one for peers, one for DS, so DS and peers cannot
    link the two by topic) and publish a :class:`PeerRequest` carrying the device's *perturbed*
-   point to the 3×3 block of discovery cells around it (:mod:`locpriv.cells`);
+   point to the 3×3 block of discovery cells around it (:mod:`locpriv.core.cells`);
 2. collect :class:`PeerReply` messages for ``window_s`` seconds, dropping and counting invalid,
    unsolicited, duplicated (per responder, per point), stale and implausibly far ones;
-3. choose ``k-1`` replies with :func:`locpriv.grouping.select_group` (A_min < A < A_max, least
+3. choose ``k-1`` replies with :func:`locpriv.core.grouping.select_group` (A_min < A < A_max, least
    SSE); when infeasible broadcast again (replies accumulate across rounds), up to
    ``max_rounds``, then fail with :class:`GroupInfeasible` naming the reason;
 4. send a :class:`DSQuery` with the group centroid (:class:`CentroidLocation`, no identifier) and
    a radius from a fixed ladder that covers the true point, then refine the candidate answer
-   with the true location (:func:`locpriv.poi.refine`).
+   with the true location (:func:`locpriv.core.poi.refine`).
 
 Responder (``receive(PeerRequest)``): answers with the device's current perturbed point under
 :class:`ResponderPolicy` (opt-out, maximum distance, token buckets per requester pseudonym and
-overall: :mod:`locpriv.protocols.p4_responder`); it never replies to itself and only to topics
+overall: :mod:`locpriv.protocols.p4.responder`); it never replies to itself and only to topics
 under ``{root}/reply/``.
 
-The perturbed point is one :class:`~locpriv.noise.PerturbedPoint` shared by requests and
+The perturbed point is one :class:`~locpriv.core.noise.PerturbedPoint` shared by requests and
 replies (the averaging defence); the device listens on the cell of that perturbed point.
 Times are Unix seconds given by the driver; randomness comes from the ``rng`` passed in.
-Effects and configuration live in :mod:`locpriv.protocols.p4_types` and are re-exported here;
+Effects and configuration live in :mod:`locpriv.protocols.p4.types` and are re-exported here;
 a query's state, reply screening, candidate thinning, DS query and answer in
-:mod:`locpriv.protocols.p4_query`.
+:mod:`locpriv.protocols.p4.query`.
 """
 
 from __future__ import annotations
@@ -36,23 +36,15 @@ from collections import Counter
 
 import numpy as np
 
-from locpriv.cells import CellGrid
+from locpriv.core.cells import CellGrid
+from locpriv.core.geo import LocalProjection
+from locpriv.core.grouping import Infeasible, select_group
+from locpriv.core.noise import PerturbedPoint
 from locpriv.errors import ConfigError, GroupInfeasible, RemoteError, RequestTimeout
-from locpriv.geo import LocalProjection
-from locpriv.grouping import Infeasible, select_group
-from locpriv.messages import (
-    ErrorReply,
-    Message,
-    PeerReply,
-    PeerRequest,
-    Query,
-    QueryAnswer,
-)
-from locpriv.noise import PerturbedPoint
 from locpriv.protocols import Send
-from locpriv.protocols.p4_query import OpenQuery
-from locpriv.protocols.p4_responder import Responder
-from locpriv.protocols.p4_types import (
+from locpriv.protocols.p4.query import OpenQuery
+from locpriv.protocols.p4.responder import Responder
+from locpriv.protocols.p4.types import (
     MAX_RADIUS_M,
     Effect,
     PeerAnswer,
@@ -65,7 +57,15 @@ from locpriv.protocols.p4_types import (
     Unsubscribe,
     radius_ladder,
 )
-from locpriv.topics import Topics
+from locpriv.wire.messages import (
+    ErrorReply,
+    Message,
+    PeerReply,
+    PeerRequest,
+    Query,
+    QueryAnswer,
+)
+from locpriv.wire.topics import Topics
 
 __all__ = [
     "MAX_RADIUS_M",

@@ -1,0 +1,1 @@
+"""Spatial k-anonymity of a moving population: users table, shared partition, cloaker."""
