@@ -33,7 +33,7 @@ import locpriv.protocols.p4.machine as p4
 from locpriv.config import MqttSection, ServiceConfig
 from locpriv.core.noise import offset_lonlat
 from locpriv.peer import PeerAnswer, PeerClient
-from locpriv.protocols.p4.machine import PeerConfig, ResponderPolicy
+from locpriv.protocols.p4.types import PeerConfig, ResponderPolicy
 from locpriv.service.broker import MosquittoProcess
 from locpriv.service.ds import DSService
 from locpriv.wire.messages import NearestQuery

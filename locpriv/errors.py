@@ -2,23 +2,29 @@
 
 ::
 
-    LocprivError
-    ├── ConfigError(ValueError)            bad configuration or CLI arguments
-    ├── DecodeError(ValueError)            a wire message we cannot accept (has .code, .field)
-    ├── InfeasibleError(ValueError)        privacy parameters that cannot be met
-    │   ├── CloakInfeasible                no region meets (k, A_min, A_max) now
-    │   ├── CloakTimeout                   temporal cloaking gave up after max_delay_s
-    │   └── GroupInfeasible                Protocol 4: no group of k fits the area window
-    ├── DataError(ValueError)              tabular input unusable (missing column, NaN, ...)
+    LocprivError                           .code: the wire ErrorCode it stands for
+    ├── ConfigError(ValueError)            bad configuration or CLI arguments   bad_parameters
+    ├── DecodeError(ValueError)            a wire message we cannot accept      (its own .code)
+    ├── InfeasibleError(ValueError)        privacy parameters that cannot be met bad_parameters
+    │   ├── CloakInfeasible                no region meets (k, A_min, A_max) now cloak_infeasible
+    │   ├── CloakTimeout                   temporal cloaking gave up            cloak_timeout
+    │   ├── GroupInfeasible                P4: no group of k fits the window    group_infeasible
+    │   └── UnknownUser                    no current location for the user     unknown_user
+    ├── ServiceUnavailable                 shutting down, restarted             unavailable
+    │   ├── Overloaded                     a bounded queue is full; retry later overloaded
+    │   └── RateLimited                    the sender exceeded a rate limit     rate_limited
+    ├── DataError(ValueError)              tabular input unusable (NaN, column) invalid_field
     ├── ProtocolError
     │   ├── RemoteError                    the other side answered with an error reply
     │   └── LocalProtocolError             we were asked to do something out of protocol
     ├── ServiceFailure                     a service cannot go on (exit non-zero, restart it)
-    └── TransportError(ConnectionError)    broker unreachable or gone
-        └── RequestTimeout(TimeoutError)   no reply within the caller's timeout
+    └── TransportError(ConnectionError)    broker unreachable or gone           unavailable
+        └── RequestTimeout(TimeoutError)   no reply within the caller's timeout upstream_timeout
 
-Every error that crosses the wire carries one :class:`ErrorCode` (stable, machine
-readable) and a human ``reason``. :meth:`LocprivError.code` maps an exception to it.
+Every error that crosses the wire carries one :class:`ErrorCode` (stable, machine readable)
+and a human ``reason``. :func:`remote_error` turns an error reply into an exception that is a
+:class:`RemoteError` *and* the local class of its code, so ``except CloakTimeout`` catches a
+service's ``cloak_timeout`` reply as well as the cloaking core's own.
 """
 
 from __future__ import annotations
@@ -121,6 +127,30 @@ class GroupInfeasible(InfeasibleError):
     default_code = ErrorCode.GROUP_INFEASIBLE
 
 
+class UnknownUser(InfeasibleError):
+    """No current location is known for the requesting user (code ``unknown_user``)."""
+
+    default_code = ErrorCode.UNKNOWN_USER
+
+
+class ServiceUnavailable(LocprivError):
+    """The service is shutting down, restarted, or cannot reach a dependency."""
+
+    default_code = ErrorCode.UNAVAILABLE
+
+
+class Overloaded(ServiceUnavailable):
+    """A bounded queue or table is full; retry later (code ``overloaded``)."""
+
+    default_code = ErrorCode.OVERLOADED
+
+
+class RateLimited(ServiceUnavailable):
+    """The sender exceeded a rate limit; retry later (code ``rate_limited``)."""
+
+    default_code = ErrorCode.RATE_LIMITED
+
+
 class DataError(LocprivError, ValueError):
     """Tabular input that cannot be anonymised as asked (names the column)."""
 
@@ -170,3 +200,31 @@ class RequestTimeout(TransportError, TimeoutError):
     """No reply arrived within the caller's timeout."""
 
     default_code = ErrorCode.UPSTREAM_TIMEOUT
+
+
+_LOCAL_OF_CODE: dict[ErrorCode, type[LocprivError]] = {
+    ErrorCode.BAD_PARAMETERS: InfeasibleError,
+    ErrorCode.CLOAK_INFEASIBLE: CloakInfeasible,
+    ErrorCode.CLOAK_TIMEOUT: CloakTimeout,
+    ErrorCode.GROUP_INFEASIBLE: GroupInfeasible,
+    ErrorCode.UNKNOWN_USER: UnknownUser,
+    ErrorCode.UNAVAILABLE: ServiceUnavailable,
+    ErrorCode.OVERLOADED: Overloaded,
+    ErrorCode.RATE_LIMITED: RateLimited,
+    ErrorCode.UPSTREAM_TIMEOUT: RequestTimeout,
+}
+_REMOTE_OF_CODE: dict[ErrorCode, type[RemoteError]] = {
+    code: type(f"Remote{local.__name__}", (RemoteError, local), {"__module__": __name__})
+    for code, local in _LOCAL_OF_CODE.items()
+}
+
+
+def remote_error(code: ErrorCode | str, reason: str, field: str | None = None) -> RemoteError:
+    """The exception for an error reply: a :class:`RemoteError` that is also the local class of
+    ``code`` (``CloakTimeout`` for ``cloak_timeout``, ``Overloaded`` for ``overloaded``, ...);
+    codes that only describe our own request (``invalid_field``, ...) give a plain one."""
+    try:
+        cls = _REMOTE_OF_CODE.get(ErrorCode(code), RemoteError)
+    except ValueError:
+        cls = RemoteError
+    return cls(code, reason, field)

@@ -41,17 +41,9 @@ from locpriv.errors import (
     LocprivError,
     RequestTimeout,
 )
-from locpriv.protocols import Send
-from locpriv.protocols.p4.machine import (
-    Effect,
-    PeerAnswer,
-    PeerConfig,
-    PeerMachine,
-    QueryDone,
-    QueryFailed,
-    Subscribe,
-    Unsubscribe,
-)
+from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.p4.machine import PeerMachine
+from locpriv.protocols.p4.types import PeerAnswer, PeerConfig
 from locpriv.transport import Transport, connect, new_client_id
 from locpriv.wire.messages import Query, decode, encode
 from locpriv.wire.topics import Topics
@@ -204,16 +196,16 @@ class PeerClient:
                 await self.transport.subscribe(e.topic, qos=e.qos)
             elif isinstance(e, Unsubscribe):
                 await self.transport.unsubscribe(e.topic)
-            elif isinstance(e, QueryDone | QueryFailed):
+            elif isinstance(e, Done | Failed):
                 self._resolve(e)
         self._wake.set()
 
-    def _resolve(self, e: QueryDone | QueryFailed) -> None:
-        fut = self._futures.get(e.query_id)
+    def _resolve(self, e: Done[PeerAnswer] | Failed) -> None:
+        fut = self._futures.get(e.request_id)
         if fut is None or fut.done():
             return
-        if isinstance(e, QueryDone):
-            fut.set_result(e.answer)
+        if isinstance(e, Done):
+            fut.set_result(e.value)
         else:
             err: LocprivError = e.error
             fut.set_exception(err)
@@ -222,7 +214,7 @@ class PeerClient:
         # outcomes at once; network effects in the background so reading never blocks
         rest: list[Effect] = []
         for e in effects:
-            if isinstance(e, QueryDone | QueryFailed):
+            if isinstance(e, Done | Failed):
                 self._resolve(e)
             else:
                 rest.append(e)

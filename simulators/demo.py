@@ -121,8 +121,8 @@ async def _with_services(
     built: Any, processes: int, display: _Display
 ) -> tuple[Any, dict[str, Any]]:
     from locpriv.config import ProjectionSection, ServiceConfig
+    from locpriv.service.anonymizer import AnonymizerService
     from locpriv.service.broker import EmbeddedBroker
-    from locpriv.service.driver import AnonymizerService
     from locpriv.service.ds import DSService
     from simulators.fleet import FleetOptions, run_fleet, run_fleet_async
 

@@ -33,15 +33,9 @@ import numpy as np
 
 from locpriv.core.cells import cell_side_for
 from locpriv.errors import DecodeError, RequestTimeout, TransportError
-from locpriv.protocols import Send
-from locpriv.protocols.p4.machine import (
-    Effect,
-    PeerMachine,
-    QueryDone,
-    QueryFailed,
-    Subscribe,
-    Unsubscribe,
-)
+from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.p4.machine import PeerMachine
+from locpriv.protocols.p4.types import PeerAnswer
 from locpriv.transport import Received
 from locpriv.wire import messages as m
 from locpriv.wire.topics import Topics
@@ -111,7 +105,7 @@ class PeerHub:
         """Discovery topic -> devices listening on it; present only while non-empty."""
         self.topic_owner: dict[str, int] = {}
         """Per-query reply topic -> the requesting device."""
-        self.waiting: dict[str, asyncio.Future[QueryDone | QueryFailed]] = {}
+        self.waiting: dict[str, asyncio.Future[Done[PeerAnswer] | Failed]] = {}
         self.pending: set[int] = set()
         """Devices with a query in flight (the deadline ticker's work list)."""
         self.outbox: asyncio.Queue[tuple[int, list[Effect]]] = asyncio.Queue()
@@ -169,7 +163,7 @@ class PeerHub:
                 elif isinstance(e, Unsubscribe):
                     await self.unsubscribe(uid, e.topic)
                 else:
-                    fut = self.waiting.pop(e.query_id, None)
+                    fut = self.waiting.pop(e.request_id, None)
                     self.pending.discard(uid)
                     if fut is not None and not fut.done():
                         fut.set_result(e)
@@ -288,7 +282,7 @@ class PeerHub:
         self.cost[ev.user] = [0, 0]
         q = m.NearestQuery(category=ev.category, n=ev.n)
         qid, effects = pm.start_query(q, now)
-        fut: asyncio.Future[QueryDone | QueryFailed] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Done[PeerAnswer] | Failed] = asyncio.get_running_loop().create_future()
         self.waiting[qid] = fut
         self.pending.add(ev.user)
         await self.apply(ev.user, effects)
@@ -300,10 +294,10 @@ class PeerHub:
             await self.apply(ev.user, pm.cancel(qid))
             raise RequestTimeout("peer query timed out") from None
         rec.messages, rec.bytes = self.cost.pop(ev.user, [0, 0])
-        if isinstance(done, QueryFailed):
+        if isinstance(done, Failed):
             log.debug("p4 query failed: %s", done.error)
             raise done.error
-        a = done.answer
+        a = done.value
         rec.t_anon_s = rec.t_request_s + pm.config.window_s * a.rounds
         rec.k_achieved = a.group_size
         rec.k_reported = a.group_size

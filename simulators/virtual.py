@@ -50,18 +50,18 @@ from locpriv.core.cloak.cloaker import CloakConfig, Cloaker
 from locpriv.core.geo import LocalProjection, region_from_wire
 from locpriv.core.poi import DEFAULT_POIS, POIIndex, load_pois, refine
 from locpriv.errors import DecodeError
-from locpriv.protocols import Send
-from locpriv.protocols.p1 import TrustedCore
+from locpriv.protocols.dispatch import Dispatcher, Route
+from locpriv.protocols.ds import DSCore
+from locpriv.protocols.effects import Send
 from locpriv.protocols.p2 import Mediator
 from locpriv.protocols.p3 import Anonymizer
 from locpriv.protocols.p4.machine import (
     PeerMachine,
 )
-from locpriv.service.driver import Dispatcher, Route, anonymizer_routes
-from locpriv.service.ds import DSCore
-from locpriv.service.rpc import REPLY_MAX_BYTES
+from locpriv.protocols.trusted import TrustedCore, anonymizer_routes
 from locpriv.transport import Received
 from locpriv.wire import messages as m
+from locpriv.wire.messages import REPLY_MAX_BYTES
 from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord, RunStats, precision_recall, region_truth
 from simulators.scenario import BuiltScenario

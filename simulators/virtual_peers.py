@@ -16,17 +16,12 @@ from numpy.typing import NDArray
 
 from locpriv.core.geo import LocalProjection
 from locpriv.errors import DecodeError
-from locpriv.protocols import Send
-from locpriv.protocols.p4.machine import (
-    Effect,
-    PeerMachine,
-    QueryDone,
-    QueryFailed,
-    Subscribe,
-    Unsubscribe,
-)
-from locpriv.service.rpc import REPLY_MAX_BYTES
+from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.ids import counter_ids
+from locpriv.protocols.p4.machine import PeerMachine
+from locpriv.protocols.p4.types import PeerAnswer
 from locpriv.wire import messages as m
+from locpriv.wire.messages import REPLY_MAX_BYTES
 from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord, precision_recall
 from simulators.scenario import BuiltScenario
@@ -95,7 +90,10 @@ class PeerNodes:
                 node_budget=cfg.p4_node_budget,
             )
             pm = PeerMachine(
-                pc, rng=np.random.default_rng([self.b.protocol_seed, i]), topics=self.topics
+                pc,
+                rng=np.random.default_rng([self.b.protocol_seed, i]),
+                topics=self.topics,
+                ids=counter_ids(f"d{i}x"),
             )
             self.peers[i] = pm
 
@@ -147,7 +145,7 @@ class PeerNodes:
                     self.bus.subscribe(e.topic, self.peer_handlers[i])
             elif isinstance(e, Unsubscribe):
                 self.bus.unsubscribe(e.topic, self.peer_handlers[i])
-            elif isinstance(e, QueryDone | QueryFailed):
+            elif isinstance(e, Done | Failed):
                 self.p4_done(e, now)
         d = pm.next_deadline()
         if d is not None and d < self.peer_timer.get(i, math.inf):
@@ -198,13 +196,13 @@ class PeerNodes:
             return
         self.apply(i, pm.receive(msg, now), now, None)
 
-    def p4_done(self, e: QueryDone | QueryFailed, now: float) -> None:
-        rid = self.qid_rid.pop(e.query_id, None)
+    def p4_done(self, e: Done[PeerAnswer] | Failed, now: float) -> None:
+        rid = self.qid_rid.pop(e.request_id, None)
         if rid is None:
             return
         ctx = self.ctx[rid]
         rec = ctx.record
-        if isinstance(e, QueryFailed):
+        if isinstance(e, Failed):
             err = e.error
             code = getattr(err, "code", None)
             if type(err).__name__ == "GroupInfeasible":
@@ -212,7 +210,7 @@ class PeerNodes:
             else:
                 rec.error = str(code) if code is not None else type(err).__name__
             return
-        a = e.answer
+        a = e.value
         rec.t_anon_s = now - a.ds_s
         rec.k_achieved = a.group_size
         rec.k_reported = a.group_size

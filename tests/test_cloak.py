@@ -10,10 +10,15 @@ from locpriv.core.cloak.cloaker import (
     CloakConfig,
     Cloaker,
     CloakParams,
+)
+from locpriv.errors import (
+    CloakInfeasible,
+    CloakTimeout,
+    ConfigError,
+    ErrorCode,
     Overloaded,
     UnknownUser,
 )
-from locpriv.errors import CloakInfeasible, CloakTimeout, ConfigError, ErrorCode
 
 WORLD = (0.0, 0.0, 10_000.0, 10_000.0)
 

@@ -14,11 +14,10 @@ from locpriv.core.cloak.cloaker import (
     CloakOutcome,
     CloakParams,
     CloakRegion,
-    UnknownUser,
     cloak_once,
 )
 from locpriv.core.cloak.partition import build_partition
-from locpriv.errors import CloakInfeasible, CloakTimeout
+from locpriv.errors import CloakInfeasible, CloakTimeout, UnknownUser
 
 WORLD = (0.0, 0.0, 5000.0, 5000.0)
 SETTINGS = settings(

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from locpriv.errors import DecodeError, ErrorCode
-from locpriv.protocols import Send, error_send
-from locpriv.service.driver import salvage_reply
+from locpriv.protocols.dispatch import salvage_reply
+from locpriv.protocols.effects import Send, error_send
 from locpriv.wire import messages as m
 from locpriv.wire.topics import Topics, is_topic_name
 

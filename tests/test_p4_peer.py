@@ -17,18 +17,13 @@ from locpriv.core.grouping import Group, select_group
 from locpriv.core.noise import GaussianMechanism, offset_lonlat, perturb
 from locpriv.core.poi import POIIndex, load_pois, refine
 from locpriv.errors import GroupInfeasible, RemoteError, RequestTimeout
-from locpriv.protocols import Send
-from locpriv.protocols.p4.machine import (
-    Effect,
+from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.p4.machine import PeerMachine
+from locpriv.protocols.p4.types import (
     PeerAnswer,
     PeerConfig,
-    PeerMachine,
-    QueryDone,
-    QueryFailed,
     ResponderPolicy,
-    Subscribe,
     TokenBucket,
-    Unsubscribe,
     radius_ladder,
 )
 from locpriv.wire.messages import (
@@ -58,7 +53,7 @@ class Net:
     topics: Topics = field(default_factory=Topics)
     machines: list[PeerMachine] = field(default_factory=list)
     subs: list[set[str]] = field(default_factory=list)
-    outcomes: list[QueryDone | QueryFailed] = field(default_factory=list)
+    outcomes: list[Done[PeerAnswer] | Failed] = field(default_factory=list)
     ds_mode: str = "answer"  # answer | error | silent
     ds_seen: list[DSQuery] = field(default_factory=list)
     peer_reply_tos: set[str] = field(default_factory=set)
@@ -78,7 +73,7 @@ class Net:
                 self.subs[i].add(e.topic)
             elif isinstance(e, Unsubscribe):
                 self.subs[i].discard(e.topic)
-            elif isinstance(e, QueryDone | QueryFailed):
+            elif isinstance(e, Done | Failed):
                 self.outcomes.append(e)
             elif isinstance(e, Send):
                 msg = decode(encode(e.message))  # through the wire format
@@ -148,11 +143,11 @@ def fleet(
     return net, where
 
 
-def ask(net: Net, who: int, query: NearestQuery, now: float = 1.0) -> QueryDone | QueryFailed:
+def ask(net: Net, who: int, query: NearestQuery, now: float = 1.0) -> Done[PeerAnswer] | Failed:
     qid, effects = net.machines[who].start_query(query, now)
     net.apply(who, effects, now)
     net.run_until(now + 60.0, now)
-    out = [o for o in net.outcomes if o.query_id == qid]
+    out = [o for o in net.outcomes if o.request_id == qid]
     assert len(out) == 1
     return out[0]
 
@@ -161,8 +156,8 @@ def test_end_to_end_answer_is_exact_and_anonymous() -> None:
     net, where = fleet(20, seed=1)
     q = NearestQuery(category="pharmacy", n=3)
     out = ask(net, 0, q)
-    assert isinstance(out, QueryDone), out
-    a: PeerAnswer = out.answer
+    assert isinstance(out, Done), out
+    a: PeerAnswer = out.value
     lon, lat = where[0]
     assert list(a.pois) == refine(POIS, q, lat, lon)  # the exact answer at the true point
     assert a.group_size == 5 and a.rounds == 1 and a.replies == 19
@@ -190,7 +185,7 @@ def test_end_to_end_answer_is_exact_and_anonymous() -> None:
 def test_group_is_the_optimal_one_among_replies() -> None:
     net, _ = fleet(12, seed=2)
     out = ask(net, 3, NearestQuery(category="cafe", n=1))
-    assert isinstance(out, QueryDone)
+    assert isinstance(out, Done)
     others = [m.perturbed(1.0) for j, m in enumerate(net.machines) if j != 3]
     own = net.machines[3].perturbed(1.0)
     assert own is not None
@@ -198,13 +193,13 @@ def test_group_is_the_optimal_one_among_replies() -> None:
     xy = np.array([proj.point_to_xy(*p) for p in others if p is not None])
     ref = select_group(proj.point_to_xy(*own), xy, 5, 20_000.0, 1_000_000.0, node_budget=None)
     assert isinstance(ref, Group)
-    assert out.answer.sse_m2 == pytest.approx(ref.sse_m2, rel=1e-9)
+    assert out.value.sse_m2 == pytest.approx(ref.sse_m2, rel=1e-9)
 
 
 def test_infeasible_after_rounds_names_reason() -> None:
     net, _ = fleet(3, seed=3)
     out = ask(net, 0, NearestQuery(category="atm", n=1))
-    assert isinstance(out, QueryFailed)
+    assert isinstance(out, Failed)
     assert isinstance(out.error, GroupInfeasible)
     assert "too_few_replies" in str(out.error) and "2 rounds" in str(out.error)
     assert net.machines[0].stats["round_too_few_replies"] == 2
@@ -214,7 +209,7 @@ def test_infeasible_after_rounds_names_reason() -> None:
 def test_window_unsatisfiable_reason() -> None:
     net, _ = fleet(10, seed=4, spread_m=30.0, a_min_m2=500_000.0, a_max_m2=1_000_000.0)
     out = ask(net, 0, NearestQuery(category="atm", n=1))
-    assert isinstance(out, QueryFailed)
+    assert isinstance(out, Failed)
     assert "area_too_small" in str(out.error)
 
 
@@ -222,11 +217,11 @@ def test_ds_error_and_timeout() -> None:
     net, _ = fleet(8, seed=5)
     net.ds_mode = "error"
     out = ask(net, 0, NearestQuery(category="atm", n=1))
-    assert isinstance(out, QueryFailed) and isinstance(out.error, RemoteError)
+    assert isinstance(out, Failed) and isinstance(out.error, RemoteError)
     assert out.error.code == "overloaded"
     net.ds_mode = "silent"
     out = ask(net, 1, NearestQuery(category="atm", n=1), now=100.0)
-    assert isinstance(out, QueryFailed) and isinstance(out.error, RequestTimeout)
+    assert isinstance(out, Failed) and isinstance(out.error, RequestTimeout)
 
 
 def test_lemma1_centroid_error_is_sigma_over_sqrt_k() -> None:
@@ -351,11 +346,11 @@ def test_sybil_and_garbage_replies_are_dropped_and_counted() -> None:
     assert dropped["invalid"] == 20
     assert me.stats["unsolicited"] >= 1
     net.run_until(60.0, 1.0)
-    (out,) = [o for o in net.outcomes if o.query_id == qid]
-    assert isinstance(out, QueryDone), out
-    assert out.answer.rounds == 1
-    assert out.answer.dropped["thinned"] > 300  # the cluster was thinned, honest points kept
-    assert out.answer.dropped["far"] == 300
+    (out,) = [o for o in net.outcomes if o.request_id == qid]
+    assert isinstance(out, Done), out
+    assert out.value.rounds == 1
+    assert out.value.dropped["thinned"] > 300  # the cluster was thinned, honest points kept
+    assert out.value.dropped["far"] == 300
 
 
 def test_responder_policy() -> None:
@@ -423,7 +418,7 @@ def test_responder_policy() -> None:
 def test_reply_is_the_reused_perturbed_point_and_never_the_true_one() -> None:
     net, where = fleet(6, seed=9)
     out = ask(net, 0, NearestQuery(category="atm", n=1))
-    assert isinstance(out, QueryDone)
+    assert isinstance(out, Done)
     q_own = net.machines[0].perturbed(1.0)
     assert q_own is not None and q_own != where[0]
     assert net.machines[0].point.fresh_draws == 1

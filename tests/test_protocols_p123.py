@@ -11,13 +11,13 @@ import shapely
 from locpriv.config import load_config
 from locpriv.core.cloak.cloaker import CloakConfig, Cloaker, CloakParams
 from locpriv.core.geo import LocalProjection, region_from_wire
-from locpriv.core.poi import POIIndex, load_pois, refine
+from locpriv.core.poi import DEFAULT_POIS, POIIndex, load_pois, refine
 from locpriv.errors import ConfigError, ErrorCode
-from locpriv.protocols import Send
-from locpriv.protocols.p1 import TrustedCore
+from locpriv.protocols.ds import DSCore
+from locpriv.protocols.effects import Send
 from locpriv.protocols.p2 import Mediator
 from locpriv.protocols.p3 import Anonymizer
-from locpriv.service.ds import DEFAULT_POIS, DSCore
+from locpriv.protocols.trusted import TrustedCore
 from locpriv.wire.messages import (
     MAX_ANSWER_POIS,
     POI,

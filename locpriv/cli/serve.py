@@ -15,10 +15,12 @@ import sys
 from pathlib import Path
 
 from locpriv.config import load_config
+from locpriv.core.poi import DEFAULT_POIS
 from locpriv.errors import ConfigError
+from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.broker import EmbeddedBroker
-from locpriv.service.driver import AnonymizerService, ServiceDriver
-from locpriv.service.ds import DEFAULT_POIS, DSService
+from locpriv.service.driver import ServiceDriver
+from locpriv.service.ds import DSService
 from locpriv.transport import redact_url
 
 __all__ = ["register", "serve"]

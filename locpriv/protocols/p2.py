@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from locpriv.errors import ErrorCode
-from locpriv.protocols import Send, error_send
+from locpriv.protocols.effects import Send, error_send
 from locpriv.protocols.seal import Sealer
 from locpriv.wire.messages import (
     DSLocation,

@@ -21,26 +21,32 @@ from collections.abc import Callable, Hashable
 
 from shapely.geometry import Polygon
 
-from locpriv.core.cloak.cloaker import Cloaker, CloakOutcome
+from locpriv.core.cloak.cloaker import Cloaker, CloakOutcome, CloakParams
 from locpriv.core.geo import LocalProjection, region_to_wire
-from locpriv.errors import ConfigError, ErrorCode, InfeasibleError
-from locpriv.protocols import Send, error_send, profile_to_params
+from locpriv.errors import ConfigError, ErrorCode, ServiceUnavailable
+from locpriv.protocols.effects import Send, error_send
 from locpriv.protocols.p2 import RegionInfo
 from locpriv.wire.messages import CloakReply, CloakRequest, LocationUpdate, Message, PrivacyProfile
 
-__all__ = ["Anonymizer", "Continuation", "Unavailable", "outcome_error"]
+__all__ = ["Anonymizer", "Continuation", "outcome_error", "profile_to_params"]
 
 log = logging.getLogger(__name__)
 
 
-class Unavailable(InfeasibleError):
-    """The anonymizer is shutting down (code ``unavailable``)."""
-
-    default_code = ErrorCode.UNAVAILABLE
-
-
 Continuation = Callable[[CloakOutcome, RegionInfo | None, float], list[Send]]
 """What to do with a finished cloak: ``(outcome, region in WGS84 or None, now) -> effects``."""
+
+
+def profile_to_params(profile: PrivacyProfile | None) -> CloakParams | None:
+    """Wire privacy profile to cloaking parameters (None: the operator's default)."""
+    if profile is None:
+        return None
+    return CloakParams(
+        k=profile.k,
+        a_min_m2=profile.a_min_m2,
+        a_max_m2=profile.a_max_m2,
+        max_delay_s=profile.max_delay_s,
+    )
 
 
 class Anonymizer:
@@ -174,7 +180,7 @@ class Anonymizer:
         self.revision += 1
         for rid, then in waiting.items():
             self.cloaker.cancel(rid)
-            err = Unavailable("the anonymizer is shutting down")
+            err = ServiceUnavailable("the anonymizer is shutting down")
             out += then(CloakOutcome(rid, None, err), None, now)
         return out
 

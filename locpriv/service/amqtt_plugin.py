@@ -35,8 +35,9 @@ from amqtt.plugins.base import BasePlugin
 
 from locpriv.config import ServiceConfig, load_config
 from locpriv.core.cloak.partition import warm_up as cloak_warm_up
-from locpriv.protocols import Send
-from locpriv.service.driver import Dispatcher, anonymizer_routes, build_trusted_core
+from locpriv.protocols.dispatch import Dispatcher
+from locpriv.protocols.effects import Send
+from locpriv.protocols.trusted import anonymizer_routes, build_trusted_core
 from locpriv.transport import Received
 from locpriv.wire.messages import encode
 

@@ -1,22 +1,25 @@
-"""asyncio drivers of the trusted services: they only move messages and time.
+"""The asyncio driver of a service machine: it only moves messages and time.
 
-:class:`ServiceDriver` is the common loop: subscribe to the routes, take every received message
-in arrival order, decode it (a rejected message gets an :class:`~locpriv.wire.messages.ErrorReply`
-with the reason and field, on the request's ``reply_to`` when it can be read from the raw JSON,
-else on ``topics.errors(name)``), hand it to a sans-I/O machine with ``now = time.time()``, and
-publish the effects from a pool of publisher tasks; a timer task runs the machine's deadlines.
-The queue of received messages is bounded: when ``max_queue`` messages already wait behind the
-one at hand, that one gets an ``overloaded`` error reply instead of being processed.
+:class:`ServiceDriver` subscribes to a machine's routes, takes every received message in
+arrival order through a :class:`~locpriv.protocols.dispatch.Dispatcher` (decode, check, reject
+with a reason), feeds the machine with ``now = clock()``, publishes the effects from a pool of
+publisher tasks and runs the machine's timers with a :class:`~locpriv.transport.deadlines.
+DeadlineTimer`. The queue of received messages is bounded: when ``max_queue`` messages already
+wait behind the one at hand, that one gets an ``overloaded`` error reply instead of being
+processed.
 
 Reliability: QoS 1 everywhere, a persistent session (``clean_session=False``) so that requests
 published while the service is away are delivered when it returns, reconnection with backoff in
 the transport, a retained ``status/{name}`` (``online``; ``offline`` by last will or on clean
 shutdown). On :meth:`ServiceDriver.stop` every request accepted but not yet answered - queued,
-waiting for DS or for a temporal cloak - is answered ``unavailable``.
+waiting for DS or for a temporal cloak - is answered ``unavailable``. A task that dies, or a
+connection that keeps dropping what we publish (:class:`~locpriv.service.health.PublishHealth`),
+ends :meth:`ServiceDriver.run` with :class:`~locpriv.errors.ServiceFailure`, so the process exits
+non-zero and its supervisor restarts it. Requests a crash would lose are journaled
+(:class:`~locpriv.service.journal.Journal`) and answered ``unavailable`` by the next run.
 
-:class:`AnonymizerService` runs :class:`~locpriv.protocols.p1.TrustedCore`
-(location updates, Protocols 1, 2 and 3); :class:`locpriv.service.ds.DSService` runs the database
-server.
+The transport and the clock are injectable (``transport=``, ``clock=``); the services are
+:class:`locpriv.service.anonymizer.AnonymizerService` and :class:`locpriv.service.ds.DSService`.
 """
 
 from __future__ import annotations
@@ -24,76 +27,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
-
-from pydantic_core import from_json
+from typing import Any
 
 from locpriv.config import ServiceConfig
-from locpriv.core.cloak.cloaker import Cloaker
-from locpriv.core.cloak.partition import warm_up as cloak_warm_up
-from locpriv.errors import DecodeError, ErrorCode, ServiceFailure, TransportError
-from locpriv.protocols import Send, error_send
-from locpriv.protocols.p1 import TrustedCore
-from locpriv.protocols.p2 import Mediator
-from locpriv.protocols.p3 import Anonymizer
-from locpriv.protocols.seal import Sealer
+from locpriv.errors import ErrorCode, ServiceFailure, TransportError
+from locpriv.protocols.dispatch import Dispatcher, Machine, Route
+from locpriv.protocols.effects import Send, error_send
 from locpriv.service.health import PublishHealth
 from locpriv.service.journal import Journal
-from locpriv.service.rpc import REPLY_MAX_BYTES
-from locpriv.transport import MemoryTransport, MqttTransport, Received, connect, redact_url
-from locpriv.wire.messages import (
-    MAX_CORRELATION_ID,
-    CloakRequest,
-    ErrorReply,
-    LocationUpdate,
-    Message,
-    QueryAnswer,
-    QueryRequest,
-    decode,
-    encode,
-)
-from locpriv.wire.topics import Topics, matches, shared
+from locpriv.transport import Received, Transport, connect, redact_url
+from locpriv.transport.deadlines import Clock, DeadlineTimer
+from locpriv.wire.messages import encode
+from locpriv.wire.topics import Topics, shared
 
-__all__ = [
-    "AnonymizerService",
-    "Dispatcher",
-    "Machine",
-    "Route",
-    "ServiceDriver",
-    "build_trusted_core",
-    "salvage_reply",
-]
+__all__ = ["ServiceDriver"]
 
 log = logging.getLogger(__name__)
-
-_CORRELATION = re.compile(rf"^[A-Za-z0-9_.:-]{{1,{MAX_CORRELATION_ID}}}$")
-_SALVAGE_MAX_BYTES: Final = 4 * 1024 * 1024
-
-
-class Machine(Protocol):
-    """What a driver needs from a sans-I/O machine.
-
-    ``in_flight()`` lists ``(reply_to, correlation_id)`` of the accepted requests the machine
-    holds that no other party will answer after a crash (the driver journals them; see
-    :class:`locpriv.service.journal.Journal`); ``revision`` changes whenever that list may have.
-    """
-
-    @property
-    def revision(self) -> int: ...
-
-    def receive(self, message: Message, now: float) -> list[Send]: ...
-
-    def on_deadline(self, now: float) -> list[Send]: ...
-
-    def next_deadline(self) -> float | None: ...
-
-    def shutdown(self, now: float) -> list[Send]: ...
-
-    def in_flight(self) -> list[tuple[str, str]]: ...
 
 
 def _failure(tasks: list[asyncio.Task[Any]]) -> str:
@@ -109,44 +60,6 @@ def _failure(tasks: list[asyncio.Task[Any]]) -> str:
     return "unknown"
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
-    """A subscription: messages on ``topic_filter`` must be one of ``expect``.
-
-    ``answer_errors``: answer rejected messages (on ``reply_to`` or the error topic) or only
-    log them (DS replies). ``max_bytes`` overrides the payload limit (DS replies are larger).
-    ``overload_errors``: also answer queue overflow and shutdown (requests; not location
-    updates, which are dropped and counted). ``check`` may reject a decoded message with
-    ``(code, reason, field)``.
-    """
-
-    topic_filter: str
-    expect: tuple[type[Message], ...]
-    answer_errors: bool = True
-    shareable: bool = True
-    overload_errors: bool = True
-    max_bytes: int | None = None
-    check: Callable[[Received, Message], tuple[ErrorCode, str, str] | None] | None = None
-
-
-def salvage_reply(payload: bytes, topics: Topics) -> tuple[str | None, str | None]:
-    """``(reply_to, correlation_id)`` read from a rejected raw payload when they are usable:
-    ``reply_to`` only if it is one of ``topics``' reply topics (:meth:`Topics.is_reply`)."""
-    if len(payload) > _SALVAGE_MAX_BYTES:
-        return None, None
-    try:
-        obj: Any = from_json(payload, allow_inf_nan=True)
-    except ValueError:
-        return None, None
-    if not isinstance(obj, dict):
-        return None, None
-    reply_to = obj.get("reply_to")
-    cid = obj.get("correlation_id")
-    ok_topic = isinstance(reply_to, str) and topics.is_reply(reply_to)
-    ok_cid = isinstance(cid, str) and _CORRELATION.fullmatch(cid) is not None
-    return (reply_to if ok_topic else None), (cid if ok_cid else None)
-
-
 class ServiceDriver:
     """Runs one :class:`Machine` on a broker. Use :meth:`run` (until :meth:`stop`)."""
 
@@ -160,8 +73,12 @@ class ServiceDriver:
         config: ServiceConfig,
         client_id: str,
         warm_up: Callable[[], None] | None = None,
+        clock: Clock = time.time,
+        transport: Transport | None = None,
     ) -> None:
         self.url = url
+        self.clock = clock
+        self._given_transport = transport
         self.name = name
         self._warm_up = warm_up
         self.machine = machine
@@ -196,9 +113,10 @@ class ServiceDriver:
         self._journal_revision = -1
         self._outbox: asyncio.Queue[Send | None] = asyncio.Queue()
         self._stop = asyncio.Event()
-        self._wake = asyncio.Event()
-        self._timer_at: float | None = None
-        self._transport: MqttTransport | MemoryTransport | None = None
+        self._timer = DeadlineTimer(
+            machine, self._emit, clock=clock, name=name, on_error=self._count_internal
+        )
+        self._transport: Transport | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -206,15 +124,13 @@ class ServiceDriver:
     def connected(self) -> bool:
         """True while serving over a live broker connection (subscriptions in place)."""
         t = self._transport
-        if isinstance(t, MqttTransport):
-            return t.connected
-        return t is not None
+        return t is not None and t.connected
 
     @property
     def reconnects(self) -> int:
         """How often the broker connection was re-established."""
         t = self._transport
-        return t.reconnects if isinstance(t, MqttTransport) else 0
+        return t.reconnects if t is not None else 0
 
     def stop(self) -> None:
         """Ask :meth:`run` to shut down cleanly (answers pending requests ``unavailable``)."""
@@ -226,7 +142,7 @@ class ServiceDriver:
             await asyncio.to_thread(self._warm_up)
         mq = self.config.mqtt
         status = self.topics.status(self.name)
-        transport = connect(
+        transport = self._given_transport or connect(
             self.url,
             client_id=self.client_id,
             will=(status, b"offline"),
@@ -242,8 +158,6 @@ class ServiceDriver:
                 if mq.shared_group and route.shareable:
                     topic_filter = shared(topic_filter, mq.shared_group)
                 await transport.subscribe(topic_filter, qos=1)
-            if isinstance(transport, MemoryTransport):
-                await transport.publish(status, b"online", qos=1, retain=True)
             for effect in self._recover_journal():
                 self._outbox.put_nowait(effect)
             publishers = [
@@ -252,7 +166,7 @@ class ServiceDriver:
             ]
             workers = [
                 asyncio.create_task(self._reader(), name=f"{self.name}-reader"),
-                asyncio.create_task(self._worker(), name=f"{self.name}-worker"),
+                asyncio.create_task(self._timer.run(), name=f"{self.name}-timer"),
                 asyncio.create_task(self._watchdog(), name=f"{self.name}-watchdog"),
                 *publishers,
             ]
@@ -283,7 +197,7 @@ class ServiceDriver:
         log.info("%s stopped", self.name)
 
     def _shutdown_pending(self) -> None:
-        now = time.time()
+        now = self.clock()
         transport = self._transport
         while transport is not None and (received := transport.take_nowait()) is not None:
             route = self._route(received.topic)
@@ -304,14 +218,12 @@ class ServiceDriver:
                 self._overloaded(received)
                 continue
             try:
-                self._handle(received, time.time())
+                self._emit(self.dispatcher.handle(received, self.clock()))
             except Exception:  # the dispatcher never raises; a bug must not stop the reader
                 self.stats["internal"] += 1
                 log.exception("%s: failed handling a message", self.name)
                 continue
-            deadline = self.machine.next_deadline()
-            if deadline is not None and (self._timer_at is None or deadline < self._timer_at):
-                self._wake.set()  # the timer sleeps past the new earliest deadline
+            self._timer.poke()
         if not self._stop.is_set():
             raise ServiceFailure("the transport's message stream ended")
 
@@ -322,22 +234,6 @@ class ServiceDriver:
             self._reject(received, ErrorCode.OVERLOADED, "request queue full; retry later")
         else:
             log.debug("%s: queue full, message on a no-reply topic dropped", self.name)
-
-    async def _worker(self) -> None:
-        """Runs the machine's deadlines (temporal cloaking, DS timeouts, user expiry)."""
-        while True:
-            deadline = self.machine.next_deadline()
-            self._timer_at = deadline
-            timeout = None if deadline is None else max(0.0, deadline - time.time())
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._wake.wait()
-            self._wake.clear()
-            now = time.time()
-            deadline = self.machine.next_deadline()
-            if deadline is not None and deadline <= now:
-                self._emit(self._safe(self.machine.on_deadline, now))
-            await asyncio.sleep(0)
 
     async def _watchdog(self) -> None:
         """Every ``watchdog_s``: journal pending requests; raise when publishing is wedged."""
@@ -427,189 +323,8 @@ class ServiceDriver:
         for effect in effects:
             self._outbox.put_nowait(effect)
 
-    def _safe(self, fn: Callable[[float], list[Send]], now: float) -> list[Send]:
-        try:
-            return fn(now)
-        except Exception:
-            log.exception("%s: machine failed", self.name)
-            return []
+    def _count_internal(self, exc: Exception) -> None:
+        self.stats["internal"] += 1
 
     def _reject(self, received: Received, code: ErrorCode, reason: str) -> None:
         self._outbox.put_nowait(self.dispatcher.reject(received, code, reason))
-
-    def _handle(self, received: Received, now: float) -> None:
-        self._emit(self.dispatcher.handle(received, now))
-
-
-class Dispatcher:
-    """Routes raw messages to a machine: decode, check, reject with an error reply (sans-I/O).
-
-    Shared by :class:`ServiceDriver` and the amqtt plugin. ``stats`` counts ``rejected``.
-    """
-
-    def __init__(
-        self,
-        *,
-        name: str,
-        machine: Machine,
-        routes: list[Route],
-        topics: Topics,
-        max_payload: int,
-        stats: dict[str, int] | None = None,
-    ) -> None:
-        self.name = name
-        self.machine = machine
-        self.routes = routes
-        self.topics = topics
-        self.max_payload = max_payload
-        self.stats = stats if stats is not None else {"rejected": 0}
-        self.stats.setdefault("rejected", 0)
-        self._route_cache: dict[str, Route | None] = {}
-
-    def route(self, topic: str) -> Route | None:
-        """The first route whose filter matches ``topic`` (memoised per topic)."""
-        try:
-            return self._route_cache[topic]
-        except KeyError:
-            pass
-        found = next((r for r in self.routes if matches(r.topic_filter, topic)), None)
-        if len(self._route_cache) >= 100_000:
-            self._route_cache.clear()
-        self._route_cache[topic] = found
-        return found
-
-    def reject(
-        self, received: Received, code: ErrorCode, reason: str, field: str | None = None
-    ) -> Send:
-        """An error reply to the raw message's ``reply_to`` if readable, else the error topic."""
-        self.stats["rejected"] += 1
-        reply_to, cid = salvage_reply(received.payload, self.topics)
-        target = reply_to or self.topics.errors(self.name)
-        return error_send(target, cid, code, reason, field)
-
-    def _bad_reply_to(self, route: Route, message: Message) -> list[Send]:
-        """A request whose ``reply_to`` lies outside the reply namespace: answered on the
-        error topic, never on the topic it named."""
-        self.stats["rejected"] += 1
-        if not route.answer_errors:
-            return []
-        cid = getattr(message, "correlation_id", None)
-        reason = f"reply_to must be {self.topics.reply_prefix}<one segment of [A-Za-z0-9_.:@-]>"
-        return [
-            error_send(
-                self.topics.errors(self.name),
-                cid,
-                ErrorCode.INVALID_FIELD,
-                reason,
-                "reply_to",
-            )
-        ]
-
-    def handle(self, received: Received, now: float) -> list[Send]:
-        """Decode ``received`` for its route and run the machine; never raises."""
-        route = self.route(received.topic)
-        if route is None:
-            return []
-        try:
-            limit = route.max_bytes or self.max_payload
-            message = decode(received.payload, expect=route.expect, max_bytes=limit)
-        except DecodeError as exc:
-            if route.answer_errors:
-                return [self.reject(received, exc.code, exc.reason, exc.field)]
-            log.info("%s: rejected message on a no-reply topic: %s", self.name, exc.code)
-            return []
-        reply_to = getattr(message, "reply_to", None)
-        if isinstance(reply_to, str) and not self.topics.is_reply(reply_to):
-            return self._bad_reply_to(route, message)
-        if route.check is not None:
-            problem = route.check(received, message)
-            if problem is not None:
-                return [self.reject(received, *problem)] if route.answer_errors else []
-        try:
-            return self.machine.receive(message, now)
-        except Exception:
-            log.exception("%s: machine failed on a %s", self.name, type(message).__name__)
-            if route.answer_errors:
-                return [self.reject(received, ErrorCode.INTERNAL, "internal error; see the log")]
-            return []
-
-
-# ------------------------------------------------------------------ anonymizer
-
-
-def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
-    """The P1/P2/P3 machine for ``config``; DS answers are expected on ``reply_to``."""
-    anonymizer = Anonymizer(Cloaker(config.cloak_config()), config.make_projection())
-    mediator = Mediator(
-        ds_topic=config.topics.ds_query,
-        reply_to=reply_to,
-        ds_timeout_s=config.limits.ds_timeout_s,
-        max_pending=config.limits.max_pending,
-        sealer=Sealer.from_config(config.state.token_key_file or None),
-    )
-    return TrustedCore(anonymizer, mediator)
-
-
-def _check_protocol(
-    expected: int,
-) -> Callable[[Received, Message], tuple[ErrorCode, str, str] | None]:
-    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
-        if isinstance(message, QueryRequest) and message.protocol != expected:
-            return (
-                ErrorCode.INVALID_FIELD,
-                f"this topic takes protocol {expected} queries",
-                "protocol",
-            )
-        return None
-
-    return check
-
-
-def _check_location_topic(
-    received: Received, message: Message
-) -> tuple[ErrorCode, str, str] | None:
-    if isinstance(message, LocationUpdate) and received.topic.rsplit("/", 1)[-1] != message.user_id:
-        return ErrorCode.INVALID_FIELD, "user_id does not match the topic", "user_id"
-    return None
-
-
-def anonymizer_routes(topics: Topics, reply_to: str) -> list[Route]:
-    """Subscriptions of the anonymizer/mediator service."""
-    return [
-        Route(
-            topics.location_filter,
-            (LocationUpdate,),
-            answer_errors=True,
-            shareable=False,
-            overload_errors=False,
-            check=_check_location_topic,
-        ),
-        Route(topics.p1_query, (QueryRequest,), check=_check_protocol(1)),
-        Route(topics.p2_query, (QueryRequest,), check=_check_protocol(2)),
-        Route(topics.p3_cloak, (CloakRequest,)),
-        Route(
-            reply_to,
-            (QueryAnswer, ErrorReply),
-            answer_errors=False,
-            shareable=False,
-            max_bytes=REPLY_MAX_BYTES,
-        ),
-    ]
-
-
-class AnonymizerService(ServiceDriver):
-    """The trusted anonymizer/mediator (Protocols 1, 2, 3) as an MQTT client."""
-
-    def __init__(self, url: str, config: ServiceConfig | None = None) -> None:
-        config = config or ServiceConfig()
-        client_id = config.mqtt.client_id
-        reply_to = config.topics.reply(client_id)
-        super().__init__(
-            url,
-            name="anonymizer",
-            machine=build_trusted_core(config, reply_to),
-            routes=anonymizer_routes(config.topics, reply_to),
-            config=config,
-            client_id=client_id,
-            warm_up=cloak_warm_up,
-        )

@@ -1,80 +1,25 @@
-"""The reference location-based database server (DS) over MQTT.
+"""The reference location-based database server (DS) as an MQTT client process.
 
-DS answers :class:`~locpriv.wire.messages.DSQuery` messages on ``topics.ds_query``: nearest-n POIs
-of
-a category, or POIs within a radius, at a point (exact), over a region (candidate superset) or
-around a centroid with ``radius_m`` (candidate superset covering the disk); see
-:mod:`locpriv.core.poi`. It never learns who asks: queries carry no identity.
+It runs :class:`~locpriv.protocols.ds.DSCore` over a POI file (CSV or GeoJSON; default: the demo
+set :data:`~locpriv.core.poi.DEFAULT_POIS`) on ``topics.ds_query``.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
+from typing import Any
 
 from locpriv.config import ServiceConfig
 from locpriv.core.poi import DEFAULT_POIS, POIIndex, load_pois
-from locpriv.errors import ErrorCode
-from locpriv.protocols import Send, error_send
-from locpriv.service.driver import Route, ServiceDriver
-from locpriv.wire.messages import MAX_ANSWER_POIS, DSQuery, Message, QueryAnswer
+from locpriv.protocols.ds import DSCore, ds_routes
+from locpriv.service.driver import ServiceDriver
 
-__all__ = ["DEFAULT_POIS", "MAX_ANSWER_POIS", "DSCore", "DSService"]
-
-log = logging.getLogger(__name__)
-
-
-
-class DSCore:
-    """DS as a sans-I/O machine: a :class:`DSQuery` in, a :class:`QueryAnswer` out."""
-
-    revision = 0
-    """DS holds no request between messages."""
-
-    def __init__(self, index: POIIndex) -> None:
-        self.index = index
-
-    def in_flight(self) -> list[tuple[str, str]]:
-        """Nothing: DS answers every query at once."""
-        return []
-
-    def receive(self, message: Message, now: float) -> list[Send]:
-        """Answer one query (``now`` unused: DS is stateless)."""
-        if not isinstance(message, DSQuery):
-            return []
-        pois, candidates = self.index.answer(message.query, message.location)
-        if len(pois) > MAX_ANSWER_POIS:
-            # never truncate: a cut candidate set would no longer contain the exact answer
-            return [
-                error_send(
-                    message.reply_to,
-                    message.correlation_id,
-                    ErrorCode.BAD_PARAMETERS,
-                    f"the query matches {len(pois)} POIs, more than {MAX_ANSWER_POIS}; "
-                    "use a smaller region or radius",
-                    "location" if candidates else "query",
-                )
-            ]
-        answer = QueryAnswer(
-            correlation_id=message.correlation_id, pois=pois, candidates=candidates
-        )
-        return [Send(message.reply_to, answer)]
-
-    def on_deadline(self, now: float) -> list[Send]:
-        """DS has no timers."""
-        return []
-
-    def next_deadline(self) -> float | None:
-        """DS has no timers."""
-        return None
-
-    def shutdown(self, now: float) -> list[Send]:
-        """Nothing is pending inside DS."""
-        return []
+__all__ = ["DSService"]
 
 
 class DSService(ServiceDriver):
-    """DS as an MQTT client serving ``topics.ds_query``."""
+    """DS as an MQTT client serving ``topics.ds_query``; ``**driver`` go to ServiceDriver
+    (``clock=``, ``transport=``)."""
 
     def __init__(
         self,
@@ -83,6 +28,7 @@ class DSService(ServiceDriver):
         *,
         pois: str | Path | None = None,
         index: POIIndex | None = None,
+        **driver: Any,
     ) -> None:
         config = config or ServiceConfig()
         if index is None:
@@ -91,8 +37,9 @@ class DSService(ServiceDriver):
             url,
             name="ds",
             machine=DSCore(index),
-            routes=[Route(config.topics.ds_query, (DSQuery,))],
+            routes=ds_routes(config.topics),
             config=config,
             client_id=config.mqtt.ds_client_id,
+            **driver,
         )
         self.index = index

@@ -16,18 +16,14 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import Final
 
 from locpriv.errors import DecodeError, RemoteError, RequestTimeout, TransportError
 from locpriv.transport import Received, Transport
-from locpriv.wire.messages import ErrorReply, Message, decode, encode
+from locpriv.wire.messages import REPLY_MAX_BYTES, ErrorReply, Message, decode, encode
 
 __all__ = ["REPLY_MAX_BYTES", "Requester", "new_correlation_id"]
 
 log = logging.getLogger(__name__)
-
-REPLY_MAX_BYTES: Final = 8 * 1024 * 1024
-"""Size limit for replies (candidate sets may be large), bytes."""
 
 
 def new_correlation_id() -> str:

@@ -52,13 +52,17 @@ def connect(
 
     ``will`` is ``(topic, payload)`` published retained at QoS 1 by the broker if the connection
     is lost without a clean disconnect. Extra keywords go to :class:`MqttTransport` (for
-    ``memory://`` URLs they are ignored except ``max_queue``).
+    ``memory://`` URLs they are ignored except ``birth`` and ``max_queue``).
     """
     parts = urlsplit(url)
     if parts.scheme == "memory":
         name = parts.netloc or parts.path.lstrip("/") or "default"
         return MemoryTransport(
-            MemoryBus.named(name), client_id=client_id, will=will, max_queue=kw.get("max_queue", 0)
+            MemoryBus.named(name),
+            client_id=client_id,
+            will=will,
+            birth=kw.get("birth"),
+            max_queue=kw.get("max_queue", 0),
         )
     if parts.scheme not in ("mqtt", "mqtts", "tcp"):
         raise ConfigError(f"unsupported broker URL scheme {parts.scheme!r} (mqtt, mqtts, memory)")

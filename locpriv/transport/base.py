@@ -22,7 +22,27 @@ class Received:
 
 @runtime_checkable
 class Transport(Protocol):
-    """What services, clients and simulators need from a broker connection."""
+    """Everything drivers (services, clients, simulators) use of a broker connection.
+
+    ``client_id`` names the connection (and its reply topic); ``url`` is the broker without
+    credentials; ``connected`` is true while the connection is up (always, in memory);
+    ``reconnects`` counts re-established connections; ``backlog`` the messages received and not
+    yet taken; ``take_nowait`` takes one without waiting (None when there is none).
+    """
+
+    client_id: str
+    url: str
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def reconnects(self) -> int: ...
+
+    @property
+    def backlog(self) -> int: ...
+
+    def take_nowait(self) -> Received | None: ...
 
     async def __aenter__(self) -> Self: ...
 

@@ -63,7 +63,8 @@ class MemoryTransport:
     """A client of a :class:`MemoryBus`; same interface as :class:`MqttTransport`.
 
     ``max_queue`` > 0 bounds the incoming queue; overflow raises :class:`TransportError` in the
-    publisher (nothing is dropped silently).
+    publisher (nothing is dropped silently). ``will`` is delivered retained when the transport
+    exits with an exception, ``birth`` when it opens.
     """
 
     def __init__(
@@ -72,9 +73,13 @@ class MemoryTransport:
         *,
         client_id: str | None = None,
         will: tuple[str, bytes] | None = None,
+        birth: tuple[str, bytes] | None = None,
         max_queue: int = 0,
     ) -> None:
         self.bus = bus
+        self.birth = birth
+        self.reconnects = 0
+        """An in-process bus never drops the connection."""
         self.client_id = client_id or new_client_id()
         self.url = f"memory://{bus.name}"
         self.will = will
@@ -85,7 +90,14 @@ class MemoryTransport:
     async def __aenter__(self) -> Self:
         self._open = True
         self.bus.members.append(self)
+        if self.birth is not None:
+            self.bus.deliver(self.birth[0], self.birth[1], retain=True)
         return self
+
+    @property
+    def connected(self) -> bool:
+        """True while open."""
+        return self._open
 
     async def __aexit__(
         self,

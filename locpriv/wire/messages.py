@@ -35,6 +35,8 @@ SCHEMA_VERSION: Final = 1
 SUPPORTED_VERSIONS: Final = frozenset({SCHEMA_VERSION})
 MAX_PAYLOAD_BYTES: Final = 64 * 1024
 """Default size limit of one payload in bytes; services may lower it."""
+REPLY_MAX_BYTES: Final = 8 * 1024 * 1024
+"""Size limit of replies (DS candidate sets may be large), bytes."""
 MAX_ANSWER_POIS: Final = 10_000
 """Most POIs one ``QueryAnswer`` carries (DS answers ``bad_parameters`` beyond it)."""
 
@@ -477,6 +479,7 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "MESSAGE_TYPES",
     "POI",
+    "REPLY_MAX_BYTES",
     "SCHEMA_VERSION",
     "AnyMessage",
     "CentroidLocation",

@@ -10,7 +10,7 @@ from _svc_helpers import PROJ, make_config, running
 
 from locpriv.client import Client, CloakInfeasibleError
 from locpriv.errors import ErrorCode, LocalProtocolError, RemoteError, RequestTimeout
-from locpriv.service.driver import AnonymizerService
+from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
 from locpriv.transport import connect
 from locpriv.wire.messages import LocationUpdate, NearestQuery, WithinQuery, encode

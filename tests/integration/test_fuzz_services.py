@@ -13,7 +13,7 @@ import pytest
 from _svc_helpers import Spy, make_config, running, seed_population
 
 from locpriv.config import CloakSection
-from locpriv.service.driver import AnonymizerService
+from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
 from locpriv.transport import connect
 from locpriv.wire.topics import Topics, matches

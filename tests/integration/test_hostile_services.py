@@ -12,7 +12,7 @@ from _svc_helpers import PROJ, Spy, make_config, running, seed_population
 from test_hostile_input import BAD_REPLY_TO, HOSTILE
 
 from locpriv.errors import ErrorCode
-from locpriv.service.driver import AnonymizerService
+from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
 from locpriv.transport import Received, connect
 from locpriv.wire.messages import CloakReply, ErrorReply, QueryAnswer, decode

@@ -9,7 +9,7 @@ import pytest
 from _svc_helpers import PROJ, make_config, running, seed_population
 
 from locpriv.client import Client
-from locpriv.service.driver import AnonymizerService
+from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
 from locpriv.wire.messages import NearestQuery
 from locpriv.wire.topics import Topics

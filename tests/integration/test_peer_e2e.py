@@ -18,7 +18,7 @@ from locpriv.core.noise import offset_lonlat
 from locpriv.core.poi import load_pois, refine
 from locpriv.errors import GroupInfeasible
 from locpriv.peer import PeerClient
-from locpriv.protocols.p4.machine import PeerConfig, ResponderPolicy
+from locpriv.protocols.p4.types import PeerConfig, ResponderPolicy
 from locpriv.service.ds import DSService
 from locpriv.transport import Received, connect
 from locpriv.wire.messages import (

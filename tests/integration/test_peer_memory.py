@@ -14,7 +14,7 @@ import pytest
 from locpriv.core.noise import GaussianMechanism, PlanarLaplace, offset_lonlat
 from locpriv.errors import ConfigError, RequestTimeout
 from locpriv.peer import PeerAnswer, PeerClient
-from locpriv.protocols.p4.machine import PeerConfig
+from locpriv.protocols.p4.types import PeerConfig
 from locpriv.wire.messages import NearestQuery
 
 LAT0, LON0 = 41.3874, 2.1686

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from _svc_helpers import make_config, running
 
-from locpriv.service.driver import AnonymizerService
+from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
 from locpriv.wire.topics import Topics
 

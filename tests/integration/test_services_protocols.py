@@ -10,7 +10,7 @@ import shapely
 from _svc_helpers import PROJ, Spy, make_config, running, seed_population
 
 from locpriv.client import Client
-from locpriv.service.driver import AnonymizerService
+from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
 from locpriv.wire.messages import DSQuery, NearestQuery, RegionLocation, WithinQuery, decode
 from locpriv.wire.topics import Topics

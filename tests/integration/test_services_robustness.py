@@ -10,8 +10,9 @@ from _svc_helpers import PROJ, make_config, running, seed_population
 
 from locpriv.client import Client
 from locpriv.errors import ErrorCode, RemoteError
+from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.broker import MosquittoProcess
-from locpriv.service.driver import AnonymizerService, ServiceDriver
+from locpriv.service.driver import ServiceDriver
 from locpriv.service.ds import DSService
 from locpriv.transport import Received, connect
 from locpriv.wire.messages import CloakReply, ErrorReply, NearestQuery, decode

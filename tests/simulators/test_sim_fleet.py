@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from locpriv.config import ServiceConfig
-from locpriv.service.driver import AnonymizerService
+from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
 from simulators.evaluate import summarize
 from simulators.fleet import FleetOptions, FleetResult, Progress, run_fleet_async

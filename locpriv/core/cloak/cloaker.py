@@ -25,9 +25,9 @@ API notes for callers (deviations from / additions to the agreed contract):
   :meth:`Cloaker.pending` and ``len(cloaker)`` report pending requests and current users.
 * :meth:`Cloaker.update` / :meth:`Cloaker.update_many` raise ``ValueError`` for non-finite
   coordinates.
-* Errors in :attr:`CloakOutcome.error` are instances of :class:`locpriv.errors.InfeasibleError`:
-  ``CloakInfeasible`` (``max_delay_s == 0`` and no region now), ``CloakTimeout``,
-  :class:`UnknownUser` (code ``unknown_user``) and :class:`Overloaded` (code ``overloaded``).
+* Errors in :attr:`CloakOutcome.error` come from :mod:`locpriv.errors`: ``CloakInfeasible``
+  (``max_delay_s == 0`` and no region now), ``CloakTimeout``, ``UnknownUser`` (code
+  ``unknown_user``) and ``Overloaded`` (code ``overloaded``).
   ``str(error)`` is the human reason; it names the failing constraint and never contains ids or
   coordinates.
 * ``a_min_m2`` is rounded *up* to a power of ``a_min_step`` (default ``2**(1/8)``, at most 9 %
@@ -64,13 +64,11 @@ from locpriv.core.cloak.types import (
     CloakOutcome,
     CloakParams,
     CloakRegion,
-    Overloaded,
-    UnknownUser,
     check_params,
     round_a_min,
 )
 from locpriv.core.cloak.users import UserTable
-from locpriv.errors import CloakInfeasible, CloakTimeout
+from locpriv.errors import CloakInfeasible, CloakTimeout, Overloaded, UnknownUser
 
 __all__ = [
     "CloakConfig",
@@ -78,8 +76,6 @@ __all__ = [
     "CloakParams",
     "CloakRegion",
     "Cloaker",
-    "Overloaded",
-    "UnknownUser",
     "cloak_once",
 ]
 

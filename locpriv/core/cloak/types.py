@@ -12,30 +12,16 @@ from dataclasses import dataclass, field
 
 import shapely
 
-from locpriv.errors import ConfigError, ErrorCode, InfeasibleError
+from locpriv.errors import ConfigError, LocprivError
 
 __all__ = [
     "CloakConfig",
     "CloakOutcome",
     "CloakParams",
     "CloakRegion",
-    "Overloaded",
-    "UnknownUser",
     "check_params",
     "round_a_min",
 ]
-
-
-class Overloaded(InfeasibleError):
-    """Too many pending cloak requests (``CloakConfig.max_pending``); retry later."""
-
-    default_code = ErrorCode.OVERLOADED
-
-
-class UnknownUser(InfeasibleError):
-    """No current location is known for the requesting user."""
-
-    default_code = ErrorCode.UNKNOWN_USER
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +55,7 @@ class CloakOutcome:
 
     request_id: Hashable
     region: CloakRegion | None
-    error: InfeasibleError | None
+    error: LocprivError | None
 
 
 def _default_params() -> CloakParams:

@@ -21,7 +21,9 @@ under ``{root}/reply/``.
 
 The perturbed point is one :class:`~locpriv.core.noise.PerturbedPoint` shared by requests and
 replies (the averaging defence); the device listens on the cell of that perturbed point.
-Times are Unix seconds given by the driver; randomness comes from the ``rng`` passed in.
+Times are Unix seconds given by the driver; noise comes from the ``rng`` passed in, and
+pseudonyms, correlation ids and reply topics from ``ids`` (by default the OS's CSPRNG: noise
+outputs of a PRNG would let an observer predict them).
 Effects and configuration live in :mod:`locpriv.protocols.p4.types` and are re-exported here;
 a query's state, reply screening, candidate thinning, DS query and answer in
 :mod:`locpriv.protocols.p4.query`.
@@ -41,22 +43,11 @@ from locpriv.core.geo import LocalProjection
 from locpriv.core.grouping import Infeasible, select_group
 from locpriv.core.noise import PerturbedPoint
 from locpriv.errors import ConfigError, GroupInfeasible, RemoteError, RequestTimeout
-from locpriv.protocols import Send
+from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.ids import IdSource, new_id
 from locpriv.protocols.p4.query import OpenQuery
 from locpriv.protocols.p4.responder import Responder
-from locpriv.protocols.p4.types import (
-    MAX_RADIUS_M,
-    Effect,
-    PeerAnswer,
-    PeerConfig,
-    QueryDone,
-    QueryFailed,
-    ResponderPolicy,
-    Subscribe,
-    TokenBucket,
-    Unsubscribe,
-    radius_ladder,
-)
+from locpriv.protocols.p4.types import MAX_RADIUS_M, PeerAnswer, PeerConfig
 from locpriv.wire.messages import (
     ErrorReply,
     Message,
@@ -67,20 +58,7 @@ from locpriv.wire.messages import (
 )
 from locpriv.wire.topics import Topics
 
-__all__ = [
-    "MAX_RADIUS_M",
-    "Effect",
-    "PeerAnswer",
-    "PeerConfig",
-    "PeerMachine",
-    "QueryDone",
-    "QueryFailed",
-    "ResponderPolicy",
-    "Subscribe",
-    "TokenBucket",
-    "Unsubscribe",
-    "radius_ladder",
-]
+__all__ = ["PeerMachine"]
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +80,18 @@ class PeerMachine:
     """
 
     def __init__(
-        self, config: PeerConfig, *, rng: np.random.Generator, topics: Topics | None = None
+        self,
+        config: PeerConfig,
+        *,
+        rng: np.random.Generator,
+        topics: Topics | None = None,
+        ids: IdSource = new_id,
     ) -> None:
         self.config = config
         self.topics = topics or Topics()
         self.rng = rng
+        """The noise generator (only noise: identifiers come from ``ids``)."""
+        self.ids = ids
         self.grid = CellGrid(config.side_m)
         self.point = PerturbedPoint(
             config.mechanism,
@@ -128,7 +113,7 @@ class PeerMachine:
     # ------------------------------------------------------------------ helpers
 
     def _token(self) -> str:
-        return f"{int(self.rng.integers(0, 2**63)):016x}"
+        return self.ids()
 
     def pseudonym(self, now: float) -> str:
         """The current rotating pseudonym (new every ``pseudonym_ttl_s``)."""
@@ -315,7 +300,7 @@ class PeerMachine:
             else:
                 effects += self._finish(
                     q,
-                    QueryFailed(
+                    Failed(
                         q.id, RequestTimeout(f"DS did not answer in {self.config.ds_timeout_s} s")
                     ),
                 )
@@ -346,7 +331,7 @@ class PeerMachine:
                 f"{result.reason.value}: {result.detail} "
                 f"({len(q.replies)} usable replies after {q.rounds} rounds)"
             )
-            return self._finish(q, QueryFailed(q.id, err))
+            return self._finish(q, Failed(q.id, err))
         ds = q.ask_ds(result, proj, cfg, self._token(), now)
         self._by_cid[q.ds_cid] = q.id
         for cid in q.cids:
@@ -360,10 +345,10 @@ class PeerMachine:
             self.stats["unsolicited"] += 1
             return []
         if isinstance(msg, ErrorReply):
-            return self._finish(q, QueryFailed(q.id, RemoteError(msg.code, msg.reason, msg.field)))
-        return self._finish(q, QueryDone(q.id, q.answer(msg, now)))
+            return self._finish(q, Failed(q.id, RemoteError(msg.code, msg.reason, msg.field)))
+        return self._finish(q, Done(q.id, q.answer(msg, now)))
 
-    def _finish(self, q: OpenQuery, outcome: QueryDone | QueryFailed) -> list[Effect]:
+    def _finish(self, q: OpenQuery, outcome: Done[PeerAnswer] | Failed) -> list[Effect]:
         self._queries.pop(q.id, None)
         for cid in (*q.cids, q.ds_cid):
             self._by_cid.pop(cid, None)
@@ -382,6 +367,6 @@ class PeerMachine:
             return []
         return [
             e
-            for e in self._finish(q, QueryFailed(q.id, RequestTimeout("cancelled")))
-            if not isinstance(e, QueryFailed)
+            for e in self._finish(q, Failed(q.id, RequestTimeout("cancelled")))
+            if not isinstance(e, Failed)
         ]

@@ -1,56 +1,31 @@
-"""Protocol 4 effects, answer and configuration (pure data, no machine).
+"""Protocol 4 answer and configuration (pure data, no machine).
 
-What :class:`~locpriv.protocols.p4.machine.PeerMachine` emits and how it is parametrised:
-responder policy, token buckets, the DS radius ladder. Re-exported by ``p4_peer``.
+What :class:`~locpriv.protocols.p4.machine.PeerMachine` returns and how it is parametrised:
+responder policy, token buckets, the DS radius ladder.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TypeAlias
 
 from locpriv.core.cells import cell_side_for
 from locpriv.core.grouping import DEFAULT_NODE_BUDGET, AreaMode
 from locpriv.core.noise import GaussianMechanism, Mechanism
-from locpriv.errors import ConfigError, LocprivError
-from locpriv.protocols import Send
+from locpriv.errors import ConfigError
 from locpriv.wire.messages import POI
 
 __all__ = [
     "MAX_RADIUS_M",
-    "Effect",
     "PeerAnswer",
     "PeerConfig",
-    "QueryDone",
-    "QueryFailed",
     "ResponderPolicy",
-    "Subscribe",
     "TokenBucket",
-    "Unsubscribe",
     "radius_ladder",
 ]
 
 MAX_RADIUS_M = 100_000.0
 """Largest ``radius_m`` the wire accepts, metres."""
-
-
-# --------------------------------------------------------------------------- effects
-
-
-@dataclass(frozen=True, slots=True)
-class Subscribe:
-    """Effect: subscribe to ``topic`` (the driver waits for the broker's ack before going on)."""
-
-    topic: str
-    qos: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Unsubscribe:
-    """Effect: unsubscribe from ``topic``."""
-
-    topic: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,25 +52,6 @@ class PeerAnswer:
     candidates: int
     exact: bool
     ds_s: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class QueryDone:
-    """Effect: query ``query_id`` finished with ``answer``."""
-
-    query_id: str
-    answer: PeerAnswer
-
-
-@dataclass(frozen=True, slots=True)
-class QueryFailed:
-    """Effect: query ``query_id`` failed (GroupInfeasible, RemoteError, RequestTimeout)."""
-
-    query_id: str
-    error: LocprivError
-
-
-Effect: TypeAlias = Send | Subscribe | Unsubscribe | QueryDone | QueryFailed
 
 
 # ---------------------------------------------------------------------------- config

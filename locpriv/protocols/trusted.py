@@ -1,0 +1,148 @@
+"""The trusted anonymizer/mediator as one sans-I/O machine, with its routes and checks.
+
+:class:`TrustedCore` wires the anonymizer (location updates, Protocol 3), the Protocol 1
+mediator and the Protocol 2 mediator into the machine the service, the amqtt plugin and the
+virtual-clock simulator run; :func:`anonymizer_routes` says what it subscribes to and which
+checks each topic applies; :func:`build_trusted_core` builds it from a service configuration.
+"""
+
+from __future__ import annotations
+
+from locpriv.config import ServiceConfig
+from locpriv.core.cloak.cloaker import Cloaker
+from locpriv.errors import ErrorCode
+from locpriv.protocols.dispatch import Check, Route
+from locpriv.protocols.effects import Send
+from locpriv.protocols.p1 import P1Mediator
+from locpriv.protocols.p2 import Mediator
+from locpriv.protocols.p3 import Anonymizer
+from locpriv.protocols.seal import Sealer
+from locpriv.transport.base import Received
+from locpriv.wire.messages import (
+    REPLY_MAX_BYTES,
+    CloakRequest,
+    ErrorReply,
+    LocationUpdate,
+    Message,
+    QueryAnswer,
+    QueryRequest,
+)
+from locpriv.wire.topics import Topics
+
+__all__ = ["TrustedCore", "anonymizer_routes", "build_trusted_core"]
+
+
+class TrustedCore:
+    """The anonymizer/mediator service as one machine: P1, P2, P3 and location updates.
+
+    ``receive`` routes by message type; a :class:`QueryRequest` goes to P1 or P2 by its
+    ``protocol`` field (the driver checks it matches the topic). DS replies are
+    :class:`QueryAnswer`/:class:`ErrorReply` on the mediator's reply topic.
+    """
+
+    def __init__(self, anonymizer: Anonymizer, mediator: Mediator) -> None:
+        self.anonymizer = anonymizer
+        self.mediator = mediator
+        self.p1 = P1Mediator(anonymizer, mediator)
+
+    def receive(self, message: Message, now: float) -> list[Send]:
+        """Route one decoded message; returns the effects."""
+        if isinstance(message, LocationUpdate | CloakRequest):
+            return self.anonymizer.receive(message, now)
+        if isinstance(message, QueryRequest):
+            if message.protocol == 1:
+                return self.p1.receive(message, now)
+            return self.mediator.receive(message, now)
+        if isinstance(message, QueryAnswer | ErrorReply):
+            return self.mediator.receive(message, now)
+        return []
+
+    @property
+    def pending(self) -> int:
+        """Requests waiting for a cloak or for DS."""
+        return self.anonymizer.pending + self.mediator.pending
+
+    @property
+    def revision(self) -> int:
+        """Changes whenever :meth:`in_flight` may have."""
+        return self.anonymizer.revision + self.mediator.revision
+
+    def in_flight(self) -> list[tuple[str, str]]:
+        """Requests a crash would lose: waiting cloaks, and DS queries whose token no
+        restarted process could open (ephemeral key)."""
+        return self.anonymizer.in_flight() + self.mediator.in_flight()
+
+    def on_deadline(self, now: float) -> list[Send]:
+        """Timers of both halves."""
+        return self.anonymizer.on_deadline(now) + self.mediator.on_deadline(now)
+
+    def next_deadline(self) -> float | None:
+        """The earlier of both halves' deadlines (s), or None."""
+        times = [
+            t
+            for t in (self.anonymizer.next_deadline(), self.mediator.next_deadline())
+            if t is not None
+        ]
+        return min(times) if times else None
+
+    def shutdown(self, now: float) -> list[Send]:
+        """Answer everything pending with ``unavailable``."""
+        return self.anonymizer.shutdown(now) + self.mediator.shutdown(now)
+
+
+def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
+    """The P1/P2/P3 machine for ``config``; DS answers are expected on ``reply_to``."""
+    anonymizer = Anonymizer(Cloaker(config.cloak_config()), config.make_projection())
+    mediator = Mediator(
+        ds_topic=config.topics.ds_query,
+        reply_to=reply_to,
+        ds_timeout_s=config.limits.ds_timeout_s,
+        max_pending=config.limits.max_pending,
+        sealer=Sealer.from_config(config.state.token_key_file or None),
+    )
+    return TrustedCore(anonymizer, mediator)
+
+
+def _check_protocol(expected: int) -> Check:
+    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
+        if isinstance(message, QueryRequest) and message.protocol != expected:
+            return (
+                ErrorCode.INVALID_FIELD,
+                f"this topic takes protocol {expected} queries",
+                "protocol",
+            )
+        return None
+
+    return check
+
+
+def _check_location_topic(
+    received: Received, message: Message
+) -> tuple[ErrorCode, str, str] | None:
+    if isinstance(message, LocationUpdate) and received.topic.rsplit("/", 1)[-1] != message.user_id:
+        return ErrorCode.INVALID_FIELD, "user_id does not match the topic", "user_id"
+    return None
+
+
+def anonymizer_routes(topics: Topics, reply_to: str) -> list[Route]:
+    """Subscriptions of the anonymizer/mediator service."""
+    return [
+        Route(
+            topics.location_filter,
+            (LocationUpdate,),
+            answer_errors=True,
+            shareable=False,
+            overload_errors=False,
+            check=_check_location_topic,
+        ),
+        Route(topics.p1_query, (QueryRequest,), check=_check_protocol(1)),
+        Route(topics.p2_query, (QueryRequest,), check=_check_protocol(2)),
+        Route(topics.p3_cloak, (CloakRequest,)),
+        Route(
+            reply_to,
+            (QueryAnswer, ErrorReply),
+            answer_errors=False,
+            shareable=False,
+            max_bytes=REPLY_MAX_BYTES,
+        ),
+    ]
