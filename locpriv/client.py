@@ -1,7 +1,7 @@
 """Client library for apps (Protocols 1-3)::
 
     async with Client("mqtt://broker:1883", user_id="alice") as c:
-        await c.update_location(lat=41.39, lon=2.17)
+        await c.update_location(lon=2.17, lat=41.39)
         cloak = await c.cloak(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=2)
         answer = await c.query(NearestQuery(category="cafe", n=3), protocol=1)
 
@@ -9,12 +9,14 @@
   DS; the candidate set that comes back is refined here with the exact location.
 * Protocol 2: the mediator forwards the exact location without identity; the answer is exact.
 * Protocol 3: the anonymizer returns only a region; this client queries DS directly with the
-  region and refines the candidates locally. DS sees only the region and a random reply topic.
+  region from a fresh reply topic and refines the candidates locally. DS sees only the region.
 
-The MQTT client id (and so the reply topic) is random unless given, never derived from the user
-id. Errors: :class:`~locpriv.errors.RemoteError` (``.code``) and its subclasses below for error
-replies, :class:`~locpriv.errors.RequestTimeout` when no reply arrives,
-:class:`~locpriv.errors.TransportError` when the broker is unreachable.
+The logic is :class:`locpriv.protocols.user.UserMachine`'s; this module only moves its messages
+and time. The MQTT client id (and so the reply topic) is random unless given, never derived from
+the user id. Errors (all from :mod:`locpriv.errors`): an error reply raises the class of its code
+(``CloakTimeout``, ``CloakInfeasible``, ``ServiceUnavailable``, ``Overloaded``, ... - each also a
+``RemoteError``), ``RequestTimeout`` when no reply arrives, ``TransportError`` when the broker is
+unreachable.
 """
 
 from __future__ import annotations
@@ -23,104 +25,47 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from shapely.geometry import Polygon
-
-from locpriv.core.geo import region_from_wire, region_to_wire
-from locpriv.core.poi import refine
-from locpriv.errors import ErrorCode, LocalProtocolError, RemoteError
-from locpriv.service.rpc import Requester
-from locpriv.transport import MemoryTransport, MqttTransport, connect, new_client_id
+from locpriv.core.geo import LonLat
+from locpriv.errors import (
+    LocalProtocolError,
+    LocprivError,
+    RequestTimeout,
+    TransportError,
+    remote_error,
+)
+from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.user import Answer, Cloak, UserMachine
+from locpriv.transport import Transport, connect, new_client_id
+from locpriv.transport.deadlines import Clock, DeadlineTimer
 from locpriv.wire.messages import (
     POI,
-    CloakReply,
-    CloakRequest,
+    REPLY_MAX_BYTES,
     DSQuery,
+    ErrorReply,
     LocationUpdate,
-    Message,
     PointLocation,
     PrivacyProfile,
     Query,
     QueryAnswer,
-    QueryRequest,
-    RegionLocation,
+    decode,
     encode,
 )
 from locpriv.wire.topics import DEFAULT_PREFIX, Topics
 
-__all__ = [
-    "Answer",
-    "Client",
-    "Cloak",
-    "CloakInfeasibleError",
-    "CloakTimeoutError",
-    "ServiceUnavailableError",
-]
+__all__ = ["Answer", "Client", "Cloak"]
 
 log = logging.getLogger(__name__)
-
-_PLACEHOLDER = "pending"
-
-
-class CloakTimeoutError(RemoteError):
-    """Temporal cloaking gave up after ``max_delay_s`` (code ``cloak_timeout``)."""
-
-
-class CloakInfeasibleError(RemoteError):
-    """No region satisfies the privacy profile now (code ``cloak_infeasible``)."""
-
-
-class ServiceUnavailableError(RemoteError):
-    """The service is shutting down or overloaded (codes ``unavailable``, ``overloaded``)."""
-
-
-_ERRORS: dict[ErrorCode, type[RemoteError]] = {
-    ErrorCode.CLOAK_TIMEOUT: CloakTimeoutError,
-    ErrorCode.CLOAK_INFEASIBLE: CloakInfeasibleError,
-    ErrorCode.UNAVAILABLE: ServiceUnavailableError,
-    ErrorCode.OVERLOADED: ServiceUnavailableError,
-}
-
-
-def _specific(exc: RemoteError) -> RemoteError:
-    cls = _ERRORS.get(exc.code)
-    return cls(exc.raw_code, exc.reason, exc.field) if cls else exc
-
-
-@dataclass(frozen=True, slots=True)
-class Cloak:
-    """A cloaked region: polygon in lon/lat degrees, area in m², [t1, t2] (s) and ``users``
-    inside (None when the service did not say, as in Protocol 1 answers)."""
-
-    region: Polygon
-    area_m2: float
-    users: int | None
-    t1: float
-    t2: float
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """A query's answer at the user's exact location.
-
-    ``received`` is how many POIs came over the wire (the candidate set for Protocols 1 and 3);
-    ``cloak`` the region used (Protocols 1 and 3), else None.
-    """
-
-    pois: list[POI]
-    protocol: int
-    received: int
-    cloak: Cloak | None = None
 
 
 class Client:
     """An app's connection to the trusted services. Keyword-only, like ``aiomqtt.Client``.
 
     ``profile`` is the default privacy profile for P1/P3 (None: the operator's default);
-    ``timeout_s`` bounds each request (plus ``max_delay_s`` for temporal cloaking).
+    ``timeout_s`` bounds each request (plus ``max_delay_s`` for temporal cloaking). ``clock``
+    (Unix seconds) and ``transport`` may be injected; other keywords go to the transport.
     """
 
     def __init__(
@@ -133,30 +78,42 @@ class Client:
         profile: PrivacyProfile | None = None,
         timeout_s: float = 10.0,
         location_qos: int = 1,
+        clock: Clock = time.time,
+        transport: Transport | None = None,
         **transport_options: Any,
     ) -> None:
         self.user_id = user_id
         self.topics = Topics(prefix)
         self.topics.location(user_id)  # validates the id as a topic segment
-        self.client_id = client_id or new_client_id("c")
-        self.profile = profile
         self.timeout_s = timeout_s
         self.location_qos = location_qos
-        self._transport: MqttTransport | MemoryTransport = connect(
-            url, client_id=self.client_id, **transport_options
+        self.clock = clock
+        self._transport: Transport = transport or connect(
+            url, client_id=client_id or new_client_id("c"), **transport_options
         )
-        self._requester = Requester(self._transport, self.topics.reply(self.client_id))
-        self._runner: asyncio.Task[None] | None = None
-        self._position: tuple[float, float] | None = None
+        self.client_id = self._transport.client_id
+        self.machine = UserMachine(self.topics, self.topics.reply(self.client_id), profile=profile)
+        self._timer = DeadlineTimer(self.machine, self._effects, clock=clock, name="client")
+        self._futures: dict[str, asyncio.Future[Any]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._position: LonLat | None = None
+
+    @property
+    def profile(self) -> PrivacyProfile | None:
+        """The default privacy profile."""
+        return self.machine.profile
 
     async def __aenter__(self) -> Self:
         await self._transport.__aenter__()
         try:
-            await self._requester.start()
+            await self._transport.subscribe(self.machine.reply_to, qos=1)
         except BaseException:
             await self._transport.__aexit__(None, None, None)
             raise
-        self._runner = asyncio.create_task(self._requester.run(), name=f"client-{self.client_id}")
+        self._tasks = [
+            asyncio.create_task(self._read(), name=f"client-{self.client_id}"),
+            asyncio.create_task(self._timer.run(), name=f"client-timer-{self.client_id}"),
+        ]
         return self
 
     async def __aexit__(
@@ -165,73 +122,45 @@ class Client:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._runner is not None:
-            self._runner.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
-            self._runner = None
+                await task
+        self._tasks = []
         await self._transport.__aexit__(exc_type, exc, tb)
 
     @property
-    def position(self) -> tuple[float, float] | None:
-        """The last ``(lat, lon)`` sent with :meth:`update_location`."""
+    def position(self) -> LonLat | None:
+        """The last position sent with :meth:`update_location`."""
         return self._position
 
     # ------------------------------------------------------------------ location
 
     async def update_location(
-        self, *, lat: float, lon: float, t: float | None = None, accuracy_m: float | None = None
+        self, *, lon: float, lat: float, t: float | None = None, accuracy_m: float | None = None
     ) -> None:
         """Publish the user's exact position (degrees) to the anonymizer."""
         update = LocationUpdate(
             user_id=self.user_id,
             lat=lat,
             lon=lon,
-            t=time.time() if t is None else t,
+            t=self.clock() if t is None else t,
             accuracy_m=accuracy_m,
         )
         await self._transport.publish(
             self.topics.location(self.user_id), encode(update), qos=self.location_qos
         )
-        self._position = (lat, lon)
+        self._position = LonLat(lon, lat)
 
-    # -------------------------------------------------------------------- cloak
-
-    def _profile(
-        self,
-        k: int | None,
-        a_min_m2: float | None,
-        a_max_m2: float | None,
-        max_delay_s: float | None,
-    ) -> PrivacyProfile | None:
-        if k is None and a_min_m2 is None and a_max_m2 is None and max_delay_s is None:
-            return self.profile
-        base = self.profile
-        if base is None:
-            if k is None or a_min_m2 is None or a_max_m2 is None:
-                raise LocalProtocolError("give k, a_min_m2 and a_max_m2 (or a default profile)")
-            return PrivacyProfile(
-                k=k, a_min_m2=a_min_m2, a_max_m2=a_max_m2, max_delay_s=max_delay_s or 0.0
-            )
-        return PrivacyProfile(
-            k=base.k if k is None else k,
-            a_min_m2=base.a_min_m2 if a_min_m2 is None else a_min_m2,
-            a_max_m2=base.a_max_m2 if a_max_m2 is None else a_max_m2,
-            max_delay_s=base.max_delay_s if max_delay_s is None else max_delay_s,
-        )
-
-    def _here(self, lat: float | None, lon: float | None) -> tuple[float, float]:
-        if lat is not None and lon is not None:
-            return lat, lon
+    def _here(self, lon: float | None, lat: float | None) -> LonLat:
+        if lon is not None and lat is not None:
+            return LonLat(lon, lat)
         if self._position is None:
-            raise LocalProtocolError("no position: call update_location() or pass lat/lon")
+            raise LocalProtocolError("no position: call update_location() or pass lon/lat")
         return self._position
 
-    async def _request(self, topic: str, message: Message, timeout_s: float) -> Message:
-        try:
-            return await self._requester.request(topic, message, timeout_s)
-        except RemoteError as exc:
-            raise _specific(exc) from None
+    # -------------------------------------------------------------------- cloak
 
     async def cloak(
         self,
@@ -240,28 +169,24 @@ class Client:
         a_min_m2: float | None = None,
         a_max_m2: float | None = None,
         max_delay_s: float | None = None,
-        lat: float | None = None,
         lon: float | None = None,
+        lat: float | None = None,
         timeout_s: float | None = None,
     ) -> Cloak:
-        """Protocol 3: a cloaked region around the user (at ``lat``/``lon`` if given, else her
-        last update). Raises CloakInfeasibleError, CloakTimeoutError, RemoteError,
-        RequestTimeout."""
-        profile = self._profile(k, a_min_m2, a_max_m2, max_delay_s)
-        request = CloakRequest(
-            correlation_id=_PLACEHOLDER,
-            reply_to=self._requester.reply_to,
+        """Protocol 3: a cloaked region around the user (at ``lon``/``lat`` if given, else her
+        last update). Raises CloakInfeasible, CloakTimeout, RemoteError, RequestTimeout."""
+        profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s)
+        position = LonLat(lon, lat) if lon is not None and lat is not None else None
+        rid, effects = self.machine.cloak(
             user_id=self.user_id,
-            lat=lat,
-            lon=lon,
+            position=position,
             profile=profile,
+            now=self.clock(),
+            timeout_s=timeout_s or self.timeout_s,
         )
-        delay = profile.max_delay_s if profile is not None else 0.0
-        wait = (timeout_s or self.timeout_s) + delay
-        reply = await self._request(self.topics.p3_cloak, request, wait)
-        if not isinstance(reply, CloakReply):
-            raise LocalProtocolError(f"expected a cloak_reply, got {type(reply).__name__}")
-        return Cloak(region_from_wire(reply.region), reply.area_m2, reply.users, reply.t1, reply.t2)
+        result = await self._await(rid, effects)
+        assert isinstance(result, Cloak)
+        return result
 
     # -------------------------------------------------------------------- query
 
@@ -270,8 +195,8 @@ class Client:
         query: Query,
         *,
         protocol: Literal[1, 2, 3] = 1,
-        lat: float | None = None,
         lon: float | None = None,
+        lat: float | None = None,
         k: int | None = None,
         a_min_m2: float | None = None,
         a_max_m2: float | None = None,
@@ -281,72 +206,111 @@ class Client:
     ) -> Answer:
         """Ask ``query`` at the user's position by Protocol 1, 2 or 3; the answer is exact
         (refined locally for 1 and 3). ``attributes`` (P1/P2) are stripped by the mediator."""
-        here_lat, here_lon = self._here(lat, lon)
-        wait = timeout_s or self.timeout_s
-        if protocol == 3:
-            cloak = await self.cloak(
-                k=k,
-                a_min_m2=a_min_m2,
-                a_max_m2=a_max_m2,
-                max_delay_s=max_delay_s,
-                lat=lat,
-                lon=lon,
-                timeout_s=timeout_s,
-            )
-            ds_query = DSQuery(
-                correlation_id=_PLACEHOLDER,
-                reply_to=self._requester.reply_to,
-                query=query,
-                location=RegionLocation(region=region_to_wire(cloak.region)),
-            )
-            reply = await self._request(self.topics.ds_query, ds_query, wait)
-            if not isinstance(reply, QueryAnswer):
-                raise LocalProtocolError(f"expected a query_answer, got {type(reply).__name__}")
-            pois = refine(reply.pois, query, here_lat, here_lon)
-            return Answer(pois, 3, len(reply.pois), cloak)
-        if protocol not in (1, 2):
-            raise LocalProtocolError(f"unknown protocol {protocol!r} (1, 2 or 3)")
-        profile = self._profile(k, a_min_m2, a_max_m2, max_delay_s) if protocol == 1 else None
-        request = QueryRequest(
-            correlation_id=_PLACEHOLDER,
-            reply_to=self._requester.reply_to,
-            user_id=self.user_id,
+        here = self._here(lon, lat)
+        profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s)
+        rid, effects = self.machine.query(
+            query,
             protocol=protocol,
-            lat=here_lat,
-            lon=here_lon,
-            query=query,
+            user_id=self.user_id,
+            position=here,
             profile=profile,
-            attributes=attributes or {},
+            now=self.clock(),
+            timeout_s=timeout_s or self.timeout_s,
+            attributes=attributes,
         )
-        topic = self.topics.p1_query if protocol == 1 else self.topics.p2_query
-        if profile is not None:
-            wait += profile.max_delay_s
-        reply = await self._request(topic, request, wait)
-        if not isinstance(reply, QueryAnswer):
-            raise LocalProtocolError(f"expected a query_answer, got {type(reply).__name__}")
-        p1_cloak: Cloak | None = None
-        if reply.region is not None:
-            p1_cloak = Cloak(
-                region_from_wire(reply.region),
-                reply.area_m2 or 0.0,
-                reply.users,
-                reply.t1 or 0.0,
-                reply.t2 or 0.0,
-            )
-        pois = refine(reply.pois, query, here_lat, here_lon) if reply.candidates else reply.pois
-        return Answer(list(pois), protocol, len(reply.pois), p1_cloak)
+        result = await self._await(rid, effects)
+        assert isinstance(result, Answer)
+        return result
 
     async def ds_query(
-        self, query: Query, *, lat: float, lon: float, timeout_s: float | None = None
+        self, query: Query, *, lon: float, lat: float, timeout_s: float | None = None
     ) -> list[POI]:
         """Ask DS directly at an exact point (no privacy; for tests and baselines)."""
-        ds_query = DSQuery(
-            correlation_id=_PLACEHOLDER,
-            reply_to=self._requester.reply_to,
+        cid = new_client_id("d")
+        message = DSQuery(
+            correlation_id=cid,
+            reply_to=self.machine.reply_to,
             query=query,
             location=PointLocation(lat=lat, lon=lon),
         )
-        reply = await self._request(self.topics.ds_query, ds_query, timeout_s or self.timeout_s)
-        if not isinstance(reply, QueryAnswer):
-            raise LocalProtocolError(f"expected a query_answer, got {type(reply).__name__}")
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[cid] = fut
+        try:
+            await self._transport.publish(self.topics.ds_query, encode(message), qos=1)
+            async with asyncio.timeout(timeout_s or self.timeout_s):
+                reply = await fut
+        except TimeoutError:
+            raise RequestTimeout("DS did not answer") from None
+        finally:
+            self._futures.pop(cid, None)
+        assert isinstance(reply, QueryAnswer)
         return list(reply.pois)
+
+    # ------------------------------------------------------------------ driving
+
+    async def _await(self, rid: str, effects: list[Effect]) -> Any:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[rid] = fut
+        try:
+            await self._run(effects)
+            self._timer.poke()
+            return await fut
+        finally:
+            self._futures.pop(rid, None)
+            await self._run(self.machine.cancel(rid))  # no-op once the request finished
+
+    def _effects(self, effects: list[Effect]) -> None:
+        """Effects from a deadline or a reply: outcomes at once, the rest in the background."""
+        rest = [e for e in effects if not self._settle(e)]
+        if rest:
+            task = asyncio.get_running_loop().create_task(self._run(rest))
+            task.add_done_callback(_log_failure)
+
+    def _settle(self, e: Effect) -> bool:
+        if not isinstance(e, Done | Failed):
+            return False
+        fut = self._futures.get(e.request_id)
+        if fut is not None and not fut.done():
+            if isinstance(e, Done):
+                fut.set_result(e.value)
+            else:
+                err: LocprivError = e.error
+                fut.set_exception(err)
+        return True
+
+    async def _run(self, effects: list[Effect]) -> None:
+        for e in effects:
+            if isinstance(e, Send):
+                await self._transport.publish(e.topic, encode(e.message), qos=e.qos)
+            elif isinstance(e, Subscribe):
+                await self._transport.subscribe(e.topic, qos=e.qos)
+            elif isinstance(e, Unsubscribe):
+                await self._transport.unsubscribe(e.topic)
+            else:
+                self._settle(e)
+
+    async def _read(self) -> None:
+        async for received in self._transport.messages():
+            try:
+                message = decode(received.payload, max_bytes=REPLY_MAX_BYTES)
+            except LocprivError as exc:
+                log.debug("undecodable reply dropped: %s", exc)
+                continue
+            cid = getattr(message, "correlation_id", None)
+            direct = self._futures.get(cid or "")
+            if direct is not None and not direct.done():  # a plain ds_query
+                if isinstance(message, ErrorReply):
+                    direct.set_exception(remote_error(message.code, message.reason, message.field))
+                else:
+                    direct.set_result(message)
+                continue
+            self._effects(self.machine.receive(message, self.clock()))
+            self._timer.poke()
+        for fut in self._futures.values():
+            if not fut.done():
+                fut.set_exception(TransportError("transport closed"))
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("client effect failed: %s", task.exception())

@@ -4,7 +4,7 @@
 >>> async def main() -> None:  # doctest: +SKIP
 ...     async with PeerClient("mqtt://broker:1883", user_id="alice", sigma_m=100.0, k=5,
 ...                           a_min_m2=20_000.0, a_max_m2=1_000_000.0) as p:
-...         p.set_location(lat=41.39, lon=2.17)
+...         p.set_location(lon=2.17, lat=41.39)
 ...         answer = await p.query(NearestQuery(category="pharmacy", n=3))
 ...         print(answer.pois, answer.group_size, answer.area_m2, answer.rounds)
 
@@ -22,7 +22,6 @@ with an error), :class:`~locpriv.errors.RequestTimeout` (DS silent, or the calle
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -45,6 +44,7 @@ from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Uns
 from locpriv.protocols.p4.machine import PeerMachine
 from locpriv.protocols.p4.types import PeerAnswer, PeerConfig
 from locpriv.transport import Transport, connect, new_client_id
+from locpriv.transport.deadlines import DeadlineTimer
 from locpriv.wire.messages import Query, decode, encode
 from locpriv.wire.topics import Topics
 
@@ -101,8 +101,9 @@ class PeerClient:
         self.transport: Transport = transport or connect(url, client_id=new_client_id("p4"))
         self._futures: dict[str, asyncio.Future[PeerAnswer]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._lock = asyncio.Lock()
-        self._wake = asyncio.Event()
+        self._timer = DeadlineTimer(
+            self.machine, self._dispatch, clock=clock, name="peer", on_error=self._timer_failed
+        )
         self._runners: list[asyncio.Task[None]] = []
         self._open = False
 
@@ -114,7 +115,7 @@ class PeerClient:
         self._open = True
         self._runners = [
             asyncio.create_task(self._read(), name="p4-read"),
-            asyncio.create_task(self._timer(), name="p4-timer"),
+            asyncio.create_task(self._timer.run(), name="p4-timer"),
         ]
         log.debug("peer client %s open", self.user_id)
         return self
@@ -148,7 +149,7 @@ class PeerClient:
         """Counts of dropped replies, refused requests, replies sent, by reason."""
         return self.machine.stats
 
-    def set_location(self, *, lat: float, lon: float) -> None:
+    def set_location(self, *, lon: float, lat: float) -> None:
         """The device's true position (degrees). Never sent anywhere as such."""
         self._spawn(self.machine.set_location(lon, lat, self.clock()))
 
@@ -166,7 +167,7 @@ class PeerClient:
         self._futures[qid] = fut
         try:
             await self._run(effects)
-            self._wake.set()
+            self._timer.poke()
             if timeout_s is None:
                 return await fut
             try:
@@ -198,7 +199,7 @@ class PeerClient:
                 await self.transport.unsubscribe(e.topic)
             elif isinstance(e, Done | Failed):
                 self._resolve(e)
-        self._wake.set()
+        self._timer.poke()
 
     def _resolve(self, e: Done[PeerAnswer] | Failed) -> None:
         fut = self._futures.get(e.request_id)
@@ -235,28 +236,11 @@ class PeerClient:
                 log.exception("peer machine failed on a %s", type(message).__name__)
                 continue
             self._dispatch(effects)
-            self._wake.set()
+            self._timer.poke()
 
-    async def _timer(self) -> None:
-        while True:
-            self._wake.clear()
-            due = self.machine.next_deadline()
-            if due is None:
-                await self._wake.wait()
-                continue
-            delay = due - self.clock()
-            if delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._wake.wait()
-                continue
-            try:
-                effects = self.machine.on_deadline(self.clock())
-            except Exception as exc:  # keep the timer alive; fail the queries in flight
-                log.exception("peer machine failed at a deadline")
-                for qid, fut in list(self._futures.items()):
-                    self._spawn(self.machine.cancel(qid))
-                    if not fut.done():
-                        fut.set_exception(LocalProtocolError(f"internal error: {exc!r}"))
-                continue
-            self._dispatch(effects)
+    def _timer_failed(self, exc: Exception) -> None:
+        """A deadline raised: fail the queries in flight rather than leave them hanging."""
+        for qid, fut in list(self._futures.items()):
+            self._spawn(self.machine.cancel(qid))
+            if not fut.done():
+                fut.set_exception(LocalProtocolError(f"internal error: {exc!r}"))

@@ -247,7 +247,7 @@ class Shard:
             ans = await self.requester.request(topic, req, timeout)
             assert isinstance(ans, m.QueryAnswer)
             rec.messages, rec.bytes = 2, _size(req) + _size(ans)
-            pois = refine(ans.pois, q, lat, lon) if ans.candidates else ans.pois
+            pois = refine(ans.pois, q, lon=lon, lat=lat) if ans.candidates else ans.pois
             self.score(rec, ev, xy, [p.id for p in pois])
             if ev.protocol == 2:
                 rec.ds_error_m = 0.0
@@ -285,7 +285,7 @@ class Shard:
         assert isinstance(ans, m.QueryAnswer)
         rec.messages = 4
         rec.bytes = _size(creq) + _size(reply) + _size(dsq) + _size(ans)
-        pois = refine(ans.pois, q, lat, lon) if ans.candidates else ans.pois
+        pois = refine(ans.pois, q, lon=lon, lat=lat) if ans.candidates else ans.pois
         self.score(rec, ev, xy, [p.id for p in pois])
 
     async def query_p4(self, ev: QueryEvent, rec: QueryRecord) -> None:

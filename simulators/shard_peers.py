@@ -303,7 +303,7 @@ class PeerHub:
         rec.k_reported = a.group_size
         rec.area_m2 = a.area_m2
         rec.held_s = 0.0
-        cx, cy = self.proj.point_to_xy(a.centroid[1], a.centroid[0])
+        cx, cy = self.proj.point_to_xy(*a.centroid)
         rec.ds_error_m = math.hypot(cx - xy[0], cy - xy[1])
         rec.adversary_error_m = rec.ds_error_m
         return [p.id for p in a.pois]

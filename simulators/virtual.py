@@ -308,7 +308,7 @@ class _Runner(PeerNodes):
                 rec.adversary_error_m = 0.0
             assert ctx.query is not None
             lon, lat = ctx.lonlat
-            final = refine(msg.pois, ctx.query, lat, lon) if msg.candidates else msg.pois
+            final = refine(msg.pois, ctx.query, lon=lon, lat=lat) if msg.candidates else msg.pois
             rec.precision, rec.recall = precision_recall(
                 [p.id for p in final], self.exact(ev, ctx.xy)
             )

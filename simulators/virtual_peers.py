@@ -216,7 +216,7 @@ class PeerNodes:
         rec.k_reported = a.group_size
         rec.area_m2 = a.area_m2
         rec.held_s = 0.0
-        cx, cy = self.proj.point_to_xy(a.centroid[1], a.centroid[0])
+        cx, cy = self.proj.point_to_xy(*a.centroid)
         rec.ds_error_m = math.hypot(cx - ctx.xy[0], cy - ctx.xy[1])
         rec.adversary_error_m = rec.ds_error_m
         rec.precision, rec.recall = precision_recall(

@@ -159,23 +159,19 @@ def test_end_to_end_answer_is_exact_and_anonymous() -> None:
     assert isinstance(out, Done), out
     a: PeerAnswer = out.value
     lon, lat = where[0]
-    assert list(a.pois) == refine(POIS, q, lat, lon)  # the exact answer at the true point
+    assert list(a.pois) == refine(POIS, q, lon=lon, lat=lat)  # the exact answer at the true point
     assert a.group_size == 5 and a.rounds == 1 and a.replies == 19
     assert 20_000.0 < a.area_m2 < 1_000_000.0 and a.sse_m2 > 0.0
     assert a.candidates >= 3
     (ds,) = net.ds_seen
     assert ds.location.kind == "centroid"
-    assert (ds.location.lat, ds.location.lon) == a.centroid
+    assert (ds.location.lon, ds.location.lat) == a.centroid
     # the DS query carries no identifier and its reply topic is not the peers' one
     raw = encode(ds).decode()
     assert net.machines[0].pseudonym(1.0) not in raw
     assert net.peer_reply_tos and ds.reply_to not in net.peer_reply_tos
     # the radius covers the true point and is a step of the fixed ladder
-    d = float(
-        np.hypot(
-            *np.subtract(PROJ.point_to_xy(lon, lat), PROJ.point_to_xy(a.centroid[1], a.centroid[0]))
-        )
-    )
+    d = float(np.hypot(*np.subtract(PROJ.point_to_xy(lon, lat), PROJ.point_to_xy(*a.centroid))))
     assert d <= a.radius_m
     base = net.machines[0].config.radius_base_m
     assert math.log2(a.radius_m / base) == pytest.approx(round(math.log2(a.radius_m / base)))

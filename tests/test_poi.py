@@ -97,9 +97,9 @@ def test_region_candidates_contain_exact_answer_everywhere(
     cand_ids = _ids(cands)
     for x, y in _points_inside(region, np.random.default_rng(seed), 12):
         lon, lat = PROJ.point_to_lonlat(x, y)
-        exact = refine(POIS, query, lat, lon)  # geodesic truth over all POIs
+        exact = refine(POIS, query, lon=lon, lat=lat)  # geodesic truth over all POIs
         assert _ids(exact) <= cand_ids
-        assert refine(cands, query, lat, lon) == exact
+        assert refine(cands, query, lon=lon, lat=lat) == exact
 
 
 @settings(max_examples=40, deadline=None)
@@ -120,7 +120,7 @@ def test_centroid_candidates_cover_the_disk(
     for _ in range(10):
         a, r = rng.uniform(0, 2 * math.pi), rho * math.sqrt(rng.uniform())
         lon, lat = PROJ.point_to_lonlat(x + r * math.cos(a), y + r * math.sin(a))
-        assert refine(cands, query, lat, lon) == refine(POIS, query, lat, lon)
+        assert refine(cands, query, lon=lon, lat=lat) == refine(POIS, query, lon=lon, lat=lat)
 
 
 @settings(max_examples=40, deadline=None)
@@ -129,7 +129,7 @@ def test_point_answer_is_exact(x: float, y: float, query: NearestQuery | WithinQ
     lon, lat = PROJ.point_to_lonlat(x, y)
     pois, is_superset = INDEX.answer(query, PointLocation(lat=lat, lon=lon))
     assert not is_superset
-    exact = refine(POIS, query, lat, lon)
+    exact = refine(POIS, query, lon=lon, lat=lat)
     if isinstance(query, NearestQuery):
         assert len(pois) == query.n
     # planar (projection) and geodesic distances differ by < 1 cm here: only POIs that close

@@ -115,7 +115,7 @@ def test_p2_forwards_exact_point_without_identity_and_relays() -> None:
     assert isinstance(answer.message, QueryAnswer)
     assert answer.message.correlation_id == "user-cid-1"
     assert not answer.message.candidates
-    assert answer.message.pois == refine(INDEX.pois, QUERY, ALICE_LAT, ALICE_LON)
+    assert answer.message.pois == refine(INDEX.pois, QUERY, lon=ALICE_LON, lat=ALICE_LAT)
     # a second DS reply with the same id is stale: dropped
     assert core.receive(ds_reply.message, T0 + 0.2) == []
 
@@ -140,8 +140,8 @@ def test_p1_sends_only_a_region_and_answer_refines_to_exact() -> None:
     assert msg.region == forward.location.region
     assert msg.area_m2 is not None and 1e4 < msg.area_m2 < 5e7
     assert msg.t1 is not None and msg.t2 is not None and msg.t1 <= msg.t2 <= now
-    exact = refine(INDEX.pois, QUERY, ALICE_LAT, ALICE_LON)
-    assert refine(msg.pois, QUERY, ALICE_LAT, ALICE_LON) == exact
+    exact = refine(INDEX.pois, QUERY, lon=ALICE_LON, lat=ALICE_LAT)
+    assert refine(msg.pois, QUERY, lon=ALICE_LON, lat=ALICE_LAT) == exact
 
 
 def test_p3_replies_region_with_k_users_and_never_contacts_ds() -> None:

@@ -14,7 +14,7 @@ within 1.2e-5 relative (tested against geodesics in ``tests/test_geo.py``).
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import shapely
@@ -139,10 +139,18 @@ def region_from_wire(region: Region) -> Polygon:
     return Polygon(region.ring)
 
 
+class LonLat(NamedTuple):
+    """A WGS84 position in degrees, longitude first (as on the wire, in GeoJSON and shapely)."""
+
+    lon: float
+    lat: float
+
+
 __all__ = [
     "EARTH_RADIUS_M",
     "WGS84",
     "LocalProjection",
+    "LonLat",
     "area_m2",
     "distance_m",
     "haversine_m",

@@ -241,8 +241,8 @@ class POIIndex:
 # ------------------------------------------------------------------------ client side
 
 
-def refine(pois: Iterable[POI], query: Query, lat: float, lon: float) -> list[POI]:
-    """The exact answer at ``(lat, lon)`` degrees from a candidate set (geodesic metres).
+def refine(pois: Iterable[POI], query: Query, *, lon: float, lat: float) -> list[POI]:
+    """The exact answer at ``(lon, lat)`` degrees from a candidate set (geodesic metres).
 
     ``nearest``: the ``n`` nearest of the category (ties broken by id), nearest first.
     ``within``: those of the category (if given) within ``radius_m``, nearest first.

@@ -78,7 +78,7 @@ class Anonymizer:
 
     # ----------------------------------------------------------------- inputs
 
-    def update(self, user_id: str, lat: float, lon: float, now: float) -> list[Send]:
+    def update(self, user_id: str, *, lon: float, lat: float, now: float) -> list[Send]:
         """Absorb a position (degrees); returns effects of cloaks it completed."""
         x, y = self.projection.point_to_xy(lon, lat)
         return self._dispatch(self.cloaker.update(user_id, x, y, now), now)
@@ -104,7 +104,7 @@ class Anonymizer:
         except ConfigError as exc:
             return on_error(ErrorCode.BAD_PARAMETERS, str(exc), "profile")
         if lat is not None and lon is not None:
-            out += self.update(user_id, lat, lon, now)
+            out += self.update(user_id, lon=lon, lat=lat, now=now)
         rid = next(self._seq)
         self._waiting[rid] = then
         outcome = self.cloaker.request(rid, user_id, params, now)
@@ -118,7 +118,7 @@ class Anonymizer:
     def receive(self, message: Message, now: float) -> list[Send]:
         """A :class:`LocationUpdate` or a Protocol 3 :class:`CloakRequest`."""
         if isinstance(message, LocationUpdate):
-            return self.update(message.user_id, message.lat, message.lon, now)
+            return self.update(message.user_id, lon=message.lon, lat=message.lat, now=now)
         if isinstance(message, CloakRequest):
             reply_to, cid = message.reply_to, message.correlation_id
 

@@ -39,6 +39,7 @@ from locpriv.protocols.dispatch import Dispatcher
 from locpriv.protocols.effects import Send
 from locpriv.protocols.trusted import anonymizer_routes, build_trusted_core
 from locpriv.transport import Received
+from locpriv.transport.deadlines import Clock, DeadlineTimer
 from locpriv.wire.messages import encode
 
 __all__ = ["AnonymizerPlugin"]
@@ -47,7 +48,10 @@ log = logging.getLogger(__name__)
 
 
 class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
-    """Runs Protocols 1-3 and location tracking inside the broker."""
+    """Runs Protocols 1-3 and location tracking inside the broker. ``clock`` (Unix seconds)
+    may be replaced on the class or an instance (tests)."""
+
+    clock: Clock = staticmethod(time.time)
 
     @dataclass
     class Config:
@@ -87,8 +91,11 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
             topics=topics,
             max_payload=self.service_config.limits.max_payload_bytes,
         )
+        self._deadlines = DeadlineTimer(
+            self.core, self._spawn_publish, clock=self.clock, name="locpriv plugin"
+        )
         self._timer: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
+        self._publishing: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ events
 
@@ -96,13 +103,13 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
         """Compile the cloaking kernels, then start the deadline timer (temporal cloaking,
         DS timeouts, user expiry)."""
         await asyncio.to_thread(cloak_warm_up)
-        self._timer = asyncio.create_task(self._timer_loop(), name="locpriv-plugin-timer")
+        self._timer = asyncio.create_task(self._deadlines.run(), name="locpriv-plugin-timer")
         log.info("locpriv anonymizer plugin active (prefix %s)", self.service_config.prefix)
 
     async def on_broker_pre_shutdown(self) -> None:
         """Answer every pending request ``unavailable`` while clients are still connected."""
         try:
-            await self._publish(self.core.shutdown(time.time()))
+            await self._publish(self.core.shutdown(self.clock()))
         except Exception:
             log.exception("locpriv plugin: shutdown failed")
 
@@ -113,8 +120,8 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
             data = getattr(message, "data", None)
             if not topic or data is None or self.dispatcher.route(topic) is None:
                 return
-            effects = self.dispatcher.handle(Received(topic, bytes(data)), time.time())
-            self._wake.set()
+            effects = self.dispatcher.handle(Received(topic, bytes(data)), self.clock())
+            self._deadlines.poke()
             await self._publish(effects)
         except Exception:
             log.exception("locpriv plugin: handler failed")
@@ -135,18 +142,14 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
                 effect.topic, encode(effect.message), qos=effect.qos
             )
 
-    async def _timer_loop(self) -> None:
-        while True:
-            deadline = self.core.next_deadline()
-            timeout = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.time()))
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._wake.wait()
-            now = time.time()
-            deadline = self.core.next_deadline()
-            if deadline is not None and deadline <= now:
-                try:
-                    await self._publish(self.core.on_deadline(now))
-                except Exception:
-                    log.exception("locpriv plugin: deadline handling failed")
+    def _spawn_publish(self, effects: list[Send]) -> None:
+        """Effects of a deadline: published by a task of their own (the timer never waits)."""
+        task = asyncio.create_task(self._publish_logged(effects))
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
+
+    async def _publish_logged(self, effects: list[Send]) -> None:
+        try:
+            await self._publish(effects)
+        except Exception:
+            log.exception("locpriv plugin: deadline handling failed")

@@ -93,13 +93,6 @@ class Message(WireModel):
 # --------------------------------------------------------------------------- parts
 
 
-class LonLat(WireModel):
-    """A WGS84 position in degrees."""
-
-    lat: Lat
-    lon: Lon
-
-
 class Region(WireModel):
     """A simple polygon in WGS84 degrees: ``ring`` is ``[[lon, lat], ...]``, not closed.
 
@@ -489,7 +482,6 @@ __all__ = [
     "DSQuery",
     "ErrorReply",
     "LocationUpdate",
-    "LonLat",
     "Message",
     "NearestQuery",
     "PeerReply",

@@ -8,8 +8,14 @@ import uuid
 import pytest
 from _svc_helpers import PROJ, make_config, running
 
-from locpriv.client import Client, CloakInfeasibleError
-from locpriv.errors import ErrorCode, LocalProtocolError, RemoteError, RequestTimeout
+from locpriv.client import Client
+from locpriv.errors import (
+    CloakInfeasible,
+    ErrorCode,
+    LocalProtocolError,
+    RemoteError,
+    RequestTimeout,
+)
 from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
 from locpriv.transport import connect
@@ -41,7 +47,7 @@ async def test_client_on_memory_bus(topics: Topics) -> None:
             with pytest.raises(LocalProtocolError):
                 await hana.cloak(k=3)  # no default profile: the whole window is needed
             await hana.update_location(lat=lat, lon=lon)
-            assert hana.position == (lat, lon)
+            assert hana.position == (lon, lat)
             await asyncio.sleep(0.25)
             cloak = await hana.cloak(k=3, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=2)
             assert cloak.users is not None and cloak.users >= 3
@@ -52,7 +58,7 @@ async def test_client_on_memory_bus(topics: Topics) -> None:
             assert {p.id for p in p1.pois} == {p.id for p in p2.pois} == {p.id for p in p3.pois}
             assert p1.received >= len(p1.pois) and p1.cloak is not None
             # the area window cannot hold k users: a specific RemoteError subclass
-            with pytest.raises(CloakInfeasibleError) as info:
+            with pytest.raises(CloakInfeasible) as info:
                 await hana.cloak(k=12, a_min_m2=1.0, a_max_m2=2.0, max_delay_s=0)
             assert info.value.code == ErrorCode.CLOAK_INFEASIBLE
             with pytest.raises(RemoteError) as bad:

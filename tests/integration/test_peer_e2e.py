@@ -122,7 +122,7 @@ async def test_twenty_devices_end_to_end(broker_url: str, topics: Topics) -> Non
         )
         for j, (i, a) in enumerate(zip(askers, answers, strict=True)):
             lon, lat = where[i]
-            assert list(a.pois) == refine(POIS, queries[j % 2], lat, lon)
+            assert list(a.pois) == refine(POIS, queries[j % 2], lon=lon, lat=lat)
             assert a.group_size == K
             assert A_MIN < a.area_m2 < A_MAX
             assert a.rounds == 1 and a.replies >= K - 1
@@ -209,7 +209,7 @@ async def test_sybil_flood_over_the_wire(broker_url: str, topics: Topics) -> Non
         finally:
             await stop(task)
         lon, lat = where[0]
-        assert list(a.pois) == refine(POIS, NearestQuery(category="cafe", n=2), lat, lon)
+        assert list(a.pois) == refine(POIS, NearestQuery(category="cafe", n=2), lon=lon, lat=lat)
         assert a.rounds == 1
         d = a.dropped
         assert d.get("invalid", 0) >= 1

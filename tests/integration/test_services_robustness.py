@@ -227,7 +227,7 @@ async def test_pending_requests_answered_unavailable_on_shutdown(
 async def test_temporal_cloak_completes_or_times_out_via_service_timer(
     amqtt_url: str, topics: Topics
 ) -> None:
-    from locpriv.client import CloakTimeoutError
+    from locpriv.errors import CloakTimeout
 
     config = make_config(topics)
     async with running(AnonymizerService(amqtt_url, config)):
@@ -244,7 +244,7 @@ async def test_temporal_cloak_completes_or_times_out_via_service_timer(
             # k beyond the population: the timer answers cloak_timeout after max_delay_s
             loop = asyncio.get_running_loop()
             t0 = loop.time()
-            with pytest.raises(CloakTimeoutError) as info:
+            with pytest.raises(CloakTimeout) as info:
                 await gus.cloak(k=50, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=1.0)
             assert info.value.code == ErrorCode.CLOAK_TIMEOUT
             assert 0.9 <= loop.time() - t0 < 5.0

@@ -39,7 +39,7 @@ from collections import Counter
 import numpy as np
 
 from locpriv.core.cells import CellGrid
-from locpriv.core.geo import LocalProjection
+from locpriv.core.geo import LocalProjection, LonLat
 from locpriv.core.grouping import Infeasible, select_group
 from locpriv.core.noise import PerturbedPoint
 from locpriv.errors import ConfigError, GroupInfeasible, RemoteError, RequestTimeout
@@ -101,7 +101,7 @@ class PeerMachine:
             enabled=config.reuse_enabled,
         )
         self.stats: Counter[str] = Counter()
-        self._true: tuple[float, float] | None = None
+        self._true: LonLat | None = None
         self._cell_topic: str | None = None
         self._pseudonym = ""
         self._pseudonym_at = -math.inf
@@ -132,13 +132,13 @@ class PeerMachine:
         """Queries in flight."""
         return len(self._queries)
 
-    def perturbed(self, now: float) -> tuple[float, float] | None:
-        """The current perturbed ``(lon, lat)`` (the one published), or None without location."""
+    def perturbed(self, now: float) -> LonLat | None:
+        """The current perturbed position (the one published), or None without location."""
         if self._true is None:
             return None
-        return self.point.current(self._true[0], self._true[1], now, self.rng)
+        return LonLat(*self.point.current(self._true.lon, self._true.lat, now, self.rng))
 
-    def _refresh(self, now: float) -> tuple[tuple[float, float] | None, list[Effect]]:
+    def _refresh(self, now: float) -> tuple[LonLat | None, list[Effect]]:
         own = self.perturbed(now)
         if own is None:
             return None, []
@@ -167,7 +167,7 @@ class PeerMachine:
         """The device's true position (degrees); may move its discovery subscription."""
         if not (-90.0 <= lat_deg <= 90.0 and -180.0 <= lon_deg <= 180.0):
             raise ConfigError("location out of range")
-        self._true = (float(lon_deg), float(lat_deg))
+        self._true = LonLat(float(lon_deg), float(lat_deg))
         own, effects = self._refresh(now)
         if own is not None:
             self._projection_for(*own)  # build (and cache) it off the query path

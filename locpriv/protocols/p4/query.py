@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from locpriv.core.geo import LocalProjection, haversine_m
+from locpriv.core.geo import LocalProjection, LonLat, haversine_m
 from locpriv.core.grouping import Group
 from locpriv.core.poi import refine
 from locpriv.protocols.p4.types import PeerAnswer, PeerConfig, radius_ladder
 from locpriv.wire.messages import CentroidLocation, DSQuery, PeerReply, Query, QueryAnswer
 
 __all__ = ["OpenQuery"]
+
+
+_ORIGIN = LonLat(0.0, 0.0)
 
 
 @dataclass(slots=True)
@@ -51,7 +54,7 @@ class OpenQuery:
     dropped: Counter[str] = field(default_factory=Counter)
     ds_cid: str = ""
     group: Group | None = None
-    centroid: tuple[float, float] = (0.0, 0.0)
+    centroid: LonLat = _ORIGIN
     radius_m: float = 0.0
     ds_sent: float = 0.0
 
@@ -111,7 +114,7 @@ class OpenQuery:
         tx, ty = proj.point_to_xy(self.true_lon, self.true_lat)
         dist = math.hypot(tx - group.centroid_xy[0], ty - group.centroid_xy[1])
         self.radius_m = radius_ladder(dist + config.radius_margin_m, config.radius_base_m)
-        self.centroid = (clat, clon)
+        self.centroid = LonLat(clon, clat)
         self.phase = "ds"
         self.deadline = now + config.ds_timeout_s
         self.ds_cid = cid
@@ -127,7 +130,7 @@ class OpenQuery:
         """The answer from DS's reply ``msg`` (candidates refined at the true point)."""
         assert self.group is not None
         pois = (
-            refine(msg.pois, self.query, self.true_lat, self.true_lon)
+            refine(msg.pois, self.query, lon=self.true_lon, lat=self.true_lat)
             if msg.candidates
             else msg.pois
         )

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from locpriv.core.cells import cell_side_for
+from locpriv.core.geo import LonLat
 from locpriv.core.grouping import DEFAULT_NODE_BUDGET, AreaMode
 from locpriv.core.noise import GaussianMechanism, Mechanism
 from locpriv.errors import ConfigError
@@ -34,7 +35,8 @@ class PeerAnswer:
 
     ``pois``: exact answer at the true location. ``group_size``: k (requester included).
     ``area_m2``/``sse_m2``: the group's area and within-group SSE (local metres). ``rounds``:
-    broadcasts made. ``centroid``: ``(lat, lon)`` degrees sent to DS with ``radius_m`` metres.
+    broadcasts made. ``centroid``: the :class:`~locpriv.core.geo.LonLat` sent to DS with
+    ``radius_m`` metres.
     ``replies``: usable replies collected. ``dropped``: replies dropped, by reason.
     ``candidates``: POIs DS returned. ``exact``: the group is proven SSE-optimal. ``ds_s``:
     seconds from sending the DS query to receiving its answer.
@@ -45,7 +47,7 @@ class PeerAnswer:
     area_m2: float
     sse_m2: float
     rounds: int
-    centroid: tuple[float, float]
+    centroid: LonLat
     radius_m: float
     replies: int
     dropped: dict[str, int]

@@ -1,0 +1,363 @@
+"""The requester side of Protocols 1-3 as one sans-I/O machine.
+
+:class:`UserMachine` is what an app (:class:`locpriv.client.Client`), the real-broker fleet and
+the virtual-clock simulator all drive. It owns one reply topic and serves any number of
+concurrent requests, of one user or many (a simulator's shard):
+
+* :meth:`UserMachine.cloak` - Protocol 3's first hop: a :class:`CloakRequest`, answered with a
+  :class:`Cloak`;
+* :meth:`UserMachine.query` - Protocol 1 (the mediator cloaks and asks DS; the candidate set is
+  refined here with the exact position), Protocol 2 (the mediator forwards the exact position;
+  the answer is exact) or Protocol 3 (cloak, then ask DS with the region from a **fresh reply
+  topic of its own**, so DS cannot link a session's queries, then refine).
+
+Profiles: a request's ``k``, ``a_min_m2``, ``a_max_m2`` and ``max_delay_s`` override the
+machine's default profile field by field; with ``bounds`` the result is clamped to the
+operator's bounds (``k`` and ``max_delay_s``), as the simulators do for their users.
+
+Inputs: :meth:`cloak`, :meth:`query`, :meth:`receive`, :meth:`on_deadline`, :meth:`cancel`;
+outputs: :mod:`~locpriv.protocols.effects` - ``Send``, ``Subscribe``/``Unsubscribe`` (the
+fresh DS-hop topics), and ``Done`` (a :class:`Cloak` or an :class:`Answer`) or ``Failed``
+(an exception of :mod:`locpriv.errors`: remote errors as :func:`~locpriv.errors.remote_error`,
+:class:`~locpriv.errors.RequestTimeout` when ``timeout_s`` passes). Times are the driver's
+``now`` (seconds); ids come from an :data:`~locpriv.protocols.ids.IdSource`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from shapely.geometry import Polygon
+
+from locpriv.core.geo import LonLat, region_from_wire
+from locpriv.core.poi import refine
+from locpriv.errors import LocalProtocolError, RequestTimeout, remote_error
+from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.ids import IdSource, new_id
+from locpriv.wire.messages import (
+    POI,
+    CloakReply,
+    CloakRequest,
+    DSQuery,
+    ErrorReply,
+    Message,
+    PrivacyProfile,
+    Query,
+    QueryAnswer,
+    QueryRequest,
+    RegionLocation,
+)
+from locpriv.wire.topics import Topics
+
+__all__ = ["Answer", "Cloak", "ProfileBounds", "UserMachine"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cloak:
+    """A cloaked region: polygon in (lon, lat) degrees, area in m², ``users`` inside (None when
+    the service did not say) and the interval ``[t1, t2]`` (Unix seconds) it covers."""
+
+    region: Polygon
+    area_m2: float
+    users: int | None
+    t1: float
+    t2: float
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A query's answer at the user's exact position.
+
+    ``received`` is how many POIs came over the wire (the candidate set for Protocols 1 and 3);
+    ``cloak`` the region used (Protocols 1 and 3), else None.
+    """
+
+    pois: list[POI]
+    protocol: int
+    received: int
+    cloak: Cloak | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileBounds:
+    """Operator bounds a profile is clamped to: ``k`` in [k_min, k_max], ``max_delay_s`` at
+    most ``max_delay_s``."""
+
+    k_min: int = 2
+    k_max: int = 100
+    max_delay_s: float = 60.0
+
+
+@dataclass(slots=True)
+class _Open:
+    id: str
+    kind: Literal["cloak", "query"]
+    protocol: int
+    position: LonLat | None
+    query: Query | None
+    deadline: float
+    cid: str
+    hop_topic: str | None = None
+    hop_cid: str | None = None
+    cloak: Cloak | None = None
+
+
+class UserMachine:
+    """Requests of Protocols 1-3 over one reply topic ``reply_to`` (sans-I/O)."""
+
+    def __init__(
+        self,
+        topics: Topics,
+        reply_to: str,
+        *,
+        profile: PrivacyProfile | None = None,
+        bounds: ProfileBounds | None = None,
+        ids: IdSource = new_id,
+    ) -> None:
+        self.topics = topics
+        self.reply_to = reply_to
+        self.profile = profile
+        self.bounds = bounds
+        self.ids = ids
+        self._open: dict[str, _Open] = {}
+        self._by_cid: dict[str, str] = {}
+        self._heap: list[tuple[float, str]] = []
+
+    @property
+    def pending(self) -> int:
+        """Requests in flight."""
+        return len(self._open)
+
+    def request_of(self, correlation_id: str | None) -> str | None:
+        """The open request a message with ``correlation_id`` belongs to (request or reply)."""
+        return self._by_cid.get(correlation_id or "")
+
+    # ------------------------------------------------------------------ profiles
+
+    def merge_profile(
+        self,
+        k: int | None = None,
+        a_min_m2: float | None = None,
+        a_max_m2: float | None = None,
+        max_delay_s: float | None = None,
+    ) -> PrivacyProfile | None:
+        """The default profile with the given fields overridden, clamped to ``bounds``; None
+        (the operator's default) when nothing is given and there is no default profile. Raises
+        LocalProtocolError when a field is missing and there is no default to take it from."""
+        base = self.profile
+        if base is None:
+            if k is None and a_min_m2 is None and a_max_m2 is None and max_delay_s is None:
+                return None
+            if k is None or a_min_m2 is None or a_max_m2 is None:
+                raise LocalProtocolError("give k, a_min_m2 and a_max_m2 (or a default profile)")
+            base = PrivacyProfile(k=k, a_min_m2=a_min_m2, a_max_m2=a_max_m2)
+        k_ = base.k if k is None else k
+        delay = base.max_delay_s if max_delay_s is None else max_delay_s
+        if self.bounds is not None:
+            k_ = max(self.bounds.k_min, min(k_, self.bounds.k_max))
+            delay = min(delay, self.bounds.max_delay_s)
+        return PrivacyProfile(
+            k=k_,
+            a_min_m2=base.a_min_m2 if a_min_m2 is None else a_min_m2,
+            a_max_m2=base.a_max_m2 if a_max_m2 is None else a_max_m2,
+            max_delay_s=delay,
+        )
+
+    # ------------------------------------------------------------------- inputs
+
+    def cloak(
+        self,
+        *,
+        user_id: str,
+        position: LonLat | None,
+        profile: PrivacyProfile | None,
+        now: float,
+        timeout_s: float,
+    ) -> tuple[str, list[Effect]]:
+        """Protocol 3: ask for a region around ``position`` (None: the user's last update).
+        ``timeout_s`` is counted from ``now`` and extended by the profile's ``max_delay_s``."""
+        req = self._new("cloak", 3, position, None, now, timeout_s, profile)
+        return req.id, [self._cloak_request(req, user_id, position, profile)]
+
+    def query(
+        self,
+        query: Query,
+        *,
+        protocol: int,
+        user_id: str,
+        position: LonLat,
+        profile: PrivacyProfile | None,
+        now: float,
+        timeout_s: float,
+        attributes: dict[str, str | int | float] | None = None,
+    ) -> tuple[str, list[Effect]]:
+        """Ask ``query`` at ``position`` by Protocol 1, 2 or 3 (``profile`` is ignored by P2;
+        ``attributes`` are key attributes for the mediator to strip, P1/P2)."""
+        if protocol not in (1, 2, 3):
+            raise LocalProtocolError(f"unknown protocol {protocol!r} (1, 2 or 3)")
+        use = profile if protocol != 2 else None
+        req = self._new("query", protocol, position, query, now, timeout_s, use)
+        if protocol == 3:
+            return req.id, [self._cloak_request(req, user_id, position, use)]
+        message = QueryRequest(
+            correlation_id=req.cid,
+            reply_to=self.reply_to,
+            user_id=user_id,
+            protocol=protocol,
+            lat=position.lat,
+            lon=position.lon,
+            query=query,
+            profile=use,
+            attributes=attributes or {},
+        )
+        topic = self.topics.p1_query if protocol == 1 else self.topics.p2_query
+        return req.id, [Send(topic, message)]
+
+    def receive(self, message: Message, now: float) -> list[Effect]:
+        """A reply on :attr:`reply_to` or on a DS-hop topic; unrelated messages are ignored."""
+        cid = getattr(message, "correlation_id", None)
+        rid = self._by_cid.get(cid or "")
+        req = self._open.get(rid or "")
+        if req is None:
+            return []
+        if isinstance(message, ErrorReply):
+            err = remote_error(message.code, message.reason, message.field)
+            return self._finish(req, Failed(req.id, err))
+        if req.hop_cid is not None and cid == req.hop_cid:
+            return self._ds_answer(req, message)
+        if isinstance(message, CloakReply):
+            region = Cloak(
+                region_from_wire(message.region),
+                message.area_m2,
+                message.users,
+                message.t1,
+                message.t2,
+            )
+            if req.kind == "cloak":
+                return self._finish(req, Done(req.id, region))
+            return self._ds_hop(req, region, message)
+        if isinstance(message, QueryAnswer) and req.kind == "query" and req.protocol in (1, 2):
+            cloak: Cloak | None = None
+            if message.region is not None:
+                cloak = Cloak(
+                    region_from_wire(message.region),
+                    message.area_m2 or 0.0,
+                    message.users,
+                    message.t1 or 0.0,
+                    message.t2 or 0.0,
+                )
+            return self._finish(req, Done(req.id, self._answer(req, message, cloak)))
+        return self._finish(
+            req,
+            Failed(req.id, LocalProtocolError(f"unexpected {type(message).__name__} reply")),
+        )
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`on_deadline` has a request to time out (s), or None."""
+        while self._heap and self._heap[0][1] not in self._open:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def on_deadline(self, now: float) -> list[Effect]:
+        """Fail every request whose time is up with :class:`RequestTimeout`."""
+        out: list[Effect] = []
+        while self._heap and self._heap[0][0] <= now:
+            _, rid = heapq.heappop(self._heap)
+            req = self._open.get(rid)
+            if req is not None and req.deadline <= now:
+                what = "the DS hop" if req.hop_cid else f"protocol {req.protocol}"
+                out += self._finish(req, Failed(rid, RequestTimeout(f"no reply for {what}")))
+        return out
+
+    def cancel(self, request_id: str) -> list[Effect]:
+        """Forget a request the caller gave up on; returns the unsubscriptions it needs."""
+        req = self._open.get(request_id)
+        if req is None:
+            return []
+        return [e for e in self._finish(req, None) if not isinstance(e, Failed)]
+
+    # --------------------------------------------------------------- internals
+
+    def _new(  # noqa: PLR0917
+        self,
+        kind: Literal["cloak", "query"],
+        protocol: int,
+        position: LonLat | None,
+        query: Query | None,
+        now: float,
+        timeout_s: float,
+        profile: PrivacyProfile | None,
+    ) -> _Open:
+        delay = profile.max_delay_s if profile is not None else 0.0
+        req = _Open(
+            id=self.ids(),
+            kind=kind,
+            protocol=protocol,
+            position=position,
+            query=query,
+            deadline=now + timeout_s + delay,
+            cid=self.ids(),
+        )
+        self._open[req.id] = req
+        self._by_cid[req.cid] = req.id
+        heapq.heappush(self._heap, (req.deadline, req.id))
+        return req
+
+    def _cloak_request(
+        self,
+        req: _Open,
+        user_id: str,
+        position: LonLat | None,
+        profile: PrivacyProfile | None,
+    ) -> Send:
+        message = CloakRequest(
+            correlation_id=req.cid,
+            reply_to=self.reply_to,
+            user_id=user_id,
+            lat=position.lat if position else None,
+            lon=position.lon if position else None,
+            profile=profile,
+        )
+        return Send(self.topics.p3_cloak, message)
+
+    def _ds_hop(self, req: _Open, cloak: Cloak, reply: CloakReply) -> list[Effect]:
+        """Protocol 3's second hop: DS with the region, from a fresh reply topic."""
+        assert req.query is not None
+        req.cloak = cloak
+        req.hop_topic = self.topics.reply(self.ids())
+        req.hop_cid = self.ids()
+        self._by_cid[req.hop_cid] = req.id
+        ds_query = DSQuery(
+            correlation_id=req.hop_cid,
+            reply_to=req.hop_topic,
+            query=req.query,
+            location=RegionLocation(region=reply.region),
+        )
+        return [Subscribe(req.hop_topic), Send(self.topics.ds_query, ds_query)]
+
+    def _ds_answer(self, req: _Open, message: Message) -> list[Effect]:
+        if not isinstance(message, QueryAnswer):
+            err = LocalProtocolError(f"unexpected {type(message).__name__} from DS")
+            return self._finish(req, Failed(req.id, err))
+        return self._finish(req, Done(req.id, self._answer(req, message, req.cloak)))
+
+    def _answer(self, req: _Open, message: QueryAnswer, cloak: Cloak | None) -> Answer:
+        assert req.query is not None and req.position is not None
+        pois = message.pois
+        if message.candidates:
+            pois = refine(pois, req.query, lon=req.position.lon, lat=req.position.lat)
+        return Answer(list(pois), req.protocol, len(message.pois), cloak)
+
+    def _finish(self, req: _Open, outcome: Done[Any] | Failed | None) -> list[Effect]:
+        self._open.pop(req.id, None)
+        self._by_cid.pop(req.cid, None)
+        out: list[Effect] = []
+        if req.hop_cid is not None:
+            self._by_cid.pop(req.hop_cid, None)
+        if req.hop_topic is not None:
+            out.append(Unsubscribe(req.hop_topic))
+        if outcome is not None:
+            out.append(outcome)
+        return out
