@@ -4,7 +4,7 @@
 
 Starts a private mosquitto 2.0 on 127.0.0.1, then measures, each for ``--duration`` seconds with
 ``--concurrency`` requests in flight from one load-generator connection (locpriv's
-:class:`~locpriv.service.rpc.Requester` over :class:`~locpriv.transport.MqttTransport`, the same
+:class:`load_requester.Requester` over :class:`~locpriv.transport.MqttTransport`, the same
 for every
 scenario):
 
@@ -43,11 +43,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from load_requester import Requester
 
 from locpriv.core.geo import LocalProjection
 from locpriv.errors import RemoteError, RequestTimeout
 from locpriv.service.broker import MosquittoProcess
-from locpriv.service.rpc import Requester
 from locpriv.transport import connect
 from locpriv.wire.messages import (
     CloakRequest,

@@ -228,6 +228,8 @@ class UserMachine:
         if req.hop_cid is not None and cid == req.hop_cid:
             return self._ds_answer(req, message)
         if isinstance(message, CloakReply):
+            if req.kind == "query" and (req.protocol != 3 or req.hop_cid is not None):
+                return []  # a duplicate (QoS 1 delivers at least once) or out of place
             region = Cloak(
                 region_from_wire(message.region),
                 message.area_m2,
@@ -238,7 +240,9 @@ class UserMachine:
             if req.kind == "cloak":
                 return self._finish(req, Done(req.id, region))
             return self._ds_hop(req, region, message)
-        if isinstance(message, QueryAnswer) and req.kind == "query" and req.protocol in (1, 2):
+        if isinstance(message, QueryAnswer):
+            if req.kind != "query" or req.protocol == 3:
+                return []  # a duplicate or out of place: the request goes on
             cloak: Cloak | None = None
             if message.region is not None:
                 cloak = Cloak(
@@ -249,10 +253,8 @@ class UserMachine:
                     message.t2 or 0.0,
                 )
             return self._finish(req, Done(req.id, self._answer(req, message, cloak)))
-        return self._finish(
-            req,
-            Failed(req.id, LocalProtocolError(f"unexpected {type(message).__name__} reply")),
-        )
+        unexpected = LocalProtocolError(f"unexpected {type(message).__name__} reply")
+        return self._finish(req, Failed(req.id, unexpected))
 
     def next_deadline(self) -> float | None:
         """When :meth:`on_deadline` has a request to time out (s), or None."""

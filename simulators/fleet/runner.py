@@ -1,11 +1,11 @@
 """Fleet runner: simulated devices speak the real wire protocol through a real broker, real clock.
 
 A fleet is split into *shards* (users ``i`` with ``i % shards == s``); each shard
-(:class:`simulators.shard.Shard`) is one asyncio task holding **one** broker connection for all
-its devices, and shards run in several processes (:mod:`multiprocessing`, spawn) for load.
+(:class:`simulators.fleet.shard.Shard`) is one asyncio task holding **one** broker connection
+for all its devices, and shards run in several processes (:mod:`multiprocessing`, spawn) for load.
 :func:`run_fleet` starts the worker processes and merges their results, :func:`run_fleet_async`
 runs shards in the caller's event loop. What a device does is described in
-:mod:`simulators.shard` (location updates, P1-P3) and :mod:`simulators.shard_peers` (P4).
+:mod:`simulators.fleet.shard` (location updates, P1-P3) and :mod:`simulators.fleet.hub` (P4).
 
 Each query yields a :class:`~simulators.evaluate.QueryRecord` with ground truth from the
 trajectories (true position, users truly inside a region, exact POI answer). Message and byte
@@ -29,11 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from locpriv.core.grouping import DEFAULT_NODE_BUDGET
 from locpriv.core.poi import POIIndex
+from locpriv.protocols.user import ProfileBounds
 from simulators.evaluate import QueryRecord, RunStats
+from simulators.fleet.shard import Shard
+from simulators.peers import P4Knobs
 from simulators.scenario import BuiltScenario
-from simulators.shard import Shard
-from simulators.virtual import load_poi_index
+from simulators.virtual.runner import load_poi_index
 
 __all__ = ["FleetOptions", "FleetResult", "Progress", "run_fleet", "run_fleet_async"]
 
@@ -65,6 +68,24 @@ class FleetOptions:
     badly under load). Every shard then also sees other clients' replies and ignores them."""
     publishers: int = 64
     """Tasks per shard publishing peer-machine effects (replies, unsubscriptions)."""
+    bounds: ProfileBounds = field(default_factory=ProfileBounds)
+    """Operator bounds the P1-P3 requests' profiles are clamped to (the services' defaults)."""
+    p4_max_replies: int = 200
+    p4_reuse_radius_m: float = 50.0
+    p4_node_budget: int | None = DEFAULT_NODE_BUDGET
+
+    @property
+    def p4_knobs(self) -> P4Knobs:
+        """The devices' Protocol 4 settings (shared with the virtual runner's glue)."""
+        return P4Knobs(
+            window_s=self.p4_window_s,
+            max_rounds=self.p4_max_rounds,
+            max_distance_m=self.p4_max_distance_m,
+            ds_timeout_s=self.request_timeout_s,
+            max_replies=self.p4_max_replies,
+            reuse_radius_m=self.p4_reuse_radius_m,
+            node_budget=self.p4_node_budget,
+        )
 
 
 @dataclass

@@ -1,13 +1,10 @@
-"""Request/reply over a :class:`~locpriv.transport.Transport` (correlation ids in the payload).
+"""A raw request/reply load generator's correlator (benchmark tooling, not the library).
 
-A :class:`Requester` owns one private reply topic (``topics.reply(client_id)``), stamps every
-request with a fresh ``correlation_id`` and that ``reply_to``, and resolves the matching future
-when the reply arrives. Error replies raise :class:`~locpriv.errors.RemoteError` (``.code``),
-missing replies :class:`~locpriv.errors.RequestTimeout`.
-
-Replies reach the requester either through :meth:`Requester.run` (it then consumes the
-transport's message stream; clients do this) or through :meth:`Requester.feed` from a driver
-that dispatches messages itself (services do this).
+``bench_e2e.py`` sends the same raw requests to a bare aiomqtt echo, a relay and the locpriv
+services, so it needs a correlator that knows nothing of the protocols: a :class:`Requester`
+owns one reply topic, stamps every request with a fresh ``correlation_id`` and that
+``reply_to``, and resolves the matching future when the reply arrives. Apps use
+:class:`locpriv.client.Client` (the P1-P3 requester machine) instead.
 """
 
 from __future__ import annotations

@@ -23,13 +23,15 @@ from locpriv.protocols.p4.types import PeerAnswer
 from locpriv.wire import messages as m
 from locpriv.wire.messages import REPLY_MAX_BYTES
 from locpriv.wire.topics import Topics
-from simulators.evaluate import QueryRecord, precision_recall
+from simulators.evaluate import QueryRecord
+from simulators.outcomes import error_key, score_peer
+from simulators.peers import peer_machine, prefilter_m
 from simulators.scenario import BuiltScenario
-from simulators.virtual_bus import VirtualBus
+from simulators.virtual.bus import VirtualBus
 from simulators.workload import QueryEvent, UserProfile
 
 if TYPE_CHECKING:
-    from simulators.virtual import VirtualConfig
+    from simulators.virtual.runner import VirtualConfig
 
 __all__ = ["Ctx", "PeerNodes"]
 
@@ -78,20 +80,11 @@ class PeerNodes:
     def peer(self, i: int) -> PeerMachine:
         pm = self.peers.get(i)
         if pm is None:
-            cfg, prof = self.cfg, self.b.workload.profiles[i]
-            pc = prof.peer_config(
-                cell_side_m=self.p4_side,
-                window_s=cfg.p4_window_s,
-                max_rounds=cfg.p4_max_rounds,
-                max_distance_m=cfg.p4_max_distance_m,
-                ds_timeout_s=cfg.ds_timeout_s,
-                max_replies=cfg.p4_max_replies,
-                reuse_radius_m=cfg.p4_reuse_radius_m,
-                node_budget=cfg.p4_node_budget,
-            )
-            pm = PeerMachine(
-                pc,
-                rng=np.random.default_rng([self.b.protocol_seed, i]),
+            pm = peer_machine(
+                self.b,
+                i,
+                knobs=self.cfg.p4_knobs,
+                side_m=self.p4_side,
                 topics=self.topics,
                 ids=counter_ids(f"d{i}x"),
             )
@@ -173,7 +166,7 @@ class PeerNodes:
             assert isinstance(decoded, m.PeerRequest)
             msg = decoded
             rx, ry = self.proj.point_to_xy(msg.lon, msg.lat)
-            reach = min(self.cfg.p4_max_distance_m, msg.max_distance_m or math.inf) * 1.01 + 5.0
+            reach = prefilter_m(self.cfg.p4_knobs, msg)
             # devices know where they were at their last location update (as they report it)
             xs, ys = self.upd_xy[:, 0], self.upd_xy[:, 1]
             near = np.flatnonzero(np.hypot(xs - rx, ys - ry) <= reach + self.reach_j)
@@ -203,25 +196,11 @@ class PeerNodes:
         ctx = self.ctx[rid]
         rec = ctx.record
         if isinstance(e, Failed):
-            err = e.error
-            code = getattr(err, "code", None)
-            if type(err).__name__ == "GroupInfeasible":
-                rec.error = f"group_infeasible:{str(err).split(':', 1)[0]}"
-            else:
-                rec.error = str(code) if code is not None else type(err).__name__
+            rec.error = error_key(e.error)
             return
         a = e.value
         rec.t_anon_s = now - a.ds_s
-        rec.k_achieved = a.group_size
-        rec.k_reported = a.group_size
-        rec.area_m2 = a.area_m2
-        rec.held_s = 0.0
-        cx, cy = self.proj.point_to_xy(*a.centroid)
-        rec.ds_error_m = math.hypot(cx - ctx.xy[0], cy - ctx.xy[1])
-        rec.adversary_error_m = rec.ds_error_m
-        rec.precision, rec.recall = precision_recall(
-            [p.id for p in a.pois], self.exact(ctx.event, ctx.xy)
-        )
+        score_peer(rec, a, exact=self.exact(ctx.event, ctx.xy), proj=self.proj, xy=ctx.xy)
         rec.t_answer_s = now
         rec.ok = True
         self.p4_rounds[a.rounds] += 1

@@ -11,8 +11,8 @@ executes their effects over the shard's broker connection:
   (``FleetOptions.p4_reply_wildcard``) or subscribed one by one; topics are unsubscribed by one
   task, one at a time, each bounded to 2 s;
 * effects are queued and executed by ``FleetOptions.publishers`` tasks (the dispatcher never
-  waits on the broker), and a 20 ms ticker drives the collection windows and DS timeouts of the
-  devices with a query in flight.
+  waits on the broker), and a :class:`~locpriv.transport.deadlines.DeadlineTimer` drives the
+  collection windows and DS timeouts of the devices with a query in flight.
 
 All devices share one discovery grid (cell side from the largest ``a_max_m2``), as the peer
 machine requires. Times given to the machines are wall-clock Unix seconds; positions are
@@ -31,20 +31,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from locpriv.core.cells import cell_side_for
 from locpriv.errors import DecodeError, RequestTimeout, TransportError
 from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
-from locpriv.protocols.p4.machine import PeerMachine
 from locpriv.protocols.p4.types import PeerAnswer
 from locpriv.transport import Received
+from locpriv.transport.deadlines import DeadlineTimer
 from locpriv.wire import messages as m
 from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord
+from simulators.peers import discovery_side, peer_machine, prefilter_m
 from simulators.scenario import BuiltScenario
 from simulators.workload import QueryEvent
 
 if TYPE_CHECKING:
-    from simulators.fleet import FleetOptions
+    from simulators.fleet.runner import FleetOptions
 
 log = logging.getLogger(__name__)
 
@@ -52,29 +52,6 @@ __all__ = ["PeerHub", "Publish"]
 
 Publish = Callable[[str, m.Message, int], Awaitable[int]]
 """``(topic, message, qos) -> encoded size in bytes``: the shard's counted publish."""
-
-
-def _machines(
-    built: BuiltScenario, opts: FleetOptions, topics: Topics, users: list[int]
-) -> dict[int, PeerMachine]:
-    """One peer machine per device of ``users``, configured from its privacy profile."""
-    # One discovery grid per deployment: devices with different grids never hear each other.
-    a_max = max(p.a_max_m2 for p in built.workload.profiles)
-    side = cell_side_for(a_max, opts.p4_max_distance_m)
-    peers: dict[int, PeerMachine] = {}
-    for i in users:
-        prof = built.workload.profiles[i]
-        cfg = prof.peer_config(
-            cell_side_m=side,
-            window_s=opts.p4_window_s,
-            max_rounds=opts.p4_max_rounds,
-            max_distance_m=opts.p4_max_distance_m,
-            ds_timeout_s=opts.request_timeout_s,
-        )
-        peers[i] = PeerMachine(
-            cfg, rng=np.random.default_rng([built.protocol_seed, i]), topics=topics
-        )
-    return peers
 
 
 class PeerHub:
@@ -100,14 +77,20 @@ class PeerHub:
         self.publish = publish
         self.diag = diag
         self.transport: Any = None
-        self.peers = _machines(built, opts, topics, users)
+        knobs = opts.p4_knobs
+        side = discovery_side(built, knobs)
+        self.knobs = knobs
+        self.peers = {
+            i: peer_machine(built, i, knobs=knobs, side_m=side, topics=topics) for i in users
+        }
         self.cell_members: dict[str, set[int]] = {}
         """Discovery topic -> devices listening on it; present only while non-empty."""
         self.topic_owner: dict[str, int] = {}
         """Per-query reply topic -> the requesting device."""
         self.waiting: dict[str, asyncio.Future[Done[PeerAnswer] | Failed]] = {}
         self.pending: set[int] = set()
-        """Devices with a query in flight (the deadline ticker's work list)."""
+        """Devices with a query in flight (the deadline timer's work list)."""
+        self.timer = DeadlineTimer(self, self.post_many, name="fleet peers")
         self.outbox: asyncio.Queue[tuple[int, list[Effect]]] = asyncio.Queue()
         self.cost: dict[int, list[int]] = {}
         """Device -> ``[messages, bytes]`` of its current query, both directions."""
@@ -123,9 +106,9 @@ class PeerHub:
             await transport.subscribe(f"{self.topics.root}/reply/+", qos=1)
 
     def workers(self) -> list[asyncio.Task[None]]:
-        """Start the deadline ticker, the unsubscriber and the publisher tasks."""
+        """Start the deadline timer, the unsubscriber and the publisher tasks."""
         return [
-            asyncio.create_task(self.deadlines()),
+            asyncio.create_task(self.timer.run()),
             asyncio.create_task(self.unsubscriber()),
             *(asyncio.create_task(self.publisher()) for _ in range(self.opts.publishers)),
         ]
@@ -142,6 +125,11 @@ class PeerHub:
         """Queue effects for the publisher tasks (the dispatcher never waits on the broker)."""
         if effects:
             self.outbox.put_nowait((uid, effects))
+        self.timer.poke()
+
+    def post_many(self, batch: list[tuple[int, list[Effect]]]) -> None:
+        for uid, effects in batch:
+            self.post(uid, effects)
 
     async def publisher(self) -> None:
         while True:
@@ -218,7 +206,7 @@ class PeerHub:
             # Vectorised pre-filter on the devices' published (perturbed) points; each machine
             # still applies its own policy. A device handles the copy sent to its own cell.
             rx, ry = self.proj.point_to_xy(msg.lon, msg.lat)
-            reach = min(self.opts.p4_max_distance_m, msg.max_distance_m or math.inf) * 1.01 + 5.0
+            reach = prefilter_m(self.knobs, msg)
             near = np.flatnonzero(np.hypot(self.pert[:, 0] - rx, self.pert[:, 1] - ry) <= reach)
             for uid in near.tolist():
                 pm = self.peers.get(uid)
@@ -250,25 +238,29 @@ class PeerHub:
         if own is not None:
             self.pert[uid] = self.proj.point_to_xy(own[0], own[1])
 
-    async def deadlines(self) -> None:
-        """Drive the peer machines' collection windows and DS timeouts."""
-        while True:
-            await asyncio.sleep(0.02)
-            now = time.time()
-            for uid in list(self.pending):
-                pm = self.peers[uid]
-                d = pm.next_deadline()
-                if d is not None and d <= now:
-                    self.post(uid, pm.on_deadline(now))
+    def next_deadline(self) -> float | None:
+        """The earliest deadline (Unix s) among the devices with a query in flight."""
+        due = [d for d in (self.peers[u].next_deadline() for u in self.pending) if d is not None]
+        return min(due, default=None)
+
+    def on_deadline(self, now: float) -> list[tuple[int, list[Effect]]]:
+        """Collection windows and DS timeouts that are due, as ``(device, effects)``."""
+        out: list[tuple[int, list[Effect]]] = []
+        for uid in list(self.pending):
+            pm = self.peers[uid]
+            d = pm.next_deadline()
+            if d is not None and d <= now:
+                out.append((uid, pm.on_deadline(now)))
+        return out
 
     # ----------------------------------------------------------------- query
-    async def query(self, ev: QueryEvent, rec: QueryRecord, xy: tuple[float, float]) -> list[str]:
-        """Run ``ev`` from device ``ev.user`` at its true position ``xy``; returns the POI ids.
+    async def query(self, ev: QueryEvent, rec: QueryRecord, xy: tuple[float, float]) -> PeerAnswer:
+        """Run ``ev`` from device ``ev.user`` at its true position ``xy``.
 
         Fills ``rec``'s cost (the requester's messages and bytes, also when the query fails;
-        not on timeout), anonymisation time (``window_s`` x rounds after the request), group
-        size, area and errors (the adversary and the DS see the group's centroid). Raises
-        :class:`RequestTimeout` after ``request_timeout_s`` or the query's own error.
+        not on timeout), anonymisation time (``window_s`` x rounds after the request) and the
+        error of a peer who sees the device's perturbed point; the caller scores the answer.
+        Raises :class:`RequestTimeout` after ``request_timeout_s`` or the query's own error.
         """
         pm = self.peers[ev.user]
         lon, lat = self.proj.point_to_lonlat(xy[0], xy[1])
@@ -277,7 +269,7 @@ class PeerHub:
         own = pm.perturbed(now)
         self.track(ev.user, now)
         if own is not None:
-            ox, oy = self.proj.point_to_xy(own[0], own[1])
+            ox, oy = self.proj.point_to_xy(*own)
             rec.adversary_centroid_error_m = math.hypot(ox - xy[0], oy - xy[1])
         self.cost[ev.user] = [0, 0]
         q = m.NearestQuery(category=ev.category, n=ev.n)
@@ -286,6 +278,7 @@ class PeerHub:
         self.waiting[qid] = fut
         self.pending.add(ev.user)
         await self.apply(ev.user, effects)
+        self.timer.poke()
         try:
             async with asyncio.timeout(self.opts.request_timeout_s):
                 done = await fut
@@ -297,13 +290,5 @@ class PeerHub:
         if isinstance(done, Failed):
             log.debug("p4 query failed: %s", done.error)
             raise done.error
-        a = done.value
-        rec.t_anon_s = rec.t_request_s + pm.config.window_s * a.rounds
-        rec.k_achieved = a.group_size
-        rec.k_reported = a.group_size
-        rec.area_m2 = a.area_m2
-        rec.held_s = 0.0
-        cx, cy = self.proj.point_to_xy(*a.centroid)
-        rec.ds_error_m = math.hypot(cx - xy[0], cy - xy[1])
-        rec.adversary_error_m = rec.ds_error_m
-        return [p.id for p in a.pois]
+        rec.t_anon_s = rec.t_request_s + pm.config.window_s * done.value.rounds
+        return done.value

@@ -2,7 +2,7 @@
 
 No broker and no asyncio, but the same sans-I/O machines and wire messages as a deployment:
 every message is encoded (:func:`locpriv.wire.messages.encode`), routed by topic through a
-:class:`simulators.virtual_bus.VirtualBus` (MQTT filter matching, ``hop_latency_s`` per hop,
+:class:`simulators.virtual.bus.VirtualBus` (MQTT filter matching, ``hop_latency_s`` per hop,
 a virtual-time event queue) and decoded by its receiver. Same scenario and seed, same records
 (``tests/simulators/test_sim_virtual.py`` checks it).
 
@@ -43,30 +43,32 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from shapely.geometry import Polygon
 
-from locpriv.core.cells import cell_side_for
 from locpriv.core.cloak.cloaker import CloakConfig, Cloaker
-from locpriv.core.geo import LocalProjection, region_from_wire
-from locpriv.core.poi import DEFAULT_POIS, POIIndex, load_pois, refine
+from locpriv.core.geo import LocalProjection, LonLat
+from locpriv.core.poi import DEFAULT_POIS, POIIndex, load_pois
 from locpriv.errors import DecodeError
 from locpriv.protocols.dispatch import Dispatcher, Route
 from locpriv.protocols.ds import DSCore
-from locpriv.protocols.effects import Send
+from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.ids import counter_ids
 from locpriv.protocols.p2 import Mediator
 from locpriv.protocols.p3 import Anonymizer
 from locpriv.protocols.p4.machine import (
     PeerMachine,
 )
 from locpriv.protocols.trusted import TrustedCore, anonymizer_routes
+from locpriv.protocols.user import Answer, ProfileBounds, UserMachine
 from locpriv.transport import Received
 from locpriv.wire import messages as m
 from locpriv.wire.messages import REPLY_MAX_BYTES
 from locpriv.wire.topics import Topics
-from simulators.evaluate import QueryRecord, RunStats, precision_recall, region_truth
+from simulators.evaluate import QueryRecord, RunStats
+from simulators.outcomes import error_key, score_trusted
+from simulators.peers import P4Knobs, discovery_side
 from simulators.scenario import BuiltScenario
-from simulators.virtual_bus import VirtualBus
-from simulators.virtual_peers import Ctx, PeerNodes
+from simulators.virtual.bus import VirtualBus
+from simulators.virtual.peers import Ctx, PeerNodes
 from simulators.workload import QueryEvent, UserProfile
 
 log = logging.getLogger(__name__)
@@ -108,6 +110,19 @@ class VirtualConfig:
     p4_max_rounds: int = 2
     cloak: CloakConfig | None = None
     """Cloaker configuration; by default the scenario extent with 1 km margin, epoch ``tick_s``."""
+
+    @property
+    def p4_knobs(self) -> P4Knobs:
+        """The devices' Protocol 4 settings (shared with the fleet's glue)."""
+        return P4Knobs(
+            window_s=self.p4_window_s,
+            max_rounds=self.p4_max_rounds,
+            max_distance_m=self.p4_max_distance_m,
+            ds_timeout_s=self.ds_timeout_s,
+            max_replies=self.p4_max_replies,
+            reuse_radius_m=self.p4_reuse_radius_m,
+            node_budget=self.p4_node_budget,
+        )
 
 
 @dataclass
@@ -170,7 +185,6 @@ class _Runner(PeerNodes):
             ds_timeout_s=cfg.ds_timeout_s,
             max_pending=1_000_000,
         )
-        self.handlers: dict[int, Any] = {}
         anonymizer = Anonymizer(
             Cloaker(self.cloak_cfg), self.proj, prepare_epochs=cfg.prepare_epochs
         )
@@ -193,10 +207,21 @@ class _Runner(PeerNodes):
             max_payload=65536,
         )
         self.bus.subscribe(self.topics.ds_query, self.on_ds)
+        # ---- P1-P3 users: one requester machine, as an app's Client drives it
+        cc = self.cloak_cfg
+        self.requester = UserMachine(
+            self.topics,
+            self.topics.reply("sim-users"),
+            bounds=ProfileBounds(k_min=cc.k_min, k_max=cc.k_max, max_delay_s=cc.max_delay_s_bound),
+            ids=counter_ids("u"),
+        )
+        self.request_rid: dict[str, int] = {}
+        """Requester request id -> index of the query (record)."""
+        self.requester_timer: float | None = None
+        self.bus.subscribe(self.requester.reply_to, self.on_requester)
         # ---- P4 devices
         profiles = built.workload.profiles
-        a_max = max((p.a_max_m2 for p in profiles), default=1e6)
-        self.p4_side = cell_side_for(a_max, cfg.p4_max_distance_m)
+        self.p4_side = discovery_side(built, cfg.p4_knobs)
         self.peers: dict[int, PeerMachine] = {}
         self.peer_handlers: dict[int, Any] = {}
         self.peer_timer: dict[int, float] = {}
@@ -220,8 +245,9 @@ class _Runner(PeerNodes):
     def rid_of_cid(self, cid: str | None) -> int | None:
         if cid is None:
             return None
-        if cid.startswith("q") and cid[1:].isdigit():
-            return int(cid[1:])
+        request = self.requester.request_of(cid)
+        if request is not None:
+            return self.request_rid.get(request)
         return self.cid_rid.get(cid)
 
     def send(self, s: Send, now: float, tag: int | None) -> None:
@@ -267,75 +293,66 @@ class _Runner(PeerNodes):
         for s in self.ds_dispatch.handle(Received(topic, payload), now):
             self.send(s, now, tag if isinstance(tag, int) else None)
 
-    # ------------------------------------------------------------ P1-P3 clients
-    def client_handler(self, rid: int) -> Any:
-        def handle(topic: str, payload: bytes, tag: object, now: float) -> None:
-            self.on_client(rid, payload, now)
-
-        return handle
-
-    def on_client(self, rid: int, payload: bytes, now: float) -> None:
-        ctx = self.ctx[rid]
-        rec, ev = ctx.record, ctx.event
+    # ------------------------------------------------------------ P1-P3 users
+    def on_requester(self, topic: str, payload: bytes, tag: object, now: float) -> None:
+        """A reply for the P1-P3 requester (its reply topic or a P3 DS-hop topic)."""
         try:
             msg = m.decode(payload, max_bytes=REPLY_MAX_BYTES)
-        except DecodeError as exc:
-            rec.error = f"decode:{exc.code}"
-            self.close_client(ctx)
+        except DecodeError:
             return
-        if isinstance(msg, m.ErrorReply):
-            rec.error = str(msg.code)
-            self.close_client(ctx)
+        request = self.requester.request_of(getattr(msg, "correlation_id", None))
+        if request is not None and isinstance(msg, m.CloakReply):
+            self.ctx[self.request_rid[request]].record.t_anon_s = now
+        self.apply_requester(self.requester.receive(msg, now), now)
+
+    def apply_requester(self, effects: list[Effect], now: float) -> None:
+        for e in effects:
+            if isinstance(e, Send):
+                self.send(e, now, None)
+            elif isinstance(e, Subscribe):
+                self.bus.subscribe(e.topic, self.on_requester)
+            elif isinstance(e, Unsubscribe):
+                self.bus.unsubscribe(e.topic, self.on_requester)
+            elif isinstance(e, Done | Failed):
+                self.requester_done(e, now)
+        d = self.requester.next_deadline()
+        if d is not None and (self.requester_timer is None or d < self.requester_timer):
+            self.requester_timer = d
+            self.bus.call_at(d, self.requester_deadline)
+
+    def requester_deadline(self, now: float) -> None:
+        if self.requester_timer is not None and now < self.requester_timer:
+            return  # superseded by an earlier timer that already ran
+        self.requester_timer = None
+        self.apply_requester(self.requester.on_deadline(now), now)
+
+    def requester_done(self, e: Done[Any] | Failed, now: float) -> None:
+        rid = self.request_rid.pop(e.request_id, None)
+        if rid is None:
             return
-        if isinstance(msg, m.CloakReply):  # P3: now ask DS with the region
-            self.region_done(ctx, msg.region, msg.users, msg.area_m2, now)
-            assert ctx.query is not None
-            dsq = m.DSQuery(
-                correlation_id=f"q{rid}",
-                reply_to=ctx.reply_topic,
-                query=ctx.query,
-                location=m.RegionLocation(region=msg.region),
-            )
-            self.send(Send(self.topics.ds_query, dsq), now, rid)
+        ctx = self.ctx[rid]
+        rec = ctx.record
+        if isinstance(e, Failed):
+            rec.error = error_key(e.error)
             return
-        if isinstance(msg, m.QueryAnswer):
-            if ev.protocol == 1 and msg.region is not None:
-                users = self.core_users(msg)
-                self.region_done(ctx, msg.region, users, msg.area_m2 or 0.0, now)
-            elif ev.protocol == 2:
-                rec.t_anon_s = rec.t_request_s
-                rec.ds_error_m = 0.0
-                rec.adversary_error_m = 0.0
-            assert ctx.query is not None
-            lon, lat = ctx.lonlat
-            final = refine(msg.pois, ctx.query, lon=lon, lat=lat) if msg.candidates else msg.pois
-            rec.precision, rec.recall = precision_recall(
-                [p.id for p in final], self.exact(ev, ctx.xy)
-            )
-            rec.t_answer_s = now
-            rec.ok = True
-            self.close_client(ctx)
-
-    def core_users(self, msg: m.QueryAnswer) -> int | None:
-        return msg.users
-
-    def close_client(self, ctx: Ctx) -> None:
-        self.bus.unsubscribe(ctx.reply_topic, self.client_handler_of(ctx.rid))
-
-    def client_handler_of(self, rid: int) -> Any:
-        return self.handlers.pop(rid, None)
-
-    def region_done(
-        self, ctx: Ctx, region: m.Region, users: int | None, area: float, now: float
-    ) -> None:
-        r = ctx.record
-        r.t_anon_s = now
-        r.area_m2 = area
-        r.held_s = max(0.0, now - r.t_request_s)
-        poly = self.proj.geometry_to_xy(region_from_wire(region))
-        assert isinstance(poly, Polygon)
-        r.k_achieved = region_truth(r, poly, ctx.xy, self.traj.at(now), ctx.event.user)
-        r.k_reported = users
+        answer = e.value
+        assert isinstance(answer, Answer)
+        if ctx.event.protocol == 2:
+            rec.t_anon_s = rec.t_request_s
+        elif ctx.event.protocol == 1:
+            rec.t_anon_s = now
+        score_trusted(
+            rec,
+            answer,
+            exact=self.exact(ctx.event, ctx.xy),
+            proj=self.proj,
+            xy=ctx.xy,
+            positions=self.traj.at(now),
+            user=ctx.event.user,
+            t_request=rec.t_request_s,
+        )
+        rec.t_answer_s = now
+        rec.ok = True
 
     # -------------------------------------------------------------- queries
     def query(self, ev: QueryEvent, rid: int, now: float) -> None:
@@ -357,43 +374,18 @@ class _Runner(PeerNodes):
         if ev.protocol == 4:
             self.p4_start(ctx, prof, now)
             return
-        lon, lat = ctx.lonlat
-        uid = self.traj.user_ids[ev.user]
-        ctx.reply_topic = self.topics.reply(f"sim-q{rid}")
-        handler = self.client_handler(rid)
-        self.handlers[rid] = handler
-        self.bus.subscribe(ctx.reply_topic, handler)
-        profile = m.PrivacyProfile(
-            k=max(self.cloak_cfg.k_min, min(prof.k, self.cloak_cfg.k_max)),
-            a_min_m2=prof.a_min_m2,
-            a_max_m2=prof.a_max_m2,
-            max_delay_s=min(prof.max_delay_s, self.cloak_cfg.max_delay_s_bound),
+        requester = self.requester
+        request, effects = requester.query(
+            ctx.query,
+            protocol=ev.protocol,
+            user_id=self.traj.user_ids[ev.user],
+            position=LonLat(*ctx.lonlat),
+            profile=requester.merge_profile(prof.k, prof.a_min_m2, prof.a_max_m2, prof.max_delay_s),
+            now=now,
+            timeout_s=self.cfg.ds_timeout_s + self.cfg.max_delay_s_bound,
         )
-        cid = f"q{rid}"
-        req: m.Message
-        if ev.protocol == 3:
-            req = m.CloakRequest(
-                correlation_id=cid,
-                reply_to=ctx.reply_topic,
-                user_id=uid,
-                lat=lat,
-                lon=lon,
-                profile=profile,
-            )
-            topic = self.topics.p3_cloak
-        else:
-            req = m.QueryRequest(
-                correlation_id=cid,
-                reply_to=ctx.reply_topic,
-                user_id=uid,
-                protocol=ev.protocol,
-                lat=lat,
-                lon=lon,
-                query=ctx.query,
-                profile=profile if ev.protocol == 1 else None,
-            )
-            topic = self.topics.p1_query if ev.protocol == 1 else self.topics.p2_query
-        self.send(Send(topic, req), now, rid)
+        self.request_rid[request] = rid
+        self.apply_requester(effects, now)
 
     # -------------------------------------------------------------------- loop
     def publish_updates(self, idx: NDArray[np.int64], t_pos: float, now: float) -> None:

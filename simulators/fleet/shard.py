@@ -6,16 +6,15 @@ Per device the shard:
 
 * publishes a :class:`~locpriv.wire.messages.LocationUpdate` on ``loc/{user_id}`` every
   ``update_interval_s`` (QoS ``update_qos``, random phase; everyone once before the start);
-* runs the scenario's queries at their instants: P1/P2 :class:`QueryRequest` to the mediator,
-  P3 :class:`CloakRequest` to the anonymizer then a :class:`DSQuery` for the region and local
-  refinement (:func:`locpriv.core.poi.refine`), all through one
-  :class:`locpriv.service.rpc.Requester` (one
-  reply topic per shard; requests carry the device's ``user_id``); P4 through the shard's
-  :class:`simulators.shard_peers.PeerHub` (one peer machine per device).
+* runs the scenario's queries at their instants: Protocols 1-3 through one
+  :class:`~locpriv.protocols.user.UserMachine` for the shard (the same requester an app's
+  :class:`~locpriv.client.Client` drives: requests, P3's DS hop from a fresh reply topic,
+  local refinement), Protocol 4 through the shard's :class:`simulators.fleet.hub.PeerHub`
+  (one peer machine per device).
 
-Each query yields one :class:`~simulators.evaluate.QueryRecord`, scored against ground truth
-from the trajectories (true position, users truly inside a region, exact POI answer); see
-:mod:`simulators.fleet` for what its fields mean in a fleet run.
+Each query yields one :class:`~simulators.evaluate.QueryRecord`, scored by
+:mod:`simulators.outcomes` against ground truth from the trajectories; see
+:mod:`simulators.fleet.runner` for what its fields mean in a fleet run.
 """
 
 from __future__ import annotations
@@ -29,28 +28,27 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from locpriv.core.geo import region_from_wire
-from locpriv.core.poi import POIIndex, refine
-from locpriv.errors import LocprivError, RemoteError, RequestTimeout
-from locpriv.service.rpc import Requester
-from locpriv.transport import connect
+from locpriv.core.geo import LonLat
+from locpriv.core.poi import POIIndex
+from locpriv.errors import DecodeError
+from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.user import Answer, UserMachine
+from locpriv.transport import Received, connect
+from locpriv.transport.deadlines import DeadlineTimer
 from locpriv.wire import messages as m
 from locpriv.wire.topics import Topics
-from simulators.evaluate import QueryRecord, precision_recall, region_truth
+from simulators.evaluate import QueryRecord
+from simulators.fleet.hub import PeerHub
+from simulators.outcomes import error_key, score_peer, score_trusted
 from simulators.scenario import BuiltScenario
-from simulators.shard_peers import PeerHub
 from simulators.workload import QueryEvent
 
 if TYPE_CHECKING:
-    from simulators.fleet import FleetOptions, Progress
+    from simulators.fleet.runner import FleetOptions, Progress
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Shard"]
-
-
-def _size(msg: m.Message) -> int:
-    return len(m.encode(msg))
 
 
 class Shard:
@@ -87,7 +85,17 @@ class Shard:
         self.records: list[QueryRecord] = []
         self.bytes = 0
         self.transport: Any = None
-        self.requester: Requester | None = None
+        self.requester = UserMachine(
+            self.topics, self.topics.reply(self.client_id), bounds=opts.bounds
+        )
+        self.timer = DeadlineTimer(self.requester, self.effects, name="fleet requester")
+        self.waiting: dict[str, asyncio.Future[Any]] = {}
+        self.cost: dict[str, list[int]] = {}
+        """Open P1-P3 request -> ``[messages, bytes]`` in both directions."""
+        self.cloaked_at: dict[str, float] = {}
+        """Open P3 request -> scenario time its cloak reply arrived."""
+        self.hops: set[str] = set()
+        """Fresh reply topics of the requester's P3 DS hops."""
         self.diag: dict[str, int] = {
             "peer_effect_errors": 0,
             "decode_errors": 0,
@@ -112,9 +120,6 @@ class Shard:
         if delay > 0:
             await asyncio.sleep(delay)
 
-    def lonlat(self, xy: tuple[float, float]) -> tuple[float, float]:
-        return self.proj.point_to_lonlat(xy[0], xy[1])
-
     # ------------------------------------------------------------- transport
     async def publish(self, topic: str, msg: m.Message, qos: int) -> int:
         """Publish ``msg`` and count it; returns its encoded size in bytes."""
@@ -126,17 +131,73 @@ class Shard:
 
     async def dispatch(self) -> None:
         """Route every received message to the requester or the peer machines."""
-        assert self.requester is not None
+        reply_to = self.requester.reply_to
         async for rc in self.transport.messages():
             self.progress.messages += 1
             self.bytes += len(rc.payload)
-            if self.requester.feed(rc):
+            if rc.topic == reply_to or rc.topic in self.hops:
+                self.receive_reply(rc)
                 continue
             try:
                 await self.hub.route(rc)
             except Exception:  # a broken message must not stop the shard
                 self.diag["decode_errors"] += 1
                 log.debug("peer message dropped", exc_info=True)
+
+    def receive_reply(self, rc: Received) -> None:
+        """A reply for the P1-P3 requester: count it against its request, feed the machine."""
+        try:
+            msg = m.decode(rc.payload, max_bytes=m.REPLY_MAX_BYTES)
+        except DecodeError:
+            self.diag["decode_errors"] += 1
+            return
+        rid = self.requester.request_of(getattr(msg, "correlation_id", None))
+        if rid is not None:
+            cost = self.cost.setdefault(rid, [0, 0])
+            cost[0] += 1
+            cost[1] += len(rc.payload)
+            if isinstance(msg, m.CloakReply):
+                self.cloaked_at[rid] = self.now_s()
+        self.effects(self.requester.receive(msg, time.time()))
+        self.timer.poke()
+
+    def effects(self, effects: list[Effect], rid: str | None = None) -> None:
+        """Outcomes at once; publishes and (un)subscriptions in the background."""
+        rest = [e for e in effects if not self.settle(e)]
+        if rest:
+            asyncio.get_running_loop().create_task(self.run_effects(rest, rid))
+
+    def settle(self, e: Effect) -> bool:
+        if not isinstance(e, Done | Failed):
+            return False
+        fut = self.waiting.pop(e.request_id, None)
+        if fut is not None and not fut.done():
+            if isinstance(e, Done):
+                fut.set_result(e.value)
+            else:
+                fut.set_exception(e.error)
+        return True
+
+    async def run_effects(self, effects: list[Effect], rid: str | None) -> None:
+        """Carry out the requester's effects in order; count what it sends per request."""
+        for e in effects:
+            if isinstance(e, Send):
+                size = await self.publish(e.topic, e.message, e.qos)
+                owner = rid or self.requester.request_of(getattr(e.message, "correlation_id", None))
+                if owner is not None:
+                    cost = self.cost.setdefault(owner, [0, 0])
+                    cost[0] += 1
+                    cost[1] += size
+            elif isinstance(e, Subscribe):
+                self.hops.add(e.topic)
+                if not self.opts.p4_reply_wildcard:
+                    await self.transport.subscribe(e.topic, qos=e.qos)
+            elif isinstance(e, Unsubscribe):
+                self.hops.discard(e.topic)
+                if not self.opts.p4_reply_wildcard:
+                    self.hub.unsubs.put_nowait(e.topic)
+            else:
+                self.settle(e)
 
     # --------------------------------------------------------------- updates
     async def send_updates(self, users: list[int], t_s: float) -> None:
@@ -180,18 +241,8 @@ class Shard:
         self.records.append(rec)
         return rec
 
-    def region_truth(
-        self, rec: QueryRecord, region: m.Region, xy: tuple[float, float], user: int
-    ) -> int:
-        """Fill DS error and adversary errors for a region; returns users truly inside it."""
-        poly = self.proj.geometry_to_xy(region_from_wire(region))
-        return region_truth(rec, poly, xy, self.traj.at(self.now_s()), user)
-
-    def score(
-        self, rec: QueryRecord, ev: QueryEvent, xy: tuple[float, float], got: list[str]
-    ) -> None:
-        exact = [p.id for p in self.pois.nearest_xy(xy[0], xy[1], ev.category, ev.n)]
-        rec.precision, rec.recall = precision_recall(got, exact)
+    def exact(self, ev: QueryEvent, xy: tuple[float, float]) -> list[str]:
+        return [p.id for p in self.pois.nearest_xy(xy[0], xy[1], ev.category, ev.n)]
 
     async def run_query(self, ev: QueryEvent) -> None:
         await self.sleep_until(ev.t_s)
@@ -206,92 +257,55 @@ class Shard:
             rec.ok = True
             rec.t_answer_s = self.now_s()
             self.progress.answered += 1
-        except RemoteError as exc:
-            rec.error = exc.raw_code
-        except RequestTimeout:
-            rec.error = "timeout"
-        except LocprivError as exc:
-            rec.error = str(exc.code)
+        except Exception as exc:
+            rec.error = error_key(exc)
         finally:
             self.progress.in_flight -= 1
             if not rec.ok:
                 self.progress.failed += 1
 
     async def query_trusted(self, ev: QueryEvent, rec: QueryRecord) -> None:
-        assert self.requester is not None
         prof = self.b.workload.profiles[ev.user]
-        uid = self.traj.user_ids[ev.user]
         xy = self.traj.user_at(ev.user, rec.t_request_s)
-        lon, lat = self.lonlat(xy)
-        q = m.NearestQuery(category=ev.category, n=ev.n)
-        profile = m.PrivacyProfile(
-            k=max(2, prof.k),
-            a_min_m2=prof.a_min_m2,
-            a_max_m2=prof.a_max_m2,
-            max_delay_s=prof.max_delay_s,
-        )
-        t_unix = self.t0 + rec.t_request_s
-        timeout = self.opts.request_timeout_s
-        if ev.protocol in (1, 2):
-            req = m.QueryRequest(
-                correlation_id="x" * 32,
-                reply_to=self.requester.reply_to,
-                user_id=uid,
-                protocol=ev.protocol,
-                lat=lat,
-                lon=lon,
-                query=q,
-                profile=profile if ev.protocol == 1 else None,
-            )
-            topic = self.topics.p1_query if ev.protocol == 1 else self.topics.p2_query
-            ans = await self.requester.request(topic, req, timeout)
-            assert isinstance(ans, m.QueryAnswer)
-            rec.messages, rec.bytes = 2, _size(req) + _size(ans)
-            pois = refine(ans.pois, q, lon=lon, lat=lat) if ans.candidates else ans.pois
-            self.score(rec, ev, xy, [p.id for p in pois])
-            if ev.protocol == 2:
-                rec.ds_error_m = 0.0
-                rec.adversary_error_m = 0.0
-                return
-            if ans.region is not None:
-                rec.area_m2 = ans.area_m2
-                rec.k_reported = ans.users
-                rec.k_achieved = self.region_truth(rec, ans.region, xy, ev.user)
-            if ans.t2 is not None:
-                rec.held_s = max(0.0, ans.t2 - t_unix)
-            return
-        creq = m.CloakRequest(
-            correlation_id="x" * 32,
-            reply_to=self.requester.reply_to,
-            user_id=uid,
-            lat=lat,
-            lon=lon,
+        lon, lat = self.proj.point_to_lonlat(*xy)
+        requester = self.requester
+        profile = requester.merge_profile(prof.k, prof.a_min_m2, prof.a_max_m2, prof.max_delay_s)
+        rid, effects = requester.query(
+            m.NearestQuery(category=ev.category, n=ev.n),
+            protocol=ev.protocol,
+            user_id=self.traj.user_ids[ev.user],
+            position=LonLat(lon, lat),
             profile=profile,
+            now=time.time(),
+            timeout_s=self.opts.request_timeout_s,
         )
-        reply = await self.requester.request(self.topics.p3_cloak, creq, timeout)
-        assert isinstance(reply, m.CloakReply)
-        rec.t_anon_s = self.now_s()
-        rec.area_m2 = reply.area_m2
-        rec.k_reported = reply.users
-        rec.held_s = max(0.0, reply.t2 - t_unix)
-        rec.k_achieved = self.region_truth(rec, reply.region, xy, ev.user)
-        dsq = m.DSQuery(
-            correlation_id="x" * 32,
-            reply_to=self.requester.reply_to,
-            query=q,
-            location=m.RegionLocation(region=reply.region),
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting[rid] = fut
+        self.cost[rid] = [0, 0]
+        try:
+            await self.run_effects(effects, rid)
+            self.timer.poke()
+            answer = await fut
+        finally:
+            rec.messages, rec.bytes = self.cost.pop(rid, [0, 0])
+            cloaked = self.cloaked_at.pop(rid, None)
+        assert isinstance(answer, Answer)
+        rec.t_anon_s = cloaked if ev.protocol == 3 else None
+        score_trusted(
+            rec,
+            answer,
+            exact=self.exact(ev, xy),
+            proj=self.proj,
+            xy=xy,
+            positions=self.traj.at(self.now_s()),
+            user=ev.user,
+            t_request=self.t0 + rec.t_request_s,
         )
-        ans = await self.requester.request(self.topics.ds_query, dsq, timeout)
-        assert isinstance(ans, m.QueryAnswer)
-        rec.messages = 4
-        rec.bytes = _size(creq) + _size(reply) + _size(dsq) + _size(ans)
-        pois = refine(ans.pois, q, lon=lon, lat=lat) if ans.candidates else ans.pois
-        self.score(rec, ev, xy, [p.id for p in pois])
 
     async def query_p4(self, ev: QueryEvent, rec: QueryRecord) -> None:
         xy = self.traj.user_at(ev.user, rec.t_request_s)
-        got = await self.hub.query(ev, rec, xy)
-        self.score(rec, ev, xy, got)
+        answer = await self.hub.query(ev, rec, xy)
+        score_peer(rec, answer, exact=self.exact(ev, xy), proj=self.proj, xy=xy)
 
     # -------------------------------------------------------------------- run
     async def run(self, report: Callable[[Progress], None] | None = None) -> dict[str, Any]:
@@ -299,10 +313,14 @@ class Shard:
         transport = connect(self.opts.url, client_id=self.client_id)
         async with transport:
             self.transport = transport
-            self.requester = Requester(transport, self.topics.reply(self.client_id))
-            await self.requester.start()
+            if not self.opts.p4_reply_wildcard:  # else reply/+ covers it (no duplicates)
+                await transport.subscribe(self.requester.reply_to, qos=1)
             await self.hub.attach(transport)
-            tasks = [asyncio.create_task(self.dispatch()), *self.hub.workers()]
+            tasks = [
+                asyncio.create_task(self.dispatch()),
+                asyncio.create_task(self.timer.run()),
+                *self.hub.workers(),
+            ]
             await self.send_updates(self.users, 0.0)  # everyone reports before t = 0
             await self.sleep_until(0.0)
             upd = asyncio.create_task(self.updates())
