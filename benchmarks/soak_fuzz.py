@@ -28,8 +28,8 @@ from typing import Any
 
 from locpriv.service.broker import MosquittoProcess
 from locpriv.transport import connect
-from locpriv.wire.topics import Topics, matches
-from simulators.hostile import fuzz_cases
+from locpriv.wire.topics import Topics
+from simulators.hostile import fuzz_cases, stray_topics
 
 RESULTS = Path(__file__).resolve().parent / "results" / "soak_fuzz.json"
 
@@ -120,17 +120,7 @@ async def _soak(cases_n: int, batch: int) -> dict[str, Any]:
             proc.kill()
             _, err = proc.communicate()
         mosquitto.stop()
-    stray = [
-        t
-        for t, c in seen.items()
-        if c > sent[t]
-        and not (
-            t.startswith(topics.reply_prefix)
-            or matches(topics.errors_filter, t)
-            or matches(f"{topics.root}/status/+", t)
-            or t == topics.ds_query
-        )
-    ]
+    stray = stray_topics(topics, seen, sent)
     answered = sum(1 for t in expected if seen[t] >= 1)
     return {
         "cases": sum(sent.values()),

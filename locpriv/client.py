@@ -36,10 +36,11 @@ from locpriv.errors import (
     TransportError,
     remote_error,
 )
-from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.effects import Effect
 from locpriv.protocols.user import Answer, Cloak, UserMachine
 from locpriv.transport import Transport, connect, new_client_id
 from locpriv.transport.deadlines import Clock, DeadlineTimer
+from locpriv.transport.effects import EffectRunner
 from locpriv.wire.messages import (
     POI,
     REPLY_MAX_BYTES,
@@ -93,8 +94,10 @@ class Client:
         )
         self.client_id = self._transport.client_id
         self.machine = UserMachine(self.topics, self.topics.reply(self.client_id), profile=profile)
-        self._timer = DeadlineTimer(self.machine, self._effects, clock=clock, name="client")
-        self._futures: dict[str, asyncio.Future[Any]] = {}
+        self._timer = DeadlineTimer(self.machine, self._spawn, clock=clock, name="client")
+        self._effects = EffectRunner(self._transport, after=self._timer.poke)
+        self._plain: dict[str, asyncio.Future[Any]] = {}
+        """Plain DS queries (:meth:`ds_query`) by correlation id."""
         self._tasks: list[asyncio.Task[None]] = []
         self._position: LonLat | None = None
 
@@ -128,6 +131,7 @@ class Client:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        await self._effects.close()
         await self._transport.__aexit__(exc_type, exc, tb)
 
     @property
@@ -234,7 +238,7 @@ class Client:
             location=PointLocation(lat=lat, lon=lon),
         )
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._futures[cid] = fut
+        self._plain[cid] = fut
         try:
             await self._transport.publish(self.topics.ds_query, encode(message), qos=1)
             async with asyncio.timeout(timeout_s or self.timeout_s):
@@ -242,52 +246,20 @@ class Client:
         except TimeoutError:
             raise RequestTimeout("DS did not answer") from None
         finally:
-            self._futures.pop(cid, None)
+            self._plain.pop(cid, None)
         assert isinstance(reply, QueryAnswer)
         return list(reply.pois)
 
     # ------------------------------------------------------------------ driving
 
     async def _await(self, rid: str, effects: list[Effect]) -> Any:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._futures[rid] = fut
         try:
-            await self._run(effects)
-            self._timer.poke()
-            return await fut
+            return await self._effects.request(rid, effects)  # the machine times it out
         finally:
-            self._futures.pop(rid, None)
-            await self._run(self.machine.cancel(rid))  # no-op once the request finished
+            await self._effects.run(self.machine.cancel(rid))  # no-op once it finished
 
-    def _effects(self, effects: list[Effect]) -> None:
-        """Effects from a deadline or a reply: outcomes at once, the rest in the background."""
-        rest = [e for e in effects if not self._settle(e)]
-        if rest:
-            task = asyncio.get_running_loop().create_task(self._run(rest))
-            task.add_done_callback(_log_failure)
-
-    def _settle(self, e: Effect) -> bool:
-        if not isinstance(e, Done | Failed):
-            return False
-        fut = self._futures.get(e.request_id)
-        if fut is not None and not fut.done():
-            if isinstance(e, Done):
-                fut.set_result(e.value)
-            else:
-                err: LocprivError = e.error
-                fut.set_exception(err)
-        return True
-
-    async def _run(self, effects: list[Effect]) -> None:
-        for e in effects:
-            if isinstance(e, Send):
-                await self._transport.publish(e.topic, encode(e.message), qos=e.qos)
-            elif isinstance(e, Subscribe):
-                await self._transport.subscribe(e.topic, qos=e.qos)
-            elif isinstance(e, Unsubscribe):
-                await self._transport.unsubscribe(e.topic)
-            else:
-                self._settle(e)
+    def _spawn(self, effects: list[Effect]) -> None:
+        self._effects.spawn(effects)
 
     async def _read(self) -> None:
         async for received in self._transport.messages():
@@ -297,20 +269,12 @@ class Client:
                 log.debug("undecodable reply dropped: %s", exc)
                 continue
             cid = getattr(message, "correlation_id", None)
-            direct = self._futures.get(cid or "")
+            direct = self._plain.get(cid or "")
             if direct is not None and not direct.done():  # a plain ds_query
                 if isinstance(message, ErrorReply):
                     direct.set_exception(remote_error(message.code, message.reason, message.field))
                 else:
                     direct.set_result(message)
                 continue
-            self._effects(self.machine.receive(message, self.clock()))
-            self._timer.poke()
-        for fut in self._futures.values():
-            if not fut.done():
-                fut.set_exception(TransportError("transport closed"))
-
-
-def _log_failure(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("client effect failed: %s", task.exception())
+            self._spawn(self.machine.receive(message, self.clock()))
+        self._effects.fail_all(TransportError("transport closed"))

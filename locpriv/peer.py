@@ -37,23 +37,20 @@ from locpriv.errors import (
     ConfigError,
     DecodeError,
     LocalProtocolError,
-    LocprivError,
     RequestTimeout,
 )
-from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.effects import Effect
 from locpriv.protocols.p4.machine import PeerMachine
 from locpriv.protocols.p4.types import PeerAnswer, PeerConfig
 from locpriv.transport import Transport, connect, new_client_id
 from locpriv.transport.deadlines import DeadlineTimer
-from locpriv.wire.messages import Query, decode, encode
+from locpriv.transport.effects import EffectRunner
+from locpriv.wire.messages import REPLY_MAX_BYTES, Query, decode
 from locpriv.wire.topics import Topics
 
 __all__ = ["PeerAnswer", "PeerClient", "PeerConfig"]
 
 log = logging.getLogger(__name__)
-
-REPLY_MAX_BYTES = 8 * 1024 * 1024
-"""Largest payload accepted (DS candidate sets can be large), bytes."""
 
 
 class PeerClient:
@@ -99,11 +96,10 @@ class PeerClient:
             config, rng=rng if rng is not None else np.random.default_rng(), topics=topics
         )
         self.transport: Transport = transport or connect(url, client_id=new_client_id("p4"))
-        self._futures: dict[str, asyncio.Future[PeerAnswer]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         self._timer = DeadlineTimer(
-            self.machine, self._dispatch, clock=clock, name="peer", on_error=self._timer_failed
+            self.machine, self._spawn, clock=clock, name="peer", on_error=self._timer_failed
         )
+        self._effects = EffectRunner(self.transport, after=self._timer.poke)
         self._runners: list[asyncio.Task[None]] = []
         self._open = False
 
@@ -127,7 +123,8 @@ class PeerClient:
         tb: TracebackType | None,
     ) -> None:
         self._open = False
-        tasks = {*self._runners, *self._tasks}
+        await self._effects.close()
+        tasks = set(self._runners)
         pending = set(tasks)
         while pending:  # cancel until done: 3.11's wait_for may swallow one cancellation
             for task in pending:
@@ -136,10 +133,7 @@ class PeerClient:
         for task in tasks:
             if not task.cancelled() and task.exception() is not None:
                 log.debug("peer task ended with %r", task.exception())
-        for fut in self._futures.values():
-            if not fut.done():
-                fut.set_exception(RequestTimeout("peer client closed"))
-        self._futures.clear()
+        self._effects.fail_all(RequestTimeout("peer client closed"))
         await self.transport.__aexit__(exc_type, exc, tb)
 
     # ------------------------------------------------------------------- public
@@ -155,71 +149,24 @@ class PeerClient:
 
     async def flush(self) -> None:
         """Wait until pending subscriptions and publications have gone out."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._effects.flush()
 
     async def query(self, query: Query, *, timeout_s: float | None = None) -> PeerAnswer:
         """Run one Protocol 4 query; the refined answer with diagnostics."""
         if not self._open:
             raise ConfigError("use PeerClient as 'async with'")
         qid, effects = self.machine.start_query(query, self.clock())
-        fut: asyncio.Future[PeerAnswer] = asyncio.get_running_loop().create_future()
-        self._futures[qid] = fut
         try:
-            await self._run(effects)
-            self._timer.poke()
-            if timeout_s is None:
-                return await fut
-            try:
-                async with asyncio.timeout(timeout_s):
-                    return await fut
-            except TimeoutError:
-                raise RequestTimeout(f"no answer within {timeout_s} s") from None
+            answer = await self._effects.request(qid, effects, timeout_s)
         finally:
-            self._futures.pop(qid, None)
             self._spawn(self.machine.cancel(qid))  # no-op when the query has finished
+        assert isinstance(answer, PeerAnswer)
+        return answer
 
     # ------------------------------------------------------------------ driving
 
     def _spawn(self, effects: list[Effect]) -> None:
-        if not effects:
-            return
-        task = asyncio.get_running_loop().create_task(self._run(effects))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _run(self, effects: list[Effect]) -> None:
-        """Carry out effects in order (a subscription is acknowledged before what follows)."""
-        for e in effects:
-            if isinstance(e, Send):
-                await self.transport.publish(e.topic, encode(e.message), qos=e.qos)
-            elif isinstance(e, Subscribe):
-                await self.transport.subscribe(e.topic, qos=e.qos)
-            elif isinstance(e, Unsubscribe):
-                await self.transport.unsubscribe(e.topic)
-            elif isinstance(e, Done | Failed):
-                self._resolve(e)
-        self._timer.poke()
-
-    def _resolve(self, e: Done[PeerAnswer] | Failed) -> None:
-        fut = self._futures.get(e.request_id)
-        if fut is None or fut.done():
-            return
-        if isinstance(e, Done):
-            fut.set_result(e.value)
-        else:
-            err: LocprivError = e.error
-            fut.set_exception(err)
-
-    def _dispatch(self, effects: list[Effect]) -> None:
-        # outcomes at once; network effects in the background so reading never blocks
-        rest: list[Effect] = []
-        for e in effects:
-            if isinstance(e, Done | Failed):
-                self._resolve(e)
-            else:
-                rest.append(e)
-        self._spawn(rest)
+        self._effects.spawn(effects)
 
     async def _read(self) -> None:
         async for item in self.transport.messages():
@@ -235,12 +182,10 @@ class PeerClient:
             except Exception:  # a bug must not stop the device from serving others
                 log.exception("peer machine failed on a %s", type(message).__name__)
                 continue
-            self._dispatch(effects)
-            self._timer.poke()
+            self._spawn(effects)
 
     def _timer_failed(self, exc: Exception) -> None:
         """A deadline raised: fail the queries in flight rather than leave them hanging."""
-        for qid, fut in list(self._futures.items()):
+        for qid in list(self._effects.futures):
             self._spawn(self.machine.cancel(qid))
-            if not fut.done():
-                fut.set_exception(LocalProtocolError(f"internal error: {exc!r}"))
+        self._effects.fail_all(LocalProtocolError(f"internal error: {exc!r}"))

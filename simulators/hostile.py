@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic_core import from_json
 
-from locpriv.wire.topics import Topics
+from locpriv.wire.topics import Topics, matches
 
-__all__ = ["FuzzCase", "fuzz_cases"]
+__all__ = ["FuzzCase", "fuzz_cases", "stray_topics"]
 
 LAT0, LON0 = 41.3874, 2.1686
 """Around the default projection origin (Barcelona), degrees."""
@@ -254,3 +254,20 @@ def fuzz_cases(
                     break
         payload = _encode(body)
         yield FuzzCase(topic, payload, _reply_of(payload, topics))
+
+
+def stray_topics(topics: Topics, seen: Mapping[str, int], sent: Mapping[str, int]) -> list[str]:
+    """Topics the services published on outside their namespaces: every topic an observer of
+    ``{root}/#`` saw more often (``seen``) than the test itself published there (``sent``),
+    except replies, error topics, status and the mediator's DS hop."""
+    return sorted(
+        topic
+        for topic, n in seen.items()
+        if n > sent.get(topic, 0)
+        and not (
+            topic.startswith(topics.reply_prefix)
+            or matches(topics.errors_filter, topic)
+            or matches(f"{topics.root}/status/+", topic)
+            or topic == topics.ds_query
+        )
+    )

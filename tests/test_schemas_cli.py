@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from locpriv.cli import build_parser, main
+from locpriv.cli import main
 from locpriv.wire import schemas
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,11 +32,8 @@ def test_help_lists_commands() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "locpriv", "--help"], capture_output=True, text=True, check=True
     ).stdout
-    sub = next(a for a in build_parser()._actions if a.dest == "command")
-    names = list(sub.choices)  # type: ignore[arg-type]
-    assert "schemas" in names
-    for name in names:
-        assert name in out
+    for name in ("schemas", "anonymize", "serve", "demo"):  # what README.md documents
+        assert f"    {name} " in out
 
 
 def test_protocol_page_lists_every_field_of_the_models() -> None:

@@ -20,7 +20,7 @@ from pydantic_core import from_json
 
 from locpriv.errors import DecodeError, ErrorCode
 from locpriv.protocols.effects import Send, error_send
-from locpriv.transport.base import Received
+from locpriv.wire.envelope import Received
 from locpriv.wire.messages import MAX_CORRELATION_ID, Message, decode
 from locpriv.wire.topics import Topics, matches
 

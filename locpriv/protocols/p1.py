@@ -11,8 +11,7 @@ its area and ``[t1, t2]`` (``candidates=True``: the client refines it with her e
 from __future__ import annotations
 
 from locpriv.core.cloak.cloaker import CloakOutcome
-from locpriv.errors import ErrorCode
-from locpriv.protocols.effects import Send, error_send
+from locpriv.protocols.effects import Send
 from locpriv.protocols.p2 import Mediator, RegionInfo
 from locpriv.protocols.p3 import Anonymizer, outcome_error
 from locpriv.wire.messages import (
@@ -50,16 +49,4 @@ class P1Mediator:
                 info=info,
             )
 
-        def on_error(code: ErrorCode, reason: str, field: str | None) -> list[Send]:
-            return [error_send(reply_to, cid, code, reason, field)]
-
-        return self.anonymizer.cloak(
-            user_id=message.user_id,
-            lat=message.lat,
-            lon=message.lon,
-            profile=message.profile,
-            now=now,
-            then=then,
-            on_error=on_error,
-            address=(reply_to, cid),
-        )
+        return self.anonymizer.cloak_for(message, now, then)

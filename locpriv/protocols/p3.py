@@ -26,7 +26,14 @@ from locpriv.core.geo import LocalProjection, region_to_wire
 from locpriv.errors import ConfigError, ErrorCode, ServiceUnavailable
 from locpriv.protocols.effects import Send, error_send
 from locpriv.protocols.p2 import RegionInfo
-from locpriv.wire.messages import CloakReply, CloakRequest, LocationUpdate, Message, PrivacyProfile
+from locpriv.wire.messages import (
+    CloakReply,
+    CloakRequest,
+    LocationUpdate,
+    Message,
+    PrivacyProfile,
+    QueryRequest,
+)
 
 __all__ = ["Anonymizer", "Continuation", "outcome_error", "profile_to_params"]
 
@@ -92,17 +99,20 @@ class Anonymizer:
         profile: PrivacyProfile | None,
         now: float,
         then: Continuation,
-        on_error: Callable[[ErrorCode, str, str | None], list[Send]],
-        address: tuple[str, str] | None = None,
+        reply_to: str,
+        correlation_id: str,
     ) -> list[Send]:
         """Cloak ``user_id`` (at ``lat``/``lon`` if given, else her last update) and call
-        ``then`` with the outcome, now or when a pending request completes. ``address``
-        (``reply_to``, ``correlation_id``) is listed by :meth:`in_flight` while it waits."""
+        ``then`` with the outcome, now or when a pending request completes. Parameters out of
+        the operator's bounds are answered ``bad_parameters`` on ``reply_to``; the request is
+        listed by :meth:`in_flight` while it waits."""
         out: list[Send] = []
         try:
             params = self.cloaker.validate(profile_to_params(profile))
         except ConfigError as exc:
-            return on_error(ErrorCode.BAD_PARAMETERS, str(exc), "profile")
+            return [
+                error_send(reply_to, correlation_id, ErrorCode.BAD_PARAMETERS, str(exc), "profile")
+            ]
         if lat is not None and lon is not None:
             out += self.update(user_id, lon=lon, lat=lat, now=now)
         rid = next(self._seq)
@@ -110,8 +120,8 @@ class Anonymizer:
         outcome = self.cloaker.request(rid, user_id, params, now)
         if outcome is not None:
             out += self._dispatch([outcome], now)
-        elif address is not None:
-            self._addresses[rid] = address
+        else:
+            self._addresses[rid] = (reply_to, correlation_id)
             self.revision += 1
         return out
 
@@ -136,20 +146,23 @@ class Anonymizer:
                 )
                 return [Send(reply_to, reply)]
 
-            def on_error(code: ErrorCode, reason: str, field: str | None) -> list[Send]:
-                return [error_send(reply_to, cid, code, reason, field)]
-
-            return self.cloak(
-                user_id=message.user_id,
-                lat=message.lat,
-                lon=message.lon,
-                profile=message.profile,
-                now=now,
-                then=then,
-                on_error=on_error,
-                address=(reply_to, cid),
-            )
+            return self.cloak_for(message, now, then)
         return []
+
+    def cloak_for(
+        self, request: CloakRequest | QueryRequest, now: float, then: Continuation
+    ) -> list[Send]:
+        """:meth:`cloak` for the user, position, profile and reply address of ``request``."""
+        return self.cloak(
+            user_id=request.user_id,
+            lat=request.lat,
+            lon=request.lon,
+            profile=request.profile,
+            now=now,
+            then=then,
+            reply_to=request.reply_to,
+            correlation_id=request.correlation_id,
+        )
 
     def on_deadline(self, now: float) -> list[Send]:
         """Prepare a new epoch, expire users, retry pending cloaks, time out overdue ones."""

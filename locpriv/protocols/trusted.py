@@ -17,7 +17,7 @@ from locpriv.protocols.p1 import P1Mediator
 from locpriv.protocols.p2 import Mediator
 from locpriv.protocols.p3 import Anonymizer
 from locpriv.protocols.seal import Sealer
-from locpriv.transport.base import Received
+from locpriv.wire.envelope import Received
 from locpriv.wire.messages import (
     REPLY_MAX_BYTES,
     CloakRequest,

@@ -5,19 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Protocol, Self, runtime_checkable
 
+from locpriv.wire.envelope import Received
+
+__all__ = ["Received", "Transport", "new_client_id"]
+
 _CLOSED: Final = object()
-
-
-@dataclass(frozen=True, slots=True)
-class Received:
-    """One message as received: topic name and raw payload bytes."""
-
-    topic: str
-    payload: bytes
 
 
 @runtime_checkable
@@ -67,6 +62,17 @@ class Transport(Protocol):
 def new_client_id(prefix: str = "locpriv") -> str:
     """A random MQTT client id usable as a topic segment (``prefix-<12 hex>``)."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+async def _drain(queue: asyncio.Queue[Received | object]) -> AsyncIterator[Received]:
+    """Every message put on ``queue`` until the closing marker (left for other readers)."""
+    while True:
+        item = await queue.get()
+        if item is _CLOSED:
+            queue.put_nowait(_CLOSED)
+            return
+        assert isinstance(item, Received)
+        yield item
 
 
 def _take_nowait(queue: asyncio.Queue[Received | object]) -> Received | None:

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Self
 
 from locpriv.errors import TransportError
-from locpriv.transport.base import _CLOSED, Received, _take_nowait, new_client_id
+from locpriv.transport.base import _CLOSED, Received, _drain, _take_nowait, new_client_id
 from locpriv.wire.topics import matches
 
 
@@ -150,12 +150,6 @@ class MemoryTransport:
         """Drop a subscription."""
         self.filters.discard(topic_filter)
 
-    async def messages(self) -> AsyncIterator[Received]:
+    def messages(self) -> AsyncIterator[Received]:
         """Every delivered message until the transport closes."""
-        while True:
-            item = await self._queue.get()
-            if item is _CLOSED:
-                self._queue.put_nowait(_CLOSED)
-                return
-            assert isinstance(item, Received)
-            yield item
+        return _drain(self._queue)

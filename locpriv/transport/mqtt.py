@@ -16,7 +16,7 @@ from typing import Any, Self
 import aiomqtt
 
 from locpriv.errors import TransportError
-from locpriv.transport.base import _CLOSED, Received, _take_nowait, new_client_id
+from locpriv.transport.base import _CLOSED, Received, _drain, _take_nowait, new_client_id
 
 log = logging.getLogger(__name__)
 
@@ -238,15 +238,9 @@ class MqttTransport:
             with contextlib.suppress(aiomqtt.MqttError):
                 await self._client.unsubscribe(topic_filter)
 
-    async def messages(self) -> AsyncIterator[Received]:
+    def messages(self) -> AsyncIterator[Received]:
         """Every received message, across reconnects, until the transport closes."""
-        while True:
-            item = await self._queue.get()
-            if item is _CLOSED:
-                self._queue.put_nowait(_CLOSED)
-                return
-            assert isinstance(item, Received)
-            yield item
+        return _drain(self._queue)
 
 
 class _QuietAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]

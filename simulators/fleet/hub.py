@@ -77,7 +77,7 @@ class PeerHub:
         self.publish = publish
         self.diag = diag
         self.transport: Any = None
-        knobs = opts.p4_knobs
+        knobs = opts.p4
         side = discovery_side(built, knobs)
         self.knobs = knobs
         self.peers = {

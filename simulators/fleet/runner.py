@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from locpriv.core.grouping import DEFAULT_NODE_BUDGET
 from locpriv.core.poi import POIIndex
 from locpriv.protocols.user import ProfileBounds
 from simulators.evaluate import QueryRecord, RunStats
@@ -56,9 +55,6 @@ class FleetOptions:
     drain_s: float = 5.0
     """After the scenario ends, how long to wait for answers still in flight."""
     update_qos: int = 0
-    p4_window_s: float = 0.5
-    p4_max_distance_m: float = 200.0
-    p4_max_rounds: int = 2
     progress_every_s: float = 0.5
     log_level: int = logging.WARNING
     """Logging level of the worker processes."""
@@ -70,22 +66,8 @@ class FleetOptions:
     """Tasks per shard publishing peer-machine effects (replies, unsubscriptions)."""
     bounds: ProfileBounds = field(default_factory=ProfileBounds)
     """Operator bounds the P1-P3 requests' profiles are clamped to (the services' defaults)."""
-    p4_max_replies: int = 200
-    p4_reuse_radius_m: float = 50.0
-    p4_node_budget: int | None = DEFAULT_NODE_BUDGET
-
-    @property
-    def p4_knobs(self) -> P4Knobs:
-        """The devices' Protocol 4 settings (shared with the virtual runner's glue)."""
-        return P4Knobs(
-            window_s=self.p4_window_s,
-            max_rounds=self.p4_max_rounds,
-            max_distance_m=self.p4_max_distance_m,
-            ds_timeout_s=self.request_timeout_s,
-            max_replies=self.p4_max_replies,
-            reuse_radius_m=self.p4_reuse_radius_m,
-            node_budget=self.p4_node_budget,
-        )
+    p4: P4Knobs = field(default_factory=P4Knobs)
+    """The devices' Protocol 4 settings (the same knobs as the virtual runner's)."""
 
 
 @dataclass

@@ -18,11 +18,15 @@ import heapq
 import itertools
 from collections import Counter
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
+from locpriv.transport.deadlines import HasDeadlines
 from locpriv.wire import messages as m
 from locpriv.wire.topics import matches
 
-__all__ = ["Handler", "VirtualBus"]
+__all__ = ["Handler", "VirtualBus", "VirtualTimer"]
+
+E = TypeVar("E")
 
 Handler = Callable[[str, bytes, object, float], None]
 """``(topic, payload, tag, now)``: one delivered copy; ``tag`` is the publisher's."""
@@ -118,3 +122,37 @@ class VirtualBus:
 
     def __len__(self) -> int:
         return len(self._queue)
+
+
+class VirtualTimer(Generic[E]):
+    """A machine's deadlines on the virtual clock (the twin of the asyncio
+    :class:`~locpriv.transport.deadlines.DeadlineTimer`): :meth:`arm` after feeding the machine
+    schedules ``on_deadline`` at its next deadline (earlier ones supersede later ones), and
+    ``emit(effects, now)`` carries the effects out."""
+
+    def __init__(
+        self,
+        bus: VirtualBus,
+        machine: HasDeadlines[E],
+        emit: Callable[[list[E], float], None],
+    ) -> None:
+        self.bus = bus
+        self.machine = machine
+        self.emit = emit
+        self._at: float | None = None
+
+    def arm(self) -> None:
+        """Schedule the machine's next deadline unless an earlier call is already due."""
+        due = self.machine.next_deadline()
+        if due is not None and (self._at is None or due < self._at):
+            self._at = due
+            self.bus.call_at(due, self._fire)
+
+    def _fire(self, now: float) -> None:
+        if self._at is not None and now < self._at:
+            return  # superseded by an earlier call that already ran
+        self._at = None
+        due = self.machine.next_deadline()
+        if due is not None and due <= now:
+            self.emit(self.machine.on_deadline(now), now)
+        self.arm()

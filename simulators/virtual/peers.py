@@ -27,7 +27,7 @@ from simulators.evaluate import QueryRecord
 from simulators.outcomes import error_key, score_peer
 from simulators.peers import peer_machine, prefilter_m
 from simulators.scenario import BuiltScenario
-from simulators.virtual.bus import VirtualBus
+from simulators.virtual.bus import VirtualBus, VirtualTimer
 from simulators.workload import QueryEvent, UserProfile
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class PeerNodes:
     p4_side: int
     peers: dict[int, PeerMachine]
     peer_handlers: dict[int, Any]
-    peer_timer: dict[int, float]
+    peer_timers: dict[int, VirtualTimer[Effect]]
     peer_set: dict[int, tuple[float, float, float]]
     qid_rid: dict[str, int]
     pert: NDArray[np.float64]
@@ -83,7 +83,7 @@ class PeerNodes:
             pm = peer_machine(
                 self.b,
                 i,
-                knobs=self.cfg.p4_knobs,
+                knobs=self.cfg.p4,
                 side_m=self.p4_side,
                 topics=self.topics,
                 ids=counter_ids(f"d{i}x"),
@@ -140,21 +140,15 @@ class PeerNodes:
                 self.bus.unsubscribe(e.topic, self.peer_handlers[i])
             elif isinstance(e, Done | Failed):
                 self.p4_done(e, now)
-        d = pm.next_deadline()
-        if d is not None and d < self.peer_timer.get(i, math.inf):
-            self.peer_timer[i] = d
-            self.bus.call_at(d, functools.partial(self.peer_deadline, i))
+        timer = self.peer_timers.get(i)
+        if timer is None:
+            timer = self.peer_timers[i] = VirtualTimer(
+                self.bus, pm, functools.partial(self.apply_due, i)
+            )
+        timer.arm()
 
-    def peer_deadline(self, i: int, now: float) -> None:
-        if self.peer_timer.get(i, math.inf) < now:
-            return
-        self.peer_timer.pop(i, None)
-        pm = self.peers[i]
-        d = pm.next_deadline()
-        if d is not None and d <= now:
-            self.apply(i, pm.on_deadline(now), now, None)
-        else:
-            self.apply(i, [], now, None)
+    def apply_due(self, i: int, effects: list[Effect], now: float) -> None:
+        self.apply(i, effects, now, None)
 
     def on_cell(self, topic: str, payload: bytes, tag: object, now: float) -> None:
         """Discovery traffic: the devices listening on ``topic`` (pre-filtered) receive it."""
@@ -166,7 +160,7 @@ class PeerNodes:
             assert isinstance(decoded, m.PeerRequest)
             msg = decoded
             rx, ry = self.proj.point_to_xy(msg.lon, msg.lat)
-            reach = prefilter_m(self.cfg.p4_knobs, msg)
+            reach = prefilter_m(self.cfg.p4, msg)
             # devices know where they were at their last location update (as they report it)
             xs, ys = self.upd_xy[:, 0], self.upd_xy[:, 1]
             near = np.flatnonzero(np.hypot(xs - rx, ys - ry) <= reach + self.reach_j)

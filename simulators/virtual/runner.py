@@ -67,7 +67,7 @@ from simulators.evaluate import QueryRecord, RunStats
 from simulators.outcomes import error_key, score_trusted
 from simulators.peers import P4Knobs, discovery_side
 from simulators.scenario import BuiltScenario
-from simulators.virtual.bus import VirtualBus
+from simulators.virtual.bus import VirtualBus, VirtualTimer
 from simulators.virtual.peers import Ctx, PeerNodes
 from simulators.workload import QueryEvent, UserProfile
 
@@ -98,31 +98,13 @@ class VirtualConfig:
     """Let the anonymizer pre-build each epoch's partitions at the epoch boundary (the
     service does, to keep them off the request path; on a virtual clock that only costs time,
     so requests build them lazily unless this is set)."""
-    p4_max_replies: int = 64
-    """Largest candidate set a device groups from (``PeerConfig.max_candidates``)."""
-    p4_reuse_radius_m: float = 50.0
-    p4_max_distance_m: float = 200.0
-    """Responders farther than this (between perturbed points) stay silent, metres."""
-    p4_centroid_radius: bool = True
-    """Kept for compatibility: the peer machine always sends a covering radius."""
-    p4_node_budget: int = 20_000
-    p4_window_s: float = 0.5
-    p4_max_rounds: int = 2
+    p4: P4Knobs = field(
+        default_factory=lambda: P4Knobs(ds_timeout_s=5.0, max_replies=64, node_budget=20_000)
+    )
+    """The devices' Protocol 4 settings (the same knobs as the fleet's): by default at most 64
+    candidates per group and an exact search of at most 20,000 nodes, to keep studies fast."""
     cloak: CloakConfig | None = None
     """Cloaker configuration; by default the scenario extent with 1 km margin, epoch ``tick_s``."""
-
-    @property
-    def p4_knobs(self) -> P4Knobs:
-        """The devices' Protocol 4 settings (shared with the fleet's glue)."""
-        return P4Knobs(
-            window_s=self.p4_window_s,
-            max_rounds=self.p4_max_rounds,
-            max_distance_m=self.p4_max_distance_m,
-            ds_timeout_s=self.ds_timeout_s,
-            max_replies=self.p4_max_replies,
-            reuse_radius_m=self.p4_reuse_radius_m,
-            node_budget=self.p4_node_budget,
-        )
 
 
 @dataclass
@@ -196,7 +178,7 @@ class _Runner(PeerNodes):
             topics=self.topics,
             max_payload=REPLY_MAX_BYTES,
         )
-        self.core_timer: float | None = None
+        self.core_timer = VirtualTimer(self.bus, self.core, self.send_all)
         for route in self.core_dispatch.routes:
             self.bus.subscribe(route.topic_filter, self.on_core)
         self.ds_dispatch = Dispatcher(
@@ -217,14 +199,14 @@ class _Runner(PeerNodes):
         )
         self.request_rid: dict[str, int] = {}
         """Requester request id -> index of the query (record)."""
-        self.requester_timer: float | None = None
+        self.requester_timer = VirtualTimer(self.bus, self.requester, self.apply_requester)
         self.bus.subscribe(self.requester.reply_to, self.on_requester)
         # ---- P4 devices
         profiles = built.workload.profiles
-        self.p4_side = discovery_side(built, cfg.p4_knobs)
+        self.p4_side = discovery_side(built, cfg.p4)
         self.peers: dict[int, PeerMachine] = {}
         self.peer_handlers: dict[int, Any] = {}
-        self.peer_timer: dict[int, float] = {}
+        self.peer_timers: dict[int, VirtualTimer[Effect]] = {}
         self.peer_set: dict[int, tuple[float, float, float]] = {}
         self.qid_rid: dict[str, int] = {}
         self.pert = np.full((self.traj.n_users, 2), np.inf)
@@ -271,23 +253,11 @@ class _Runner(PeerNodes):
     def on_core(self, topic: str, payload: bytes, tag: object, now: float) -> None:
         for s in self.core_dispatch.handle(Received(topic, payload), now):
             self.send(s, now, tag if isinstance(tag, int) else None)
-        self.arm_core()
+        self.core_timer.arm()
 
-    def arm_core(self) -> None:
-        d = self.core.next_deadline()
-        if d is not None and (self.core_timer is None or d < self.core_timer):
-            self.core_timer = d
-            self.bus.call_at(d, self.core_deadline)
-
-    def core_deadline(self, now: float) -> None:
-        if self.core_timer is not None and now < self.core_timer:
-            return  # superseded by an earlier timer that already ran
-        self.core_timer = None
-        d = self.core.next_deadline()
-        if d is not None and d <= now:
-            for s in self.core.on_deadline(now):
-                self.send(s, now, None)
-        self.arm_core()
+    def send_all(self, sends: list[Send], now: float) -> None:
+        for s in sends:
+            self.send(s, now, None)
 
     def on_ds(self, topic: str, payload: bytes, tag: object, now: float) -> None:
         for s in self.ds_dispatch.handle(Received(topic, payload), now):
@@ -315,16 +285,7 @@ class _Runner(PeerNodes):
                 self.bus.unsubscribe(e.topic, self.on_requester)
             elif isinstance(e, Done | Failed):
                 self.requester_done(e, now)
-        d = self.requester.next_deadline()
-        if d is not None and (self.requester_timer is None or d < self.requester_timer):
-            self.requester_timer = d
-            self.bus.call_at(d, self.requester_deadline)
-
-    def requester_deadline(self, now: float) -> None:
-        if self.requester_timer is not None and now < self.requester_timer:
-            return  # superseded by an earlier timer that already ran
-        self.requester_timer = None
-        self.apply_requester(self.requester.on_deadline(now), now)
+        self.requester_timer.arm()
 
     def requester_done(self, e: Done[Any] | Failed, now: float) -> None:
         rid = self.request_rid.pop(e.request_id, None)

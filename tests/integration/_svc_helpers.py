@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import numpy as np
 
@@ -52,6 +52,13 @@ async def running(*services: ServiceDriver) -> AsyncIterator[None]:
         for s in services:
             s.stop()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll ``condition`` every 10 ms until it holds (TimeoutError after ``timeout`` s)."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
 
 
 async def seed_population(url: str, topics: Topics, n: int = 40, seed: int = 1) -> None:

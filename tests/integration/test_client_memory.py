@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
-from _svc_helpers import PROJ, make_config, running
+from _svc_helpers import PROJ, make_config, running, wait_until
 
 from locpriv.client import Client
 from locpriv.errors import (
@@ -37,9 +36,10 @@ async def _seed(url: str, topics: Topics, n: int) -> None:
 async def test_client_on_memory_bus(topics: Topics) -> None:
     url = f"memory://{uuid.uuid4().hex}"
     config = make_config(topics)
-    async with running(AnonymizerService(url, config), DSService(url, config)):
+    anonymizer = AnonymizerService(url, config)
+    async with running(anonymizer, DSService(url, config)):
         await _seed(url, topics, 12)
-        await asyncio.sleep(0.25)
+        await wait_until(lambda: len(anonymizer.machine.anonymizer.cloaker) >= 12)  # type: ignore[attr-defined]
         lon, lat = PROJ.point_to_lonlat(150.0, -80.0)
         async with Client(url, user_id="hana", prefix=topics.prefix, timeout_s=5) as hana:
             with pytest.raises(LocalProtocolError):
@@ -48,7 +48,6 @@ async def test_client_on_memory_bus(topics: Topics) -> None:
                 await hana.cloak(k=3)  # no default profile: the whole window is needed
             await hana.update_location(lat=lat, lon=lon)
             assert hana.position == (lon, lat)
-            await asyncio.sleep(0.25)
             cloak = await hana.cloak(k=3, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=2)
             assert cloak.users is not None and cloak.users >= 3
             query = WithinQuery(category="pharmacy", radius_m=1500.0)

@@ -17,6 +17,7 @@ from locpriv.service.ds import DSService
 from locpriv.transport import Received, connect
 from locpriv.wire.messages import CloakReply, ErrorReply, QueryAnswer, decode
 from locpriv.wire.topics import Topics, matches
+from simulators.hostile import stray_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -66,20 +67,7 @@ def _ds(reply_to: str, cid: str) -> bytes:
 
 
 def _stray(topics: Topics, seen: list[Received], sent: Counter[str]) -> list[str]:
-    """Topics the services published on outside replies, errors, status and the mediator's DS
-    hop: every message the spy saw beyond what the test itself published there."""
-    counts = Counter(m.topic for m in seen)
-    return [
-        topic
-        for topic, n in counts.items()
-        if n > sent[topic]
-        and not (
-            topic.startswith(topics.reply_prefix)
-            or matches(topics.errors_filter, topic)
-            or matches(f"{topics.root}/status/+", topic)
-            or topic == topics.ds_query
-        )
-    ]
+    return stray_topics(topics, Counter(m.topic for m in seen), sent)
 
 
 async def _answered(url: str, topics: Topics, cid: str) -> None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import pytest
-from _svc_helpers import PROJ, make_config, running, seed_population
+from _svc_helpers import PROJ, make_config, running, seed_population, wait_until
 
 from locpriv.client import Client
 from locpriv.service.anonymizer import AnonymizerService
@@ -26,11 +25,11 @@ async def test_no_user_id_or_coordinates_above_debug(
     lon, lat = PROJ.point_to_lonlat(217.0, -143.0)
     caplog.set_level(logging.DEBUG)
     config = make_config(topics)
-    async with running(AnonymizerService(broker_url, config), DSService(broker_url, config)):
+    anonymizer = AnonymizerService(broker_url, config)
+    async with running(anonymizer, DSService(broker_url, config)):
         await seed_population(broker_url, topics)
         async with Client(broker_url, user_id=SECRET_ID, prefix=topics.prefix) as c:
             await c.update_location(lat=lat, lon=lon)
-            await asyncio.sleep(0.3)
             await c.query(NearestQuery(category="cafe", n=2), protocol=2)
             await c.query(
                 NearestQuery(category="cafe", n=2),
@@ -41,8 +40,9 @@ async def test_no_user_id_or_coordinates_above_debug(
                 max_delay_s=3,
             )
             # a malformed request from this user is logged by the service as a rejection
+            rejected = anonymizer.stats["rejected"]
             await c._transport.publish(topics.p2_query, f'{{"user_id":"{SECRET_ID}"'.encode())
-            await asyncio.sleep(0.3)
+            await wait_until(lambda: anonymizer.stats["rejected"] > rejected)
     ours = [r for r in caplog.records if r.name.startswith("locpriv")]
     # a coordinate printed with 3 or more decimals, whatever its format, contains these
     needles = [SECRET_ID, *(f"{v:.6f}"[:-3] for v in (lat, lon))]

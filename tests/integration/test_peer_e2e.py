@@ -103,8 +103,7 @@ async def fleet(
             )
             clients.append(await stack.enter_async_context(p))
             p.set_location(lat=lat, lon=lon)
-        await asyncio.gather(*(p.flush() for p in clients))
-        await asyncio.sleep(0.2)  # subscriptions settle on the broker
+        await asyncio.gather(*(p.flush() for p in clients))  # subscriptions acknowledged
         yield clients, where
 
 

@@ -45,7 +45,6 @@ async def test_amqtt_broker_with_plugin_serves_p3_and_p1(tmp_path: Path, topics:
         await seed_population(url, topics, n=30)
         async with Client(url, user_id="erin", prefix=topics.prefix) as erin:
             await erin.update_location(lat=LAT, lon=LON)
-            await asyncio.sleep(0.3)
             cloak = await erin.cloak(k=4, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=3)
             assert cloak.users is not None and cloak.users >= 4
             assert cloak.region.covers(shapely.Point(LON, LAT))

@@ -6,7 +6,7 @@ import asyncio
 import json
 
 import pytest
-from _svc_helpers import PROJ, make_config, running, seed_population
+from _svc_helpers import PROJ, make_config, running, seed_population, wait_until
 
 from locpriv.client import Client
 from locpriv.errors import ErrorCode, RemoteError
@@ -190,8 +190,7 @@ async def test_broker_restart_reconnect_resubscribe(
         async with Client(url, user_id="carol", prefix=topics.prefix) as carol:
             before = await carol.query(query, protocol=2, lat=LAT, lon=LON)
         mosquitto.stop()
-        await asyncio.sleep(0.5)
-        assert not anonymizer.connected and not ds.connected
+        await wait_until(lambda: not anonymizer.connected and not ds.connected)
         mosquitto.start()
         await _wait_serving(anonymizer, ds)
         async with Client(url, user_id="carol", prefix=topics.prefix) as carol:
@@ -230,13 +229,14 @@ async def test_temporal_cloak_completes_or_times_out_via_service_timer(
     from locpriv.errors import CloakTimeout
 
     config = make_config(topics)
-    async with running(AnonymizerService(amqtt_url, config)):
+    anonymizer = AnonymizerService(amqtt_url, config)
+    async with running(anonymizer):
         await seed_population(amqtt_url, topics, n=3)
         async with Client(amqtt_url, user_id="gus", prefix=topics.prefix) as gus:
             await gus.update_location(lat=LAT, lon=LON)
             # 4 users known, k=6: pending until two more users show up in a later epoch
             waiting = asyncio.create_task(gus.cloak(k=6, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=4))
-            await asyncio.sleep(0.3)
+            await wait_until(lambda: anonymizer.machine.anonymizer.pending >= 1)  # type: ignore[attr-defined]
             assert not waiting.done()
             await seed_population(amqtt_url, topics, n=6, seed=2)
             cloak = await waiting

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from _svc_helpers import wait_until
 
 from locpriv.errors import TransportError
 from locpriv.service.broker import MosquittoProcess
@@ -48,8 +49,7 @@ async def test_reconnect_and_resubscribe(mosquitto: MosquittoProcess, topics: To
         assert isinstance(sub, MqttTransport)
         await sub.subscribe(topics.p3_cloak)
         mosquitto.stop()
-        await asyncio.sleep(0.3)
-        assert not sub.connected
+        await wait_until(lambda: not sub.connected)
         mosquitto.start()
         async with connect(mosquitto.url) as pub:
             # publish from the subscriber too: it waits for the reconnect instead of dropping
@@ -67,6 +67,6 @@ async def test_publish_during_long_outage_raises(
 ) -> None:
     async with connect(mosquitto.url, publish_timeout_s=0.5) as t:
         mosquitto.stop()
-        await asyncio.sleep(0.2)
+        await wait_until(lambda: not t.connected)
         with pytest.raises(TransportError):
             await t.publish(topics.p3_cloak, b"x")

@@ -13,6 +13,7 @@ from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
 from simulators.evaluate import summarize
 from simulators.fleet import FleetOptions, FleetResult, Progress, run_fleet_async
+from simulators.peers import P4Knobs
 from simulators.scenario import build, load_scenario
 from simulators.workload import Distribution
 
@@ -39,7 +40,11 @@ async def _run(url: str) -> tuple[FleetResult, list[Progress]]:
     try:
         await asyncio.wait_for(asyncio.gather(anon.ready.wait(), ds.ready.wait()), 20)
         opts = FleetOptions(
-            url=url, processes=0, start_delay_s=1.0, drain_s=3.0, p4_window_s=1.0, p4_max_rounds=3
+            url=url,
+            processes=0,
+            start_delay_s=1.0,
+            drain_s=3.0,
+            p4=P4Knobs(window_s=1.0, max_rounds=3),
         )
         result = await run_fleet_async(built, opts, shards=2, report=seen.append)
     finally:
