@@ -173,13 +173,16 @@ class Client:
         a_min_m2: float | None = None,
         a_max_m2: float | None = None,
         max_delay_s: float | None = None,
+        session_s: float | None = None,
         lon: float | None = None,
         lat: float | None = None,
         timeout_s: float | None = None,
     ) -> Cloak:
         """Protocol 3: a cloaked region around the user (at ``lon``/``lat`` if given, else her
-        last update). Raises CloakInfeasible, CloakTimeout, RemoteError, RequestTimeout."""
-        profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s)
+        last update). ``session_s`` > 0 keeps k of the same users in her successive regions
+        (historical k-anonymity). Raises CloakInfeasible, CloakTimeout, RemoteError,
+        RequestTimeout."""
+        profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s, session_s)
         position = LonLat(lon, lat) if lon is not None and lat is not None else None
         rid, effects = self.machine.cloak(
             user_id=self.user_id,
@@ -205,13 +208,14 @@ class Client:
         a_min_m2: float | None = None,
         a_max_m2: float | None = None,
         max_delay_s: float | None = None,
+        session_s: float | None = None,
         attributes: dict[str, str | int | float] | None = None,
         timeout_s: float | None = None,
     ) -> Answer:
         """Ask ``query`` at the user's position by Protocol 1, 2 or 3; the answer is exact
         (refined locally for 1 and 3). ``attributes`` (P1/P2) are stripped by the mediator."""
         here = self._here(lon, lat)
-        profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s)
+        profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s, session_s)
         rid, effects = self.machine.query(
             query,
             protocol=protocol,

@@ -14,6 +14,8 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     a_min_floor_m2 = 0.0
     a_max_ceiling_m2 = 1e9
     max_delay_s_bound = 60.0
+    session_s_bound = 14400.0          # longest historical-k-anonymity session a request may ask
+    session_margin_m = 100.0           # session regions keep members this far from the edges
     default_k = 10
     default_a_min_m2 = 1e4
     default_a_max_m2 = 4e6
@@ -85,6 +87,8 @@ class CloakSection(_Section):
     a_min_floor_m2: float = Field(0.0, ge=0)
     a_max_ceiling_m2: float = Field(1e9, gt=0)
     max_delay_s_bound: float = Field(60.0, ge=0)
+    session_s_bound: float = Field(4 * 3600.0, ge=0)
+    session_margin_m: float = Field(100.0, ge=0)
     default_k: int = Field(10, ge=1)
     default_a_min_m2: float = Field(1e4, ge=0)
     default_a_max_m2: float = Field(4e6, gt=0)
@@ -158,6 +162,8 @@ class ServiceConfig(_Section):
             a_min_floor_m2=c.a_min_floor_m2,
             a_max_ceiling_m2=c.a_max_ceiling_m2,
             max_delay_s_bound=c.max_delay_s_bound,
+            session_s_bound=c.session_s_bound,
+            session_margin_m=c.session_margin_m,
             default=CloakParams(
                 k=c.default_k,
                 a_min_m2=c.default_a_min_m2,

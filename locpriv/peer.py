@@ -11,7 +11,11 @@
 While the client is open it also answers neighbours' requests (the responder, under
 ``config.responder``). ``user_id`` never leaves the device: the MQTT client id, reply topics,
 correlation ids and the requester/responder pseudonym are random. Times are Unix seconds from
-``clock`` (default :func:`time.time`); randomness from ``rng`` (default: seeded from OS entropy).
+``clock`` (default :func:`time.time`); noise from ``rng`` (default: seeded from OS entropy).
+``secret`` (32 random bytes, e.g. ``secrets.token_bytes(32)``) keys the place noise of the
+static-device defence: an app should create it once and keep it in the device's key store, so
+that a place keeps one perturbed point across restarts (a new secret is a new set of points,
+which an adversary could average with the old ones).
 
 Errors from :meth:`PeerClient.query`: :class:`~locpriv.errors.GroupInfeasible` (no group after
 ``max_rounds``, the reason in the message), :class:`~locpriv.errors.RemoteError` (DS answered
@@ -75,6 +79,7 @@ class PeerClient:
         rng: np.random.Generator | None = None,
         clock: Callable[[], float] = time.time,
         transport: Transport | None = None,
+        secret: bytes | None = None,
         **options: Any,
     ) -> None:
         if config is None:
@@ -93,7 +98,10 @@ class PeerClient:
         self.config = config
         self.clock = clock
         self.machine = PeerMachine(
-            config, rng=rng if rng is not None else np.random.default_rng(), topics=topics
+            config,
+            rng=rng if rng is not None else np.random.default_rng(),
+            topics=topics,
+            secret=secret,
         )
         self.transport: Transport = transport or connect(url, client_id=new_client_id("p4"))
         self._timer = DeadlineTimer(

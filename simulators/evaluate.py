@@ -86,6 +86,8 @@ class QueryRecord:
     """Error of the region-centroid estimate (P1, P3) or of a peer's perturbed view (P4), m."""
     messages: int = 0
     bytes: int = 0
+    inside: frozenset[int] | None = None
+    """Users truly inside the region (indices), for the intersection attack."""
 
 
 @dataclass
@@ -151,6 +153,7 @@ def region_truth(
     near = np.flatnonzero(inside)
     inside[near] = shapely.intersects_xy(poly.buffer(eps), xs[near], ys[near])
     n_inside = int(inside.sum())
+    rec.inside = frozenset(np.flatnonzero(inside).tolist())
     inside[user] = False  # the requester is added once, at her true position
     cand = np.vstack([np.column_stack([xs[inside], ys[inside]]), np.asarray([xy])])
     rec.adversary_error_m = expected_error_uniform(xy, cand)
@@ -237,8 +240,29 @@ def summarize(records: Sequence[QueryRecord], stats: RunStats) -> dict[str, Any]
         "run": asdict(stats),
         "protocols": {f"p{p}": _metrics(rs, stats.duration_s) for p, rs in sorted(by.items())},
         "all": _metrics(records, stats.duration_s),
+        "attacks": {"intersection": intersection_by_user(records)},
     }
     return out
+
+
+def intersection_by_user(records: Sequence[QueryRecord]) -> dict[str, Any]:
+    """The intersection attack on users who asked for several regions (P1, P3) in the run:
+    each user's answered regions, in time order, are one session; see
+    :func:`simulators.attacks.intersection_attack`. Also the median area paid."""
+    from simulators.attacks import intersection_attack
+
+    by_user: dict[int, list[QueryRecord]] = {}
+    for r in records:
+        if r.ok and r.protocol in (1, 3) and r.inside is not None:
+            by_user.setdefault(r.user, []).append(r)
+    sessions = [sorted(rs, key=lambda r: r.t_request_s) for rs in by_user.values() if len(rs) >= 5]
+    result: dict[str, Any] = intersection_attack(
+        [[r.inside for r in rs if r.inside is not None] for rs in sessions],
+        [rs[0].k_requested for rs in sessions],
+    )
+    areas = [r.area_m2 for rs in sessions for r in rs if r.area_m2 is not None]
+    result["area_m2_median"] = float(np.median(areas)) if areas else None
+    return result
 
 
 def write_json(summary: dict[str, Any], path: str | Path) -> None:

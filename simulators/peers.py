@@ -9,6 +9,7 @@ the device knobs (:class:`P4Knobs`), the deployment's single discovery grid
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -54,7 +55,8 @@ def peer_machine(
     topics: Topics,
     ids: IdSource = new_id,
 ) -> PeerMachine:
-    """Device ``user`` configured from its privacy profile, noise seeded by the scenario."""
+    """Device ``user`` configured from its privacy profile; its noise and place secret are
+    derived from the scenario's seed (reproducible runs)."""
     config = built.workload.profiles[user].peer_config(
         cell_side_m=side_m,
         window_s=knobs.window_s,
@@ -66,7 +68,8 @@ def peer_machine(
         node_budget=knobs.node_budget,
     )
     rng = np.random.default_rng([built.protocol_seed, user])
-    return PeerMachine(config, rng=rng, topics=topics, ids=ids)
+    secret = hashlib.sha256(f"locpriv-sim/{built.protocol_seed}/{user}".encode()).digest()
+    return PeerMachine(config, rng=rng, topics=topics, ids=ids, secret=secret)
 
 
 def prefilter_m(knobs: P4Knobs, request: PeerRequest) -> float:

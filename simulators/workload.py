@@ -128,6 +128,8 @@ class UserProfile:
     a_max_m2: float
     max_delay_s: float
     sigma_m: float
+    session_s: float = 0.0
+    """Historical k-anonymity asked for by this user's cloaks (0: none), s."""
 
     def peer_config(
         self,
@@ -180,6 +182,7 @@ def _default_profile() -> dict[str, Any]:
         "a_max_m2": {"dist": "loguniform", "low": 1.0e6, "high": 4.0e6},
         "max_delay_s": {"dist": "uniform", "low": 0.0, "high": 5.0},
         "sigma_m": {"dist": "choice", "values": [50.0, 100.0, 200.0]},
+        "session_s": {"dist": "const", "value": 0.0},
     }
 
 
@@ -198,11 +201,26 @@ class WorkloadConfig:
     profile: Mapping[str, Distribution] = field(
         default_factory=lambda: {k: Distribution.parse(v) for k, v in _default_profile().items()}
     )
+    session_share: float = 0.0
+    """Share of the querying users who also ask repeatedly in one session (the intersection
+    attack's victims): from a uniform start, every ``session_every_s`` for a uniform
+    duration in ``session_minutes``, by protocol 1 or 3 (half each)."""
+    session_every_s: float = 60.0
+    session_minutes: tuple[float, float] = (30.0, 60.0)
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any]) -> WorkloadConfig:
         """From the ``[workload]`` table of a scenario (every key optional)."""
-        known = {"queries_per_user_per_hour", "protocol_mix", "categories", "nearest_n", "profile"}
+        known = {
+            "queries_per_user_per_hour",
+            "protocol_mix",
+            "categories",
+            "nearest_n",
+            "profile",
+            "session_share",
+            "session_every_s",
+            "session_minutes",
+        }
         if extra := set(cfg) - known:
             raise ValueError(f"unknown workload key(s) {sorted(extra)}")
         base = cls()
@@ -233,6 +251,9 @@ class WorkloadConfig:
             if "nearest_n" in cfg
             else base.nearest_n,
             profile={k: Distribution.parse(v) for k, v in prof_raw.items()},
+            session_share=float(cfg.get("session_share", base.session_share)),
+            session_every_s=float(cfg.get("session_every_s", base.session_every_s)),
+            session_minutes=tuple(cfg.get("session_minutes", base.session_minutes)),
         )
 
 
@@ -260,8 +281,16 @@ def draw_profiles(
     a_max = np.maximum(cfg["a_max_m2"].sample(rng, n), 4.0 * a_min + 1.0)
     delay = np.maximum(cfg["max_delay_s"].sample(rng, n), 0.0)
     sigma = np.maximum(cfg["sigma_m"].sample(rng, n), 0.0)
+    session = np.maximum(cfg["session_s"].sample(rng, n), 0.0)
     return tuple(
-        UserProfile(int(k[i]), float(a_min[i]), float(a_max[i]), float(delay[i]), float(sigma[i]))
+        UserProfile(
+            int(k[i]),
+            float(a_min[i]),
+            float(a_max[i]),
+            float(delay[i]),
+            float(sigma[i]),
+            float(session[i]),
+        )
         for i in range(n)
     )
 
@@ -306,10 +335,37 @@ def generate_workload(
     proto = rng.choice(protos, size=m, p=weights)
     cats = rng.integers(0, len(cfg.categories), size=m)
     ns = np.maximum(1, np.rint(cfg.nearest_n.sample(rng, m))).astype(int)
-    events = tuple(
+    events = [
         QueryEvent(
             float(times[i]), int(users[i]), int(proto[i]), cfg.categories[cats[i]], int(ns[i])
         )
         for i in range(m)
-    )
-    return Workload(profiles, events)
+    ]
+    events += _session_events(cfg, active, start_s, duration_s, rng)
+    return Workload(profiles, tuple(sorted(events, key=lambda e: (e.t_s, e.user))))
+
+
+def _session_events(
+    cfg: WorkloadConfig,
+    active: NDArray[np.int64],
+    start_s: float,
+    duration_s: float,
+    rng: np.random.Generator,
+) -> list[QueryEvent]:
+    """Periodic queries of the ``session_share`` of ``active`` users (see WorkloadConfig)."""
+    n = round(cfg.session_share * len(active))
+    if n <= 0:
+        return []
+    who = rng.choice(active, size=n, replace=False)
+    out: list[QueryEvent] = []
+    lo, hi = cfg.session_minutes
+    for u in who.tolist():
+        span = float(rng.uniform(lo, hi)) * 60.0
+        t0 = float(rng.uniform(start_s, max(start_s, duration_s - span)))
+        protocol = int(rng.choice([1, 3]))
+        category = cfg.categories[int(rng.integers(0, len(cfg.categories)))]
+        t = t0
+        while t < min(t0 + span, duration_s):
+            out.append(QueryEvent(t, int(u), protocol, category, 1))
+            t += cfg.session_every_s
+    return out

@@ -15,13 +15,24 @@ Mechanisms (one per deployment, all behind :class:`Mechanism`):
 
 Averaging defence (Lemma 1: ``n`` fresh copies of a static point average to error ``σ/√n``):
 :class:`PerturbedPoint` keeps one perturbed point and reuses it while the device stays within
-``reuse_radius_m`` of where it was drawn and for at most ``reuse_ttl_s``; it remembers the draw of
-each place it visited (places are cells of side ``reuse_radius_m``), so coming back reuses the
-same point, and counts fresh draws per place (``max_draws_per_place`` caps them).
+``reuse_radius_m`` of where it was drawn. Places are cells of side ``reuse_radius_m``.
+
+* **Keyed** (``secret`` given; the default of Protocol 4 devices): the noise of a place is a
+  pseudo-random function of the device's secret and the place (HMAC-SHA256 seeds the draw), so
+  a device that stays or comes back, whatever the time, publishes the *same* point there: an
+  adversary who records every broadcast for months holds one sample per place, and its error
+  stays that of one draw (``σ·√(π/2)`` on average for Gaussian noise). The place grid is shifted
+  by a secret offset, so crossing a place boundary tells nothing about where the boundaries are.
+  ``rekey_s`` optionally changes the key every period (one more point per place and period).
+* **Unkeyed** (``secret=None``): fresh random draws, reused for at most ``reuse_ttl_s``; the draw
+  of each place visited is remembered, so coming back reuses it, and ``max_draws_per_place``
+  caps the fresh draws per place (a static device then averages down to ``σ/√cap``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -166,10 +177,18 @@ def perturb(
     return offset_lonlat(lon_deg, lat_deg, float(d[0]), float(d[1]), projection)
 
 
-def _place_key(lon_deg: float, lat_deg: float, side_m: float) -> tuple[int, int]:
-    row = math.floor(lat_deg * _MEAN_M_PER_DEG_LAT / side_m)
+def _place_key(
+    lon_deg: float, lat_deg: float, side_m: float, shift_m: tuple[float, float] = (0.0, 0.0)
+) -> tuple[int, int]:
+    row = math.floor((lat_deg * _MEAN_M_PER_DEG_LAT + shift_m[1]) / side_m)
     m_lon = max(metres_per_degree(lat_deg)[0], 1.0)
-    return row, math.floor(lon_deg * m_lon / side_m)
+    return row, math.floor((lon_deg * m_lon + shift_m[0]) / side_m)
+
+
+def _prf(secret: bytes, *parts: object) -> int:
+    """A 64-bit pseudo-random value keyed by ``secret`` (HMAC-SHA256 of the parts)."""
+    msg = "/".join(str(p) for p in parts).encode()
+    return int.from_bytes(hmac.new(secret, msg, hashlib.sha256).digest()[:8], "big")
 
 
 @dataclass(slots=True)
@@ -189,6 +208,8 @@ class PerturbedPoint:
     ``reuse_radius_m`` metres from the draw's origin or ``reuse_ttl_s`` seconds pass; a place
     (cell of side ``reuse_radius_m``) never sees more than ``max_draws_per_place`` fresh draws
     (``None``: unlimited); with ``enabled=False`` every call draws afresh (for experiments only).
+    With a ``secret`` (see the module docstring) a place's point is a function of the secret,
+    the place and the key period (``rekey_s``), so the TTL and the cap no longer matter.
     """
 
     mechanism: Mechanism
@@ -197,6 +218,8 @@ class PerturbedPoint:
     max_draws_per_place: int | None = None
     enabled: bool = True
     max_places: int = 256
+    secret: bytes | None = None
+    rekey_s: float | None = None
     fresh_draws: int = 0
     _current: _Draw | None = None
     _places: OrderedDict[tuple[int, int], _Draw] = field(default_factory=OrderedDict)
@@ -207,10 +230,49 @@ class PerturbedPoint:
             raise ValueError("reuse_radius_m must be > 0")
         if not self.reuse_ttl_s > 0.0:
             raise ValueError("reuse_ttl_s must be > 0")
+        if self.secret is not None and len(self.secret) < 16:
+            raise ValueError("a place secret needs at least 16 bytes")
+        if self.rekey_s is not None and not self.rekey_s > 0.0:
+            raise ValueError("rekey_s must be > 0")
+
+    @property
+    def keyed(self) -> bool:
+        """True when places have deterministic keyed noise (the static-device defence)."""
+        return self.enabled and self.secret is not None
+
+    def _shift(self) -> tuple[float, float]:
+        if self.secret is None:
+            return (0.0, 0.0)
+        side = self.reuse_radius_m
+        return (
+            _prf(self.secret, "grid-x") / 2**64 * side,
+            _prf(self.secret, "grid-y") / 2**64 * side,
+        )
+
+    def place_of(self, lon_deg: float, lat_deg: float) -> tuple[int, int]:
+        """The place (cell of side ``reuse_radius_m``, shifted by the secret) of a position."""
+        return _place_key(lon_deg, lat_deg, self.reuse_radius_m, self._shift())
 
     def draws_at(self, lon_deg: float, lat_deg: float) -> int:
         """Fresh draws made so far at the place of ``(lon, lat)``."""
-        return self._draw_counts.get(_place_key(lon_deg, lat_deg, self.reuse_radius_m), 0)
+        return self._draw_counts.get(self.place_of(lon_deg, lat_deg), 0)
+
+    def _centre(self, key: tuple[int, int]) -> tuple[float, float]:
+        """The centre ``(lon, lat)`` of a place: a function of the place alone."""
+        side = self.reuse_radius_m
+        sx, sy = self._shift()
+        lat = ((key[0] + 0.5) * side - sy) / _MEAN_M_PER_DEG_LAT
+        m_lon = max(metres_per_degree(lat)[0], 1.0)
+        return ((key[1] + 0.5) * side - sx) / m_lon, lat
+
+    def _keyed_draw(
+        self, key: tuple[int, int], period: int, projection: LocalProjection | None
+    ) -> tuple[float, float]:
+        """The place's point: its centre moved by noise seeded from the secret, place, period."""
+        assert self.secret is not None
+        place_rng = np.random.default_rng(_prf(self.secret, "place", key[0], key[1], period))
+        lon, lat = self._centre(key)
+        return perturb(lon, lat, self.mechanism, place_rng, projection)
 
     def _usable(self, d: _Draw, lon: float, lat: float, now: float) -> bool:
         if now - d.drawn_at >= self.reuse_ttl_s:
@@ -229,10 +291,12 @@ class PerturbedPoint:
         projection: LocalProjection | None = None,
     ) -> tuple[float, float]:
         """The perturbed ``(lon, lat)`` to publish for a device truly at ``(lon, lat)``."""
+        if self.keyed:
+            return self._current_keyed(lon_deg, lat_deg, now, projection)
         if self.enabled:
             if self._current is not None and self._usable(self._current, lon_deg, lat_deg, now):
                 return self._current.lon, self._current.lat
-            key = _place_key(lon_deg, lat_deg, self.reuse_radius_m)
+            key = self.place_of(lon_deg, lat_deg)
             capped = (
                 self.max_draws_per_place is not None
                 and self._draw_counts.get(key, 0) >= self.max_draws_per_place
@@ -246,13 +310,42 @@ class PerturbedPoint:
         draw = _Draw(lon, lat, lon_deg, lat_deg, now)
         self.fresh_draws += 1
         if self.enabled:
-            key = _place_key(lon_deg, lat_deg, self.reuse_radius_m)
+            key = self.place_of(lon_deg, lat_deg)
             self._draw_counts[key] = self._draw_counts.get(key, 0) + 1
             self._places[key] = draw
             self._places.move_to_end(key)
             while len(self._places) > self.max_places:
                 self._places.popitem(last=False)
             self._current = draw
+        return lon, lat
+
+    def _current_keyed(
+        self, lon_deg: float, lat_deg: float, now: float, projection: LocalProjection | None
+    ) -> tuple[float, float]:
+        """Keyed mode: the point of the place the device is at, with hysteresis: it keeps the
+        current place while within ``reuse_radius_m`` of where it entered it (GPS jitter at a
+        boundary must not alternate between two points), and its key period."""
+        period = 0 if self.rekey_s is None else math.floor(now / self.rekey_s)
+        cur = self._current
+        cur_period = (
+            None
+            if cur is None
+            else (0 if self.rekey_s is None else math.floor(cur.drawn_at / self.rekey_s))
+        )
+        if cur is not None and cur_period == period:
+            m_lon, m_lat = metres_per_degree(lat_deg)
+            dx = (lon_deg - cur.origin_lon) * m_lon
+            dy = (lat_deg - cur.origin_lat) * m_lat
+            if math.hypot(dx, dy) <= self.reuse_radius_m:
+                return cur.lon, cur.lat
+        key = self.place_of(lon_deg, lat_deg)
+        # a function of the place and period only: the same point at every visit, wherever in
+        # the place the device stands (its moves inside a place are not revealed either)
+        lon, lat = self._keyed_draw(key, period, projection)
+        if key not in self._draw_counts:
+            self.fresh_draws += 1
+            self._draw_counts[key] = 1
+        self._current = _Draw(lon, lat, lon_deg, lat_deg, now)
         return lon, lat
 
 

@@ -53,6 +53,7 @@ def profile_to_params(profile: PrivacyProfile | None) -> CloakParams | None:
         a_min_m2=profile.a_min_m2,
         a_max_m2=profile.a_max_m2,
         max_delay_s=profile.max_delay_s,
+        session_s=profile.session_s,
     )
 
 

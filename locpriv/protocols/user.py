@@ -142,13 +142,15 @@ class UserMachine:
         a_min_m2: float | None = None,
         a_max_m2: float | None = None,
         max_delay_s: float | None = None,
+        session_s: float | None = None,
     ) -> PrivacyProfile | None:
         """The default profile with the given fields overridden, clamped to ``bounds``; None
         (the operator's default) when nothing is given and there is no default profile. Raises
         LocalProtocolError when a field is missing and there is no default to take it from."""
         base = self.profile
         if base is None:
-            if k is None and a_min_m2 is None and a_max_m2 is None and max_delay_s is None:
+            given = (k, a_min_m2, a_max_m2, max_delay_s, session_s)
+            if all(v is None for v in given):
                 return None
             if k is None or a_min_m2 is None or a_max_m2 is None:
                 raise LocalProtocolError("give k, a_min_m2 and a_max_m2 (or a default profile)")
@@ -163,6 +165,7 @@ class UserMachine:
             a_min_m2=base.a_min_m2 if a_min_m2 is None else a_min_m2,
             a_max_m2=base.a_max_m2 if a_max_m2 is None else a_max_m2,
             max_delay_s=delay,
+            session_s=base.session_s if session_s is None else session_s,
         )
 
     # ------------------------------------------------------------------- inputs

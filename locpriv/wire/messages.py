@@ -116,6 +116,14 @@ class PrivacyProfile(WireModel):
     a_min_m2: SquareMetres = Field(description="Region area lower bound, m² (strict)")
     a_max_m2: SquareMetres = Field(description="Region area upper bound, m² (strict)")
     max_delay_s: Seconds = Field(default=0.0, le=3600.0, description="Temporal tolerance, s")
+    session_s: Seconds = Field(
+        default=0.0,
+        le=86_400.0,
+        description=(
+            "Historical k-anonymity: successive regions keep k of the same users while requests"
+            " come less than session_s apart (0: every region on its own), s"
+        ),
+    )
 
     @model_validator(mode="after")
     def _window(self) -> PrivacyProfile:

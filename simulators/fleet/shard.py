@@ -269,7 +269,9 @@ class Shard:
         xy = self.traj.user_at(ev.user, rec.t_request_s)
         lon, lat = self.proj.point_to_lonlat(*xy)
         requester = self.requester
-        profile = requester.merge_profile(prof.k, prof.a_min_m2, prof.a_max_m2, prof.max_delay_s)
+        profile = requester.merge_profile(
+            prof.k, prof.a_min_m2, prof.a_max_m2, prof.max_delay_s, prof.session_s
+        )
         rid, effects = requester.query(
             m.NearestQuery(category=ev.category, n=ev.n),
             protocol=ev.protocol,

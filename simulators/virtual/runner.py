@@ -341,7 +341,9 @@ class _Runner(PeerNodes):
             protocol=ev.protocol,
             user_id=self.traj.user_ids[ev.user],
             position=LonLat(*ctx.lonlat),
-            profile=requester.merge_profile(prof.k, prof.a_min_m2, prof.a_max_m2, prof.max_delay_s),
+            profile=requester.merge_profile(
+                prof.k, prof.a_min_m2, prof.a_max_m2, prof.max_delay_s, prof.session_s
+            ),
             now=now,
             timeout_s=self.cfg.ds_timeout_s + self.cfg.max_delay_s_bound,
         )

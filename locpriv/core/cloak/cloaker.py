@@ -52,6 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
+from locpriv.core.cloak.history import session_region
 from locpriv.core.cloak.partition import (
     Partition,
     build_partition,
@@ -144,14 +145,29 @@ class _Pending:
     reason: str
 
 
+@dataclass(slots=True)
+class _Session:
+    """A user's historical anonymity set (see :mod:`locpriv.core.cloak.history`)."""
+
+    members: list[str]
+    k: int
+    session_s: float
+    last: float
+    seed: int
+    count: int = 0
+
+
 class Cloaker:
     """Spatio-temporal cloaking over moving users (sans-I/O; the caller supplies ``now`` in s).
 
-    Not thread-safe; call from one task. See the module docstring for the epoch model.
+    Not thread-safe; call from one task. See the module docstring for the epoch model. ``rng``
+    places session regions (historical k-anonymity); by default seeded from OS entropy.
     """
 
-    def __init__(self, config: CloakConfig) -> None:
+    def __init__(self, config: CloakConfig, *, rng: np.random.Generator | None = None) -> None:
         self.config = config
+        self._rng = rng if rng is not None else np.random.default_rng()
+        self._sessions: dict[str, _Session] = {}
         self.table = UserTable()
         self._world = np.asarray(config.world, dtype=np.float64)
         self._snap: _Snapshot | None = None
@@ -214,7 +230,7 @@ class Cloaker:
         if slot is None:
             return CloakOutcome(request_id, None, UnknownUser("no current location for this user"))
         snap = self._snapshot(now)
-        region, reason = self._attempt(snap, slot, p)
+        region, reason = self._attempt(snap, slot, p, user_id, now)
         if region is not None:
             return CloakOutcome(request_id, region, None)
         if p.max_delay_s <= 0:
@@ -320,7 +336,7 @@ class Cloaker:
             if slot is None:
                 pend.reason = "requesting user was forgotten (silent longer than the TTL)"
                 continue
-            region, reason = self._attempt(snap, slot, pend.params)
+            region, reason = self._attempt(snap, slot, pend.params, pend.user_id, now)
             if region is not None:
                 del self._pending[rid]
                 out.append(CloakOutcome(rid, region, None))
@@ -351,13 +367,98 @@ class Cloaker:
         return cp
 
     def _attempt(
-        self, snap: _Snapshot, slot: int, p: CloakParams
+        self, snap: _Snapshot, slot: int, p: CloakParams, user_id: str, now: float
     ) -> tuple[CloakRegion | None, str]:
         i = snap.index(self.table, slot)
         if i < 0:
             return None, "waiting for the next snapshot epoch (user joined after the snapshot)"
+        if p.session_s > 0:
+            session = self._live_session(user_id, p, now)
+            if session is not None:
+                return self._session_attempt(snap, i, session, p, now)
+        region, reason, leaf_of = self._shared_attempt(snap, i, p)
+        if region is not None and leaf_of is not None and p.session_s > 0:
+            # a new session: its anonymity set is the shared region's members, and already
+            # its first region is a session region (members kept off the edges)
+            members = np.flatnonzero(leaf_of == leaf_of[i])
+            ids = [self.table.slot_ids[int(snap.slots[j])] for j in members]
+            session = _Session(
+                members=[u for u in ids if u is not None],
+                k=p.k,
+                session_s=p.session_s,
+                last=now,
+                seed=int(self._rng.integers(2**63)),
+            )
+            self._sessions[user_id] = session
+            first, _ = self._session_attempt(snap, i, session, p, now)
+            if first is not None:
+                return first, ""
+        return region, reason
+
+    def _live_session(self, user_id: str, p: CloakParams, now: float) -> _Session | None:
+        """The user's session if it goes on (same k, last request within ``session_s``)."""
+        if len(self._sessions) > 4 * self.config.max_pending + 1024:
+            self._sessions = {
+                u: s for u, s in self._sessions.items() if now - s.last <= s.session_s
+            }
+        session = self._sessions.get(user_id)
+        if session is None:
+            return None
+        if session.k != p.k or now - session.last > max(session.session_s, p.session_s):
+            del self._sessions[user_id]
+            return None
+        session.session_s = p.session_s
+        return session
+
+    def _session_attempt(
+        self, snap: _Snapshot, i: int, session: _Session, p: CloakParams, now: float
+    ) -> tuple[CloakRegion | None, str]:
+        rows: list[int] = []
+        names: list[str] = []
+        for uid in session.members:
+            slot = self.table.ids.get(uid)
+            j = -1 if slot is None else snap.index(self.table, slot)
+            if j >= 0:
+                rows.append(j)
+                names.append(uid)
+        if i not in rows:  # the requester is always a member; add her back if she was new
+            rows.append(i)
+            names.append(self.table.slot_ids[int(snap.slots[i])] or "")
+        idx = np.asarray(rows, dtype=np.int64)
+        xy = np.column_stack([snap.x[idx], snap.y[idx]])
+        rng = np.random.default_rng([session.seed, session.count])
+        poly, chosen, reason = session_region(
+            xy,
+            rows.index(i),
+            session.k,
+            p.a_min_m2,
+            p.a_max_m2,
+            rng,
+            margin_m=self.config.session_margin_m,
+        )
+        session.last = now  # a session lasts while requests keep coming, answered or not
+        if poly is None:
+            return None, (
+                f"{reason}; the session ends after {session.session_s:g} s without requests"
+            )
+        x0, y0, x1, y1 = poly.bounds
+        inside = (snap.x >= x0) & (snap.x <= x1) & (snap.y >= y0) & (snap.y <= y1)
+        kept = idx[chosen]
+        session.members = [names[int(c)] for c in chosen]
+        session.last = now
+        session.count += 1
+        region = CloakRegion(
+            poly, float(poly.area), int(inside.sum()), float(snap.t[kept].min()), snap.time
+        )
+        return region, ""
+
+    def _shared_attempt(
+        self, snap: _Snapshot, i: int, p: CloakParams
+    ) -> tuple[CloakRegion | None, str, I64 | None]:
+        """The shared-partition region of snapshot user ``i`` (reciprocal), and the leaf of
+        every snapshot user (to read the region's members)."""
         if snap.n < p.k:
-            return None, f"too few users: {snap.n} current users, k={p.k} requested"
+            return None, f"too few users: {snap.n} current users, k={p.k} requested", None
         cp = self._partition(snap, p.k, p.a_min_m2)
         leaf = int(cp.part.leaf_of[i])
         region = cp.regions.get(leaf)
@@ -365,19 +466,27 @@ class Cloaker:
             region = leaf_region(cp.part, leaf, snap.time)
             cp.regions[leaf] = region
         if region.area_m2 < p.a_max_m2:
-            return region, ""
+            return region, "", cp.part.leaf_of
         # shrink with the rung's a_min so that the region depends on (k, rung, a_max) only
         rung = round_a_min(p.a_min_m2, self.config.a_min_step)
         small = shrunk_region(cp.part, leaf, replace(p, a_min_m2=rung), snap.time)
         if small is not None:
-            return small, ""
+            return small, "", cp.part.leaf_of
         disc = snap.knn_area(i, p.k)
         if disc >= p.a_max_m2:
-            return None, (
-                f"too few users near the requester: the {p.k} nearest users span a disc of "
-                f"{disc:.0f} m² >= a_max_m2"
+            return (
+                None,
+                (
+                    f"too few users near the requester: the {p.k} nearest users span a disc of "
+                    f"{disc:.0f} m² >= a_max_m2"
+                ),
+                None,
             )
-        return None, (
-            f"a_max_m2 too small for k={p.k}: the shared region holding the requester needs "
-            f"more than a_max_m2 ({region.area_m2:.0f} m² before shrinking)"
+        return (
+            None,
+            (
+                f"a_max_m2 too small for k={p.k}: the shared region holding the requester needs "
+                f"more than a_max_m2 ({region.area_m2:.0f} m² before shrinking)"
+            ),
+            None,
         )

@@ -26,12 +26,17 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class CloakParams:
-    """A privacy profile: ``k`` users, area window ``(a_min_m2, a_max_m2)`` in m², delay in s."""
+    """A privacy profile: ``k`` users, area window ``(a_min_m2, a_max_m2)`` in m², delay in s.
+
+    ``session_s`` > 0 asks for historical k-anonymity: the user's successive regions keep at
+    least ``k`` of the same users while her requests come less than ``session_s`` apart.
+    """
 
     k: int
     a_min_m2: float
     a_max_m2: float
     max_delay_s: float
+    session_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +74,7 @@ class CloakConfig:
     ``world = (xmin, ymin, xmax, ymax)`` is the extent partitioned (users outside it widen the
     root rectangle of that snapshot). Requests must satisfy ``k_min <= k <= k_max``,
     ``a_min_floor_m2 <= a_min_m2 < a_max_m2 <= a_max_ceiling_m2`` and
-    ``0 <= max_delay_s <= max_delay_s_bound``.
+    ``0 <= max_delay_s <= max_delay_s_bound`` and ``0 <= session_s <= session_s_bound``.
     """
 
     k_min: int = 2
@@ -77,6 +82,10 @@ class CloakConfig:
     a_min_floor_m2: float = 0.0
     a_max_ceiling_m2: float = 1.0e9
     max_delay_s_bound: float = 60.0
+    session_s_bound: float = 4 * 3600.0
+    session_margin_m: float = 100.0
+    """Least distance between a session's members and its region's edges, metres: about what a
+    user covers between two location updates (members move while the region holds)."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
@@ -109,9 +118,9 @@ class CloakConfig:
 def check_params(cfg: CloakConfig, p: CloakParams) -> None:
     if not isinstance(p.k, int) or isinstance(p.k, bool) or not cfg.k_min <= p.k <= cfg.k_max:
         raise ConfigError(f"k must be an integer in [{cfg.k_min}, {cfg.k_max}]")
-    vals = (p.a_min_m2, p.a_max_m2, p.max_delay_s)
+    vals = (p.a_min_m2, p.a_max_m2, p.max_delay_s, p.session_s)
     if not all(math.isfinite(v) for v in vals):
-        raise ConfigError("areas and max_delay_s must be finite")
+        raise ConfigError("areas, max_delay_s and session_s must be finite")
     if p.a_min_m2 < cfg.a_min_floor_m2:
         raise ConfigError(f"a_min_m2 must be >= {cfg.a_min_floor_m2:g}")
     if p.a_max_m2 > cfg.a_max_ceiling_m2:
@@ -122,6 +131,8 @@ def check_params(cfg: CloakConfig, p: CloakParams) -> None:
         raise ConfigError("a_min_m2 must be smaller than the world extent")
     if not 0 <= p.max_delay_s <= cfg.max_delay_s_bound:
         raise ConfigError(f"max_delay_s must be in [0, {cfg.max_delay_s_bound:g}]")
+    if not 0 <= p.session_s <= cfg.session_s_bound:
+        raise ConfigError(f"session_s must be in [0, {cfg.session_s_bound:g}]")
 
 
 def round_a_min(a_min: float, step: float) -> float:

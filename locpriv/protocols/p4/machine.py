@@ -23,7 +23,9 @@ The perturbed point is one :class:`~locpriv.core.noise.PerturbedPoint` shared by
 replies (the averaging defence); the device listens on the cell of that perturbed point.
 Times are Unix seconds given by the driver; noise comes from the ``rng`` passed in, and
 pseudonyms, correlation ids and reply topics from ``ids`` (by default the OS's CSPRNG: noise
-outputs of a PRNG would let an observer predict them).
+outputs of a PRNG would let an observer predict them). ``secret`` keys the place noise of the
+static-device defence (default: a fresh random one per machine; a device should keep its own
+across restarts, see :class:`locpriv.peer.PeerClient`).
 Effects and configuration live in :mod:`locpriv.protocols.p4.types` and are re-exported here;
 a query's state, reply screening, candidate thinning, DS query and answer in
 :mod:`locpriv.protocols.p4.query`.
@@ -34,6 +36,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import secrets
 from collections import Counter
 
 import numpy as np
@@ -86,6 +89,7 @@ class PeerMachine:
         rng: np.random.Generator,
         topics: Topics | None = None,
         ids: IdSource = new_id,
+        secret: bytes | None = None,
     ) -> None:
         self.config = config
         self.topics = topics or Topics()
@@ -99,6 +103,8 @@ class PeerMachine:
             reuse_ttl_s=config.reuse_ttl_s,
             max_draws_per_place=config.max_draws_per_place,
             enabled=config.reuse_enabled,
+            secret=(secret or secrets.token_bytes(32)) if config.keyed_noise else None,
+            rekey_s=config.rekey_s,
         )
         self.stats: Counter[str] = Counter()
         self._true: LonLat | None = None

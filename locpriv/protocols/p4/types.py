@@ -105,6 +105,12 @@ class PeerConfig:
     must use the same one, or the noise level becomes a fingerprint and the devices with the
     smallest σ the weakest members of every group.
 
+    Static-device defence: with ``keyed_noise`` (default) a place's perturbed point is a keyed
+    function of the device's secret and the place (see :class:`~locpriv.core.noise.
+    PerturbedPoint`), so months of broadcasts from one place give one point; ``rekey_s`` changes
+    the key every period. Without it, fresh draws are reused for ``reuse_ttl_s`` and capped at
+    ``max_draws_per_place``.
+
     Areas in m², distances in metres, times in seconds. ``cell_side_m`` must be the same on
     every device of a deployment (default :func:`locpriv.core.cells.cell_side_for` of ``a_max_m2``
     and ``max_distance_m``).
@@ -123,6 +129,8 @@ class PeerConfig:
     query_radius_m: float | None = None
     radius_margin_m: float = 5.0
     reuse_enabled: bool = True
+    keyed_noise: bool = True
+    rekey_s: float | None = None
     reuse_radius_m: float = 50.0
     reuse_ttl_s: float = 3600.0
     max_draws_per_place: int | None = 24

@@ -1,0 +1,85 @@
+"""Historical k-anonymity for a user's repeated cloaks (Bettini et al.'s "memorising" cloaks).
+
+A user who asks every minute can be singled out by intersecting the sets of users inside her
+successive regions: each region is k-anonymous, their intersection need not be. A *session*
+therefore keeps an anonymity set: its first region is the ordinary shared-partition region and
+its members (at least k) become the set; every later region is built around the current
+positions of the ``k`` members of the set nearest to the requester, and the set shrinks to
+those ``k``. The set only ever shrinks and always holds the requester and at least ``k``
+users, so every region of the session contains the same ``k`` users and the intersection of
+all of them holds at least ``k``.
+
+The region (:func:`session_region`) is the members' bounding box grown to an area between
+``A_min`` and ``A_max`` (the same target as a shrunk shared region) and placed at random around
+the box with a generator the anonymizer seeds per session: its edges do not pin a member's
+coordinate and the requester is not at its centre. When the members have spread so that their
+box reaches ``A_max``, no region exists: the request waits (temporal cloaking) or fails. The
+session goes on while requests keep coming (answered or not) and ends only after ``session_s``
+without one: restarting it at once would hand the attacker a second, unrelated set to intersect
+with. Coordinates are local metres; areas m².
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import shapely
+from numpy.typing import NDArray
+
+__all__ = ["session_region"]
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+
+def session_region(  # noqa: PLR0917
+    members_xy: F64,
+    requester: int,
+    k: int,
+    a_min_m2: float,
+    a_max_m2: float,
+    rng: np.random.Generator,
+    margin_m: float = 0.0,
+) -> tuple[shapely.Polygon | None, I64, str]:
+    """The session region around ``k`` members: ``(polygon, chosen rows, reason)``.
+
+    ``members_xy`` (m, 2) holds the last reported positions of the session's members (row
+    ``requester`` is the requester); the ``k`` rows nearest the requester (her included) are
+    chosen. Every side keeps at least ``margin_m`` metres between the members' box and the
+    edge (members move between their reports: the margin should exceed the distance one covers
+    in an update interval). ``polygon`` is None, with a human reason, when fewer than ``k``
+    members are known or their box with the margins leaves no room below ``a_max_m2``.
+    """
+    xy = np.asarray(members_xy, dtype=np.float64)
+    if len(xy) < k:
+        return (
+            None,
+            np.empty(0, dtype=np.int64),
+            (f"session members left: {len(xy)} of them still known, k={k} needed"),
+        )
+    d = np.hypot(xy[:, 0] - xy[requester, 0], xy[:, 1] - xy[requester, 1])
+    d[requester] = -1.0  # the requester first, whatever the ties
+    chosen = np.argsort(d, kind="stable")[:k].astype(np.int64)
+    pts = xy[chosen]
+    x0, y0 = pts.min(axis=0)
+    x1, y1 = pts.max(axis=0)
+    w, h = float(x1 - x0), float(y1 - y0)
+    b = margin_m
+    box = (w + 2.0 * b) * (h + 2.0 * b)
+    lo = max(a_min_m2 * (1 + 1e-6), box)
+    hi = a_max_m2 * (1 - 1e-6)
+    if lo >= hi:
+        reason = (
+            f"the session's {k} members have spread: their box with margins covers {box:.0f}"
+            " m² >= a_max_m2"
+        )
+        return None, chosen, reason
+    target = max(lo, min(4.0 * box, math.sqrt(lo * hi)))
+    # grow the box by the same margin m >= b on both axes: (w + 2m)(h + 2m) = target
+    m = (-(w + h) + math.sqrt((w + h) ** 2 - 4.0 * (w * h - target))) / 4.0
+    # each side gets between b and 2m - b of it, at random
+    u, v = rng.uniform(0.0, 1.0, 2)
+    rx0 = float(x0) - (b + float(u) * 2.0 * (m - b))
+    ry0 = float(y0) - (b + float(v) * 2.0 * (m - b))
+    return shapely.box(rx0, ry0, rx0 + w + 2.0 * m, ry0 + h + 2.0 * m), chosen, ""

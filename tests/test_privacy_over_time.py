@@ -1,0 +1,115 @@
+"""Privacy over time: attacks on what repeated requests publish, before and after the defences.
+
+Each test plays the adversary against real outputs (perturbed points a device broadcasts,
+regions the cloaker returns) rather than inspecting the code.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from locpriv.core.cloak.history import session_region
+from locpriv.core.noise import GaussianMechanism, PerturbedPoint
+from simulators.attacks import repeated_cloaks_attack, static_device_attack
+
+SIGMA = 100.0
+
+
+@pytest.mark.slow
+def test_static_device_averaging_floor_after_30_days() -> None:
+    """A device that never moves broadcasts every 10 minutes for 30 days (4,320 broadcasts).
+    With keyed place noise the adversary holds one point and stays at one draw's error; the
+    previous defence (fresh draws reused an hour, capped at 24 per place) let it average
+    down to about σ/√24."""
+    defended = static_device_attack(devices=4, days=30.0, sigma_m=SIGMA, keyed=True, seed=1)
+    assert defended.broadcasts == 4320
+    assert defended.distinct_points_mean == 1.0
+    assert defended.best_sigma >= 0.5
+    before = static_device_attack(devices=4, days=30.0, sigma_m=SIGMA, keyed=False, seed=1)
+    assert before.distinct_points_mean >= 20
+    assert before.best_sigma < 0.5
+
+
+def test_keyed_place_noise_is_a_function_of_secret_and_place() -> None:
+    secret = b"s" * 32
+    lon, lat = 2.1686, 41.3874
+    a = PerturbedPoint(GaussianMechanism(SIGMA), secret=secret)
+    rng = np.random.default_rng(0)
+    first = a.current(lon, lat, 0.0, rng)
+    # a day later, after moving away and coming back: the same point
+    a.current(lon + 0.05, lat, 10.0, rng)
+    assert a.current(lon, lat, 86_400.0, rng) == first
+    # a restarted device with the same secret, another noise generator: the same point
+    b = PerturbedPoint(GaussianMechanism(SIGMA), secret=secret)
+    assert b.current(lon, lat, 5.0, np.random.default_rng(99)) == first
+    # GPS jitter inside the place does not move the point (nothing to average)
+    for d in (1e-5, -2e-5, 3e-5):
+        assert b.current(lon + d, lat - d, 6.0, rng) == first
+    # another device, another point
+    c = PerturbedPoint(GaussianMechanism(SIGMA), secret=b"t" * 32)
+    assert c.current(lon, lat, 0.0, rng) != first
+    # a new key period (rekey_s) gives a new point
+    r = PerturbedPoint(GaussianMechanism(SIGMA), secret=secret, rekey_s=3600.0)
+    assert r.current(lon, lat, 0.0, rng) != r.current(lon, lat, 7200.0, rng)
+
+
+def test_place_boundaries_depend_on_the_secret() -> None:
+    """Seeing the point change tells an adversary the device crossed a boundary; with a
+    secret shift of the grid, where the boundaries are is unknown to it."""
+    shifts = {
+        PerturbedPoint(GaussianMechanism(SIGMA), secret=bytes([i]) * 32)._shift() for i in range(20)
+    }
+    assert len(shifts) == 20
+    xs = np.array([s[0] for s in shifts])
+    assert xs.min() >= 0.0 and xs.max() < 50.0 and xs.std() > 5.0
+
+
+def test_repeated_cloaks_intersection_attack_before_and_with_sessions() -> None:
+    """2,000 users random-walk over 4 km x 4 km; 100 ask for k = 5 every minute for 30
+    minutes; the adversary knows every position and intersects the users inside each asker's
+    successive regions."""
+    before = repeated_cloaks_attack(session_s=0.0)
+    assert before.sessions == 100 and before.success_rate >= 0.9
+    after = repeated_cloaks_attack(session_s=600.0)
+    assert after.sessions == 100
+    assert after.success_rate <= 0.01
+    assert after.candidates_mean >= 5
+    assert after.answered_rate >= 0.95
+    # the price: larger regions (reported in docs/algorithms.md)
+    assert after.area_m2_median > before.area_m2_median
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(5, 30),
+    k=st.integers(2, 5),
+    spread=st.floats(1.0, 800.0),
+    seed=st.integers(0, 2**31),
+)
+def test_session_region_holds_its_k_members_and_pins_none(
+    n: int, k: int, spread: float, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    xy = rng.normal(0.0, spread, (n, 2))
+    a_min, a_max = 1e4, 4e6
+    poly, chosen, reason = session_region(xy, 0, k, a_min, a_max, np.random.default_rng(seed))
+    if poly is None:
+        box = np.ptp(xy[chosen], axis=0) if len(chosen) else np.zeros(2)
+        assert float(box[0] * box[1]) >= a_max * 0.99 and reason
+        return
+    assert len(chosen) == k and 0 in chosen.tolist()
+    assert a_min < poly.area < a_max
+    x0, y0, x1, y1 = poly.bounds
+    pts = xy[chosen]
+    assert (pts[:, 0] >= x0).all() and (pts[:, 0] <= x1).all()
+    assert (pts[:, 1] >= y0).all() and (pts[:, 1] <= y1).all()
+    # the requester is not at the centre, and no edge sits on a member's coordinate
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    assert not (math.isclose(cx, xy[0, 0]) and math.isclose(cy, xy[0, 1]))
+    for edge, col in ((x0, 0), (x1, 0), (y0, 1), (y1, 1)):
+        assert np.abs(pts[:, col] - edge).min() > 1e-9
