@@ -243,7 +243,7 @@ class Shard:
                 query=q,
                 profile=profile if ev.protocol == 1 else None,
             )
-            topic = self.topics.p1_query if ev.protocol == 1 else self.topics.p2_query
+            topic = (self.topics.p1_query if ev.protocol == 1 else self.topics.p2_query)(uid)
             ans = await self.requester.request(topic, req, timeout)
             assert isinstance(ans, m.QueryAnswer)
             rec.messages, rec.bytes = 2, _size(req) + _size(ans)
@@ -268,7 +268,7 @@ class Shard:
             lon=lon,
             profile=profile,
         )
-        reply = await self.requester.request(self.topics.p3_cloak, creq, timeout)
+        reply = await self.requester.request(self.topics.p3_cloak(uid), creq, timeout)
         assert isinstance(reply, m.CloakReply)
         rec.t_anon_s = self.now_s()
         rec.area_m2 = reply.area_m2

@@ -380,7 +380,7 @@ class _Runner(PeerNodes):
                 lon=lon,
                 profile=profile,
             )
-            topic = self.topics.p3_cloak
+            topic = self.topics.p3_cloak(uid)
         else:
             req = m.QueryRequest(
                 correlation_id=cid,
@@ -392,7 +392,7 @@ class _Runner(PeerNodes):
                 query=ctx.query,
                 profile=profile if ev.protocol == 1 else None,
             )
-            topic = self.topics.p1_query if ev.protocol == 1 else self.topics.p2_query
+            topic = (self.topics.p1_query if ev.protocol == 1 else self.topics.p2_query)(uid)
         self.send(Send(topic, req), now, rid)
 
     # -------------------------------------------------------------------- loop

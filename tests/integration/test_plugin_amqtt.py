@@ -61,7 +61,7 @@ async def test_amqtt_broker_with_plugin_serves_p3_and_p1(tmp_path: Path, topics:
             reply_to = topics.reply("probe")
             await t.subscribe(reply_to)
             bad = {"type": "cloak_request", "reply_to": reply_to, "correlation_id": "x", "v": 7}
-            await t.publish(topics.p3_cloak, json.dumps(bad).encode())
+            await t.publish(topics.p3_cloak("x"), json.dumps(bad).encode())
             async with asyncio.timeout(5):
                 async for msg in t.messages():
                     err = decode(msg.payload)
