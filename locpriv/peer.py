@@ -9,7 +9,11 @@
 ...         print(answer.pois, answer.group_size, answer.area_m2, answer.rounds)
 
 While the client is open it also answers neighbours' requests (the responder, under
-``config.responder``). ``user_id`` never leaves the device: the MQTT client id, reply topics,
+``config.responder``). Each query's two fresh reply topics are read on short-lived connections
+of their own whose client ids are those topics' last segments
+(:class:`~locpriv.transport.endpoints.ReplyEndpoints`), as a broker ACL that binds reply topics
+to client ids requires; ``password`` and ``ca_file`` (PEM, for ``mqtts``) apply to all of them.
+``user_id`` never leaves the device: the MQTT client id, reply topics,
 correlation ids and the requester/responder pseudonym are random. Times are Unix seconds from
 ``clock`` (default :func:`time.time`); randomness from ``rng`` (default: seeded from OS entropy).
 
@@ -43,7 +47,7 @@ from locpriv.errors import (
 from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
 from locpriv.protocols.p4.machine import PeerMachine
 from locpriv.protocols.p4.types import PeerAnswer, PeerConfig
-from locpriv.transport import Transport, connect, new_client_id
+from locpriv.transport import Received, ReplyEndpoints, Transport, connect, new_client_id
 from locpriv.transport.deadlines import DeadlineTimer
 from locpriv.wire.messages import Query, decode, encode
 from locpriv.wire.topics import Topics
@@ -78,6 +82,8 @@ class PeerClient:
         rng: np.random.Generator | None = None,
         clock: Callable[[], float] = time.time,
         transport: Transport | None = None,
+        password: str | None = None,
+        ca_file: str | None = None,
         **options: Any,
     ) -> None:
         if config is None:
@@ -98,7 +104,14 @@ class PeerClient:
         self.machine = PeerMachine(
             config, rng=rng if rng is not None else np.random.default_rng(), topics=topics
         )
-        self.transport: Transport = transport or connect(url, client_id=new_client_id("p4"))
+
+        def open_connection(cid: str) -> Transport:
+            return connect(url, client_id=cid, password=password, ca_file=ca_file)
+
+        self.transport: Transport = transport or open_connection(new_client_id("p4"))
+        self.endpoints = ReplyEndpoints(
+            self.transport, self.machine.topics, opener=open_connection, deliver=self._handle
+        )
         self._futures: dict[str, asyncio.Future[PeerAnswer]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._timer = DeadlineTimer(
@@ -140,6 +153,7 @@ class PeerClient:
             if not fut.done():
                 fut.set_exception(RequestTimeout("peer client closed"))
         self._futures.clear()
+        await self.endpoints.aclose()
         await self.transport.__aexit__(exc_type, exc, tb)
 
     # ------------------------------------------------------------------- public
@@ -189,16 +203,29 @@ class PeerClient:
         task.add_done_callback(self._tasks.discard)
 
     async def _run(self, effects: list[Effect]) -> None:
-        """Carry out effects in order (a subscription is acknowledged before what follows)."""
-        for e in effects:
+        """Carry out effects in order (subscriptions are acknowledged before what follows;
+        consecutive ones, such as a query's two fresh reply topics, are made concurrently)."""
+        i = 0
+        while i < len(effects):
+            e = effects[i]
+            if isinstance(e, Subscribe):
+                j = i
+                while j < len(effects) and isinstance(effects[j], Subscribe):
+                    j += 1
+                group = [s for s in effects[i:j] if isinstance(s, Subscribe)]
+                for qos in sorted({s.qos for s in group}):
+                    await self.endpoints.subscribe(
+                        *(s.topic for s in group if s.qos == qos), qos=qos
+                    )
+                i = j
+                continue
             if isinstance(e, Send):
                 await self.transport.publish(e.topic, encode(e.message), qos=e.qos)
-            elif isinstance(e, Subscribe):
-                await self.transport.subscribe(e.topic, qos=e.qos)
             elif isinstance(e, Unsubscribe):
-                await self.transport.unsubscribe(e.topic)
+                await self.endpoints.unsubscribe(e.topic)
             elif isinstance(e, Done | Failed):
                 self._resolve(e)
+            i += 1
         self._timer.poke()
 
     def _resolve(self, e: Done[PeerAnswer] | Failed) -> None:
@@ -221,22 +248,26 @@ class PeerClient:
                 rest.append(e)
         self._spawn(rest)
 
+    def _handle(self, item: Received) -> None:
+        """One message from the main connection or a fresh reply topic's."""
+        now = self.clock()
+        try:
+            message = decode(item.payload, max_bytes=REPLY_MAX_BYTES)
+        except DecodeError as exc:
+            log.debug("undecodable payload (%s)", exc.code)
+            self.machine.receive_invalid(item.topic, now)
+            return
+        try:
+            effects = self.machine.receive(message, now)
+        except Exception:  # a bug must not stop the device from serving others
+            log.exception("peer machine failed on a %s", type(message).__name__)
+            return
+        self._dispatch(effects)
+        self._timer.poke()
+
     async def _read(self) -> None:
         async for item in self.transport.messages():
-            now = self.clock()
-            try:
-                message = decode(item.payload, max_bytes=REPLY_MAX_BYTES)
-            except DecodeError as exc:
-                log.debug("undecodable payload (%s)", exc.code)
-                self.machine.receive_invalid(item.topic, now)
-                continue
-            try:
-                effects = self.machine.receive(message, now)
-            except Exception:  # a bug must not stop the device from serving others
-                log.exception("peer machine failed on a %s", type(message).__name__)
-                continue
-            self._dispatch(effects)
-            self._timer.poke()
+            self._handle(item)
 
     def _timer_failed(self, exc: Exception) -> None:
         """A deadline raised: fail the queries in flight rather than leave them hanging."""
