@@ -121,7 +121,7 @@ async def echo_server(url: str, role: str) -> None:
 
 async def load(
     url: str,
-    topic: str,
+    topic: str | Callable[[Message], str],
     make: Callable[[int], Message],
     *,
     duration_s: float,
@@ -144,8 +144,10 @@ async def load(
         async def worker() -> None:
             while loop.time() < end:
                 t0 = loop.time()
+                message = make(next(counter))
+                where = topic if isinstance(topic, str) else topic(message)
                 try:
-                    await requester.request(topic, make(next(counter)), 10.0)
+                    await requester.request(where, message, 10.0)
                 except RemoteError as exc:
                     if t0 >= measure_from:
                         errors[exc.code] = errors.get(exc.code, 0) + 1
@@ -268,8 +270,9 @@ async def run(duration_s: float, concurrency: int, warmup_s: float, rounds: int)
             scenarios = [
                 ("raw_echo", ECHO_TOPIC, echo_msg),
                 ("raw_relay", RELAY_TOPIC, echo_msg),
-                ("p3_cloak", TOPICS.p3_cloak, cloak_msg),
-                ("p2_query", TOPICS.p2_query, query_msg),
+                # each request on its user's own topic (what a broker ACL binds to a login)
+                ("p3_cloak", lambda m: TOPICS.p3_cloak(m.user_id), cloak_msg),  # type: ignore[attr-defined]
+                ("p2_query", lambda m: TOPICS.p2_query(m.user_id), query_msg),  # type: ignore[attr-defined]
             ]
             for _ in range(rounds):
                 for name, topic, make in scenarios:

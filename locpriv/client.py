@@ -10,6 +10,12 @@
 * Protocol 2: the mediator forwards the exact location without identity; the answer is exact.
 * Protocol 3: the anonymizer returns only a region; this client queries DS directly with the
   region from a fresh reply topic and refines the candidates locally. DS sees only the region.
+  The fresh topic is read on a short-lived second connection whose client id is that topic's
+  last segment (:class:`~locpriv.transport.endpoints.ReplyEndpoints`), as a broker ACL that
+  binds reply topics to client ids requires.
+
+Broker credentials: the user name in the URL (``mqtts://alice@broker:8883``), the password as
+``password=`` (not in the URL, which ends up in logs); ``ca_file=`` verifies a TLS broker.
 
 The logic is :class:`locpriv.protocols.user.UserMachine`'s; this module only moves its messages
 and time. The MQTT client id (and so the reply topic) is random unless given, never derived from
@@ -38,7 +44,7 @@ from locpriv.errors import (
 )
 from locpriv.protocols.effects import Effect
 from locpriv.protocols.user import Answer, Cloak, UserMachine
-from locpriv.transport import Transport, connect, new_client_id
+from locpriv.transport import Received, ReplyEndpoints, Transport, connect, new_client_id
 from locpriv.transport.deadlines import Clock, DeadlineTimer
 from locpriv.transport.effects import EffectRunner
 from locpriv.wire.messages import (
@@ -67,6 +73,7 @@ class Client:
     ``profile`` is the default privacy profile for P1/P3 (None: the operator's default);
     ``timeout_s`` bounds each request (plus ``max_delay_s`` for temporal cloaking). ``clock``
     (Unix seconds) and ``transport`` may be injected; other keywords go to the transport.
+    ``password`` and ``ca_file`` (PEM) are used for every connection the client opens.
     """
 
     def __init__(
@@ -81,6 +88,8 @@ class Client:
         location_qos: int = 1,
         clock: Clock = time.time,
         transport: Transport | None = None,
+        password: str | None = None,
+        ca_file: str | None = None,
         **transport_options: Any,
     ) -> None:
         self.user_id = user_id
@@ -89,13 +98,22 @@ class Client:
         self.timeout_s = timeout_s
         self.location_qos = location_qos
         self.clock = clock
-        self._transport: Transport = transport or connect(
-            url, client_id=client_id or new_client_id("c"), **transport_options
-        )
+
+        def open_connection(cid: str) -> Transport:
+            return connect(
+                url, client_id=cid, password=password, ca_file=ca_file, **transport_options
+            )
+
+        self._transport: Transport = transport or open_connection(client_id or new_client_id("c"))
         self.client_id = self._transport.client_id
         self.machine = UserMachine(self.topics, self.topics.reply(self.client_id), profile=profile)
+        self.endpoints = ReplyEndpoints(
+            self._transport, self.topics, opener=open_connection, deliver=self._handle
+        )
         self._timer = DeadlineTimer(self.machine, self._spawn, clock=clock, name="client")
-        self._effects = EffectRunner(self._transport, after=self._timer.poke)
+        self._effects = EffectRunner(
+            self._transport, endpoints=self.endpoints, after=self._timer.poke
+        )
         self._plain: dict[str, asyncio.Future[Any]] = {}
         """Plain DS queries (:meth:`ds_query`) by correlation id."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -132,6 +150,7 @@ class Client:
                 await task
         self._tasks = []
         await self._effects.close()
+        await self.endpoints.aclose()
         await self._transport.__aexit__(exc_type, exc, tb)
 
     @property
@@ -265,20 +284,27 @@ class Client:
     def _spawn(self, effects: list[Effect]) -> None:
         self._effects.spawn(effects)
 
+    def _handle(self, received: Received) -> None:
+        """One message from the main connection or a fresh reply topic's."""
+        try:
+            message = decode(received.payload, max_bytes=REPLY_MAX_BYTES)
+        except LocprivError as exc:
+            log.debug("undecodable reply dropped: %s", exc)
+            return
+        cid = getattr(message, "correlation_id", None)
+        direct = self._plain.get(cid or "")
+        if direct is not None and not direct.done():  # a plain ds_query
+            if isinstance(message, ErrorReply):
+                direct.set_exception(remote_error(message.code, message.reason, message.field))
+            else:
+                direct.set_result(message)
+            return
+        self._spawn(self.machine.receive(message, self.clock()))
+
     async def _read(self) -> None:
         async for received in self._transport.messages():
-            try:
-                message = decode(received.payload, max_bytes=REPLY_MAX_BYTES)
-            except LocprivError as exc:
-                log.debug("undecodable reply dropped: %s", exc)
-                continue
-            cid = getattr(message, "correlation_id", None)
-            direct = self._plain.get(cid or "")
-            if direct is not None and not direct.done():  # a plain ds_query
-                if isinstance(message, ErrorReply):
-                    direct.set_exception(remote_error(message.code, message.reason, message.field))
-                else:
-                    direct.set_result(message)
-                continue
-            self._spawn(self.machine.receive(message, self.clock()))
+            self._handle(received)
         self._effects.fail_all(TransportError("transport closed"))
+        for fut in self._plain.values():
+            if not fut.done():
+                fut.set_exception(TransportError("transport closed"))

@@ -30,6 +30,9 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     max_payload_bytes = 65536
     ds_timeout_s = 5.0                 # mediator -> DS; then "upstream_timeout"
     publishers = 16                    # concurrent outgoing publishes
+    requests_per_s = 5.0               # per user: P1-P3 requests refilled per second ...
+    burst = 20.0                       # ... up to this many at once; beyond: "rate_limited"
+    max_pending_per_user = 10          # a user's unanswered requests; beyond: "rate_limited"
 
     [state]                            # what lets accepted requests survive a crash
     token_key_file = ""                # 64 hex digits shared by the anonymizer processes (or
@@ -43,6 +46,11 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     clean_session = false              # persistent session: queued QoS 1 requests survive
     publish_timeout_s = 30.0           # how long a publish waits through a broker outage
     backoff_max_s = 5.0
+    ca_file = ""                       # mqtts://: CA bundle (PEM) to verify the broker with;
+                                       # empty: the system's CAs. The host name is verified.
+
+The broker password never sits in this file or in the URL on the command line: ``locpriv
+serve --password-file FILE`` or the environment variable ``LOCPRIV_BROKER_PASSWORD``.
 """
 
 from __future__ import annotations
@@ -100,13 +108,18 @@ class CloakSection(_Section):
 
 
 class LimitsSection(_Section):
-    """Queue bounds, sizes (bytes) and timeouts (seconds)."""
+    """Queue bounds, sizes (bytes), timeouts (seconds) and per-user request limits
+    (``requests_per_s`` refilled up to ``burst``; at most ``max_pending_per_user``
+    unanswered requests), beyond which a request is answered ``rate_limited``."""
 
     max_queue: int = Field(1000, ge=1)
     max_pending: int = Field(10_000, ge=1)
     max_payload_bytes: int = Field(64 * 1024, ge=256)
     ds_timeout_s: float = Field(5.0, gt=0)
     publishers: int = Field(16, ge=1, le=1024)
+    requests_per_s: float = Field(5.0, gt=0)
+    burst: float = Field(20.0, ge=1)
+    max_pending_per_user: int = Field(10, ge=1)
 
 
 class StateSection(_Section):
@@ -131,6 +144,7 @@ class MqttSection(_Section):
     clean_session: bool = False
     publish_timeout_s: float = Field(30.0, gt=0)
     backoff_max_s: float = Field(5.0, gt=0)
+    ca_file: str = ""
 
 
 class ServiceConfig(_Section):

@@ -9,7 +9,11 @@
 ...         print(answer.pois, answer.group_size, answer.area_m2, answer.rounds)
 
 While the client is open it also answers neighbours' requests (the responder, under
-``config.responder``). ``user_id`` never leaves the device: the MQTT client id, reply topics,
+``config.responder``). Each query's two fresh reply topics are read on short-lived connections
+of their own whose client ids are those topics' last segments
+(:class:`~locpriv.transport.endpoints.ReplyEndpoints`), as a broker ACL that binds reply topics
+to client ids requires; ``password`` and ``ca_file`` (PEM, for ``mqtts``) apply to all of them.
+``user_id`` never leaves the device: the MQTT client id, reply topics,
 correlation ids and the requester/responder pseudonym are random. Times are Unix seconds from
 ``clock`` (default :func:`time.time`); noise from ``rng`` (default: seeded from OS entropy).
 ``secret`` (32 random bytes, e.g. ``secrets.token_bytes(32)``) keys the place noise of the
@@ -46,7 +50,7 @@ from locpriv.errors import (
 from locpriv.protocols.effects import Effect
 from locpriv.protocols.p4.machine import PeerMachine
 from locpriv.protocols.p4.types import PeerAnswer, PeerConfig
-from locpriv.transport import Transport, connect, new_client_id
+from locpriv.transport import Received, ReplyEndpoints, Transport, connect, new_client_id
 from locpriv.transport.deadlines import DeadlineTimer
 from locpriv.transport.effects import EffectRunner
 from locpriv.wire.messages import REPLY_MAX_BYTES, Query, decode
@@ -80,6 +84,8 @@ class PeerClient:
         clock: Callable[[], float] = time.time,
         transport: Transport | None = None,
         secret: bytes | None = None,
+        password: str | None = None,
+        ca_file: str | None = None,
         **options: Any,
     ) -> None:
         if config is None:
@@ -103,11 +109,20 @@ class PeerClient:
             topics=topics,
             secret=secret,
         )
-        self.transport: Transport = transport or connect(url, client_id=new_client_id("p4"))
+
+        def open_connection(cid: str) -> Transport:
+            return connect(url, client_id=cid, password=password, ca_file=ca_file)
+
+        self.transport: Transport = transport or open_connection(new_client_id("p4"))
+        self.endpoints = ReplyEndpoints(
+            self.transport, self.machine.topics, opener=open_connection, deliver=self._handle
+        )
         self._timer = DeadlineTimer(
             self.machine, self._spawn, clock=clock, name="peer", on_error=self._timer_failed
         )
-        self._effects = EffectRunner(self.transport, after=self._timer.poke)
+        self._effects = EffectRunner(
+            self.transport, endpoints=self.endpoints, after=self._timer.poke
+        )
         self._runners: list[asyncio.Task[None]] = []
         self._open = False
 
@@ -142,6 +157,7 @@ class PeerClient:
             if not task.cancelled() and task.exception() is not None:
                 log.debug("peer task ended with %r", task.exception())
         self._effects.fail_all(RequestTimeout("peer client closed"))
+        await self.endpoints.aclose()
         await self.transport.__aexit__(exc_type, exc, tb)
 
     # ------------------------------------------------------------------- public
@@ -176,21 +192,25 @@ class PeerClient:
     def _spawn(self, effects: list[Effect]) -> None:
         self._effects.spawn(effects)
 
+    def _handle(self, item: Received) -> None:
+        """One message from the main connection or a fresh reply topic's."""
+        now = self.clock()
+        try:
+            message = decode(item.payload, max_bytes=REPLY_MAX_BYTES)
+        except DecodeError as exc:
+            log.debug("undecodable payload (%s)", exc.code)
+            self.machine.receive_invalid(item.topic, now)
+            return
+        try:
+            effects = self.machine.receive(message, now)
+        except Exception:  # a bug must not stop the device from serving others
+            log.exception("peer machine failed on a %s", type(message).__name__)
+            return
+        self._spawn(effects)
+
     async def _read(self) -> None:
         async for item in self.transport.messages():
-            now = self.clock()
-            try:
-                message = decode(item.payload, max_bytes=REPLY_MAX_BYTES)
-            except DecodeError as exc:
-                log.debug("undecodable payload (%s)", exc.code)
-                self.machine.receive_invalid(item.topic, now)
-                continue
-            try:
-                effects = self.machine.receive(message, now)
-            except Exception:  # a bug must not stop the device from serving others
-                log.exception("peer machine failed on a %s", type(message).__name__)
-                continue
-            self._spawn(effects)
+            self._handle(item)
 
     def _timer_failed(self, exc: Exception) -> None:
         """A deadline raised: fail the queries in flight rather than leave them hanging."""

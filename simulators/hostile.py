@@ -1,7 +1,8 @@
 """A hostile client: seeded malformed and mutated payloads for every request topic.
 
 :func:`fuzz_cases` yields what an attacker (or a broken app) publishes: valid requests mutated
-field by field (deleted, extra, retyped, out of range, huge numbers, odd characters), deep
+field by field (deleted, extra, retyped, out of range, huge numbers, odd characters, a
+``user_id`` other than the topic's), deep
 nesting, number bombs, invalid UTF-8, control characters and non-characters in ``reply_to``,
 ``reply_to`` pointing at other services' topics, and plain garbage. Each :class:`FuzzCase` says
 on which reply topic an answer must arrive (``expect_reply``: the services answer every request
@@ -122,8 +123,8 @@ def _mutations(topics: Topics) -> list[Callable[[dict[str, Any], random.Random],
     others = [
         topics.location("alice"),
         topics.ds_query,
-        topics.p1_query,
-        topics.p3_cloak,
+        topics.p1_query("alice"),
+        topics.p3_cloak("alice"),
         topics.status("anonymizer"),
         topics.status("ds"),
         topics.errors("ds"),
@@ -178,6 +179,10 @@ def _mutations(topics: Topics) -> list[Callable[[dict[str, Any], random.Random],
             1,
         )
 
+    def impersonate(b: dict[str, Any], r: random.Random) -> Any:
+        b["user_id"] = r.choice(["alice", "f0", "f1", "x" * 128])
+        return b
+
     def version(b: dict[str, Any], r: random.Random) -> Any:
         b["v"] = r.choice([0, 2, 99, -1, "1", 1.0])
         return b
@@ -203,6 +208,7 @@ def _mutations(topics: Topics) -> list[Callable[[dict[str, Any], random.Random],
         foreign_reply,
         odd_value,
         non_finite,
+        impersonate,
         version,
         truncate,
         garbage,
@@ -235,18 +241,19 @@ def fuzz_cases(
     case has its own reply topic ``reply/fz<i>`` so that answers can be counted per case."""
     rng = random.Random(seed)
     mutations = _mutations(topics)
-    routes = {
-        "loc": None,
+    routes: dict[str, Callable[[str], str]] = {
+        "loc": topics.location,
         "p1": topics.p1_query,
         "p2": topics.p2_query,
         "p3": topics.p3_cloak,
-        "ds": topics.ds_query,
+        "ds": lambda _user: topics.ds_query,
     }
     for i in range(n):
         kind = rng.choice(list(routes))
         reply_to = topics.reply(f"fz{i}")
         body = _valid(kind, topics, reply_to, f"c{i}", rng)
-        topic = routes[kind] or topics.location(body["user_id"])
+        # published on the sender's own topic (all a broker ACL allows), whatever the payload says
+        topic = routes[kind](body.get("user_id", f"f{rng.randrange(50)}"))
         if rng.random() >= valid_share:
             for _ in range(rng.choice([1, 1, 1, 2, 3])):
                 body = rng.choice(mutations)(body, rng)

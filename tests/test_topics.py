@@ -14,7 +14,22 @@ def test_templates_use_prefix() -> None:
     assert t.reply("c1") == "city/bcn/v1/reply/c1"
     assert t.peer_cell("g12_34") == "city/bcn/v1/peer/cell/g12_34"
     assert matches(t.errors_filter, t.errors("anonymizer"))
-    assert len({t.p1_query, t.p2_query, t.p3_cloak, t.ds_query}) == 4
+    assert len({t.p1_query("a"), t.p2_query("a"), t.p3_cloak("a"), t.ds_query}) == 4
+    assert t.p3_cloak("alice") == "city/bcn/v1/p3/cloak/alice"
+    for filt, topic in [
+        (t.p1_query_filter, t.p1_query("u-1")),
+        (t.p2_query_filter, t.p2_query("u-1")),
+        (t.p3_cloak_filter, t.p3_cloak("u-1")),
+    ]:
+        assert matches(filt, topic) and not matches(filt, t.p3_cloak("u-1") + "x/y")
+
+
+def test_user_of_reads_the_user_segment_of_user_topics_only() -> None:
+    t = Topics("city/bcn")
+    for topic in (t.location("al"), t.p1_query("al"), t.p2_query("al"), t.p3_cloak("al")):
+        assert t.user_of(topic) == "al"
+    for other in (t.ds_query, t.reply("al"), t.status("al"), "city/bcn/v1/p3/cloak/a/b", "x"):
+        assert t.user_of(other) is None
 
 
 @pytest.mark.parametrize("bad", ["", "a/#", "+", "$SYS", "a/"])
@@ -27,6 +42,8 @@ def test_bad_prefix(bad: str) -> None:
 def test_segments_cannot_inject_levels(bad: str) -> None:
     with pytest.raises(ValueError, match="segment"):
         Topics().location(bad)
+    with pytest.raises(ValueError, match="segment"):
+        Topics().p3_cloak(bad)
 
 
 @pytest.mark.parametrize(

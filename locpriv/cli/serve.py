@@ -3,6 +3,12 @@
 Without ``--broker`` an embedded amqtt broker is started in-process on ``--listen`` (default
 ``127.0.0.1:0``, a free port) and its URL is printed. SIGTERM and SIGINT shut down cleanly:
 pending requests are answered ``unavailable``, the retained status goes ``offline``.
+
+Credentials: the broker URL carries at most the user name (``mqtts://locpriv-ds@host:8883``);
+the password comes from ``--password-file FILE`` (its first line) or the environment variable
+``LOCPRIV_BROKER_PASSWORD``, so that it never shows in the process list. URLs are printed and
+logged with any password replaced by ``***``. ``--ca-file`` (or ``[mqtt] ca_file``) verifies a
+TLS broker's certificate and host name.
 """
 
 from __future__ import annotations
@@ -10,9 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
+import os
 import signal
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from locpriv.config import load_config
 from locpriv.core.poi import DEFAULT_POIS
@@ -23,7 +32,27 @@ from locpriv.service.driver import ServiceDriver
 from locpriv.service.ds import DSService
 from locpriv.transport import redact_url
 
-__all__ = ["register", "serve"]
+__all__ = ["PASSWORD_ENV", "read_password", "register", "serve"]
+
+log = logging.getLogger(__name__)
+
+PASSWORD_ENV = "LOCPRIV_BROKER_PASSWORD"
+"""Environment variable holding the broker password (when no ``--password-file``)."""
+
+
+def read_password(password_file: Path | None) -> str | None:
+    """The broker password: the first line of ``password_file``, else ``$LOCPRIV_BROKER_PASSWORD``,
+    else None. Raises ConfigError (naming the file, never its content) when it cannot be read."""
+    if password_file is not None:
+        try:
+            text = password_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read the password file {password_file}: {exc}") from None
+        lines = text.splitlines()
+        if not lines or not lines[0]:
+            raise ConfigError(f"the password file {password_file} is empty")
+        return lines[0]
+    return os.environ.get(PASSWORD_ENV) or None
 
 
 async def serve(
@@ -34,9 +63,22 @@ async def serve(
     pois: Path | None = None,
     config_file: Path | None = None,
     stop: asyncio.Event | None = None,
+    password: str | None = None,
+    ca_file: str | None = None,
 ) -> None:
-    """Run ``what`` (``anonymizer``, ``ds`` or ``all``) until ``stop`` is set or a signal."""
+    """Run ``what`` (``anonymizer``, ``ds`` or ``all``) until ``stop`` is set or a signal;
+    ``password`` and ``ca_file`` (else ``[mqtt] ca_file``) are used for the broker."""
     config = load_config(config_file)
+    if ca_file:
+        config = config.model_copy(
+            update={"mqtt": config.mqtt.model_copy(update={"ca_file": ca_file})}
+        )
+    if broker is not None and urlsplit(broker).password and password is None:
+        log.warning(
+            "the --broker URL carries a password, which every local user can read in the"
+            " process list: use --password-file or $%s",
+            PASSWORD_ENV,
+        )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -55,9 +97,9 @@ async def serve(
             print(f"embedded amqtt broker: {url}", flush=True)
         services: list[ServiceDriver] = []
         if what in ("ds", "all"):
-            services.append(DSService(url, config, pois=pois or DEFAULT_POIS))
+            services.append(DSService(url, config, pois=pois or DEFAULT_POIS, password=password))
         if what in ("anonymizer", "all"):
-            services.append(AnonymizerService(url, config))
+            services.append(AnonymizerService(url, config, password=password))
         tasks = [asyncio.create_task(s.run(), name=s.name) for s in services]
         for s in services:
             ready = asyncio.create_task(s.ready.wait())
@@ -89,6 +131,8 @@ def _run(args: argparse.Namespace) -> int:
             listen=args.listen,
             pois=args.pois,
             config_file=args.config,
+            password=read_password(args.password_file),
+            ca_file=args.ca_file,
         )
     )
     print("stopped", file=sys.stderr, flush=True)
@@ -104,7 +148,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("what", nargs="?", choices=("anonymizer", "ds", "all"), default="all")
-    p.add_argument("--broker", help="mqtt://host:port (default: start an embedded amqtt broker)")
+    p.add_argument(
+        "--broker",
+        help="mqtt://[user@]host:port or mqtts://... (default: start an embedded amqtt broker)",
+    )
+    p.add_argument(
+        "--password-file",
+        type=Path,
+        help=f"file whose first line is the broker password (else ${PASSWORD_ENV})",
+    )
+    p.add_argument("--ca-file", help="CA certificates (PEM) to verify an mqtts:// broker with")
     p.add_argument(
         "--listen", default="127.0.0.1:0", help="embedded broker address (port 0: a free port)"
     )

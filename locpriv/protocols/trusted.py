@@ -4,6 +4,13 @@
 mediator and the Protocol 2 mediator into the machine the service, the amqtt plugin and the
 virtual-clock simulator run; :func:`anonymizer_routes` says what it subscribes to and which
 checks each topic applies; :func:`build_trusted_core` builds it from a service configuration.
+
+Identity: every topic that names a user (``loc/{user}``, ``p1/query/{user}``,
+``p2/query/{user}``, ``p3/cloak/{user}``) is bound to the broker-authenticated username by the
+ACL, and :func:`check_identity` rejects a message whose ``user_id`` differs from that segment
+(``invalid_field``, ``field: "user_id"``), so the machines act for the topic's user only.
+Abuse limits: with :class:`~locpriv.protocols.limits.RequestLimits`, each user's requests pass
+a token bucket and a bound on her unanswered requests, else ``rate_limited``.
 """
 
 from __future__ import annotations
@@ -12,7 +19,8 @@ from locpriv.config import ServiceConfig
 from locpriv.core.cloak.cloaker import Cloaker
 from locpriv.errors import ErrorCode
 from locpriv.protocols.dispatch import Check, Route
-from locpriv.protocols.effects import Send
+from locpriv.protocols.effects import Send, error_send
+from locpriv.protocols.limits import RequestLimits, UserLimits
 from locpriv.protocols.p1 import P1Mediator
 from locpriv.protocols.p2 import Mediator
 from locpriv.protocols.p3 import Anonymizer
@@ -29,7 +37,7 @@ from locpriv.wire.messages import (
 )
 from locpriv.wire.topics import Topics
 
-__all__ = ["TrustedCore", "anonymizer_routes", "build_trusted_core"]
+__all__ = ["TrustedCore", "anonymizer_routes", "build_trusted_core", "check_identity"]
 
 
 class TrustedCore:
@@ -37,16 +45,37 @@ class TrustedCore:
 
     ``receive`` routes by message type; a :class:`QueryRequest` goes to P1 or P2 by its
     ``protocol`` field (the driver checks it matches the topic). DS replies are
-    :class:`QueryAnswer`/:class:`ErrorReply` on the mediator's reply topic.
+    :class:`QueryAnswer`/:class:`ErrorReply` on the mediator's reply topic. With ``limits``,
+    requests beyond a user's bucket or pending bound are answered ``rate_limited``.
     """
 
-    def __init__(self, anonymizer: Anonymizer, mediator: Mediator) -> None:
+    def __init__(
+        self, anonymizer: Anonymizer, mediator: Mediator, limits: RequestLimits | None = None
+    ) -> None:
         self.anonymizer = anonymizer
         self.mediator = mediator
         self.p1 = P1Mediator(anonymizer, mediator)
+        self.limits = UserLimits(limits) if limits is not None else None
 
     def receive(self, message: Message, now: float) -> list[Send]:
         """Route one decoded message; returns the effects."""
+        limits = self.limits
+        if limits is None or not isinstance(message, CloakRequest | QueryRequest):
+            return self._settled(self._route(message, now))
+        reason = limits.admit(message.user_id, now)
+        if reason is not None:
+            return [
+                error_send(message.reply_to, message.correlation_id, ErrorCode.RATE_LIMITED, reason)
+            ]
+        limits.opened(message.user_id, message.reply_to, message.correlation_id)
+        return self._settled(self._route(message, now))
+
+    def _settled(self, effects: list[Send]) -> list[Send]:
+        if self.limits is not None:
+            self.limits.settle(effects)
+        return effects
+
+    def _route(self, message: Message, now: float) -> list[Send]:
         if isinstance(message, LocationUpdate | CloakRequest):
             return self.anonymizer.receive(message, now)
         if isinstance(message, QueryRequest):
@@ -74,7 +103,7 @@ class TrustedCore:
 
     def on_deadline(self, now: float) -> list[Send]:
         """Timers of both halves."""
-        return self.anonymizer.on_deadline(now) + self.mediator.on_deadline(now)
+        return self._settled(self.anonymizer.on_deadline(now) + self.mediator.on_deadline(now))
 
     def next_deadline(self) -> float | None:
         """The earlier of both halves' deadlines (s), or None."""
@@ -87,7 +116,7 @@ class TrustedCore:
 
     def shutdown(self, now: float) -> list[Send]:
         """Answer everything pending with ``unavailable``."""
-        return self.anonymizer.shutdown(now) + self.mediator.shutdown(now)
+        return self._settled(self.anonymizer.shutdown(now) + self.mediator.shutdown(now))
 
 
 def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
@@ -100,28 +129,44 @@ def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
         max_pending=config.limits.max_pending,
         sealer=Sealer.from_config(config.state.token_key_file or None),
     )
-    return TrustedCore(anonymizer, mediator)
+    lim = config.limits
+    limits = RequestLimits(
+        requests_per_s=lim.requests_per_s,
+        burst=lim.burst,
+        max_pending_per_user=lim.max_pending_per_user,
+    )
+    return TrustedCore(anonymizer, mediator, limits)
 
 
-def _check_protocol(expected: int) -> Check:
+def check_identity(topics: Topics) -> Check:
+    """The check of every route that names a user: the message's ``user_id`` must equal the
+    topic's user segment, which the broker binds to the authenticated username."""
+
     def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
-        if isinstance(message, QueryRequest) and message.protocol != expected:
-            return (
-                ErrorCode.INVALID_FIELD,
-                f"this topic takes protocol {expected} queries",
-                "protocol",
-            )
+        user = topics.user_of(received.topic)
+        claimed = getattr(message, "user_id", None)
+        if user is None or claimed != user:
+            return ErrorCode.INVALID_FIELD, "user_id does not match the topic", "user_id"
         return None
 
     return check
 
 
-def _check_location_topic(
-    received: Received, message: Message
-) -> tuple[ErrorCode, str, str] | None:
-    if isinstance(message, LocationUpdate) and received.topic.rsplit("/", 1)[-1] != message.user_id:
-        return ErrorCode.INVALID_FIELD, "user_id does not match the topic", "user_id"
-    return None
+def _check_request(topics: Topics, protocol: int) -> Check:
+    """Identity, then (``protocol`` 1 or 2) the query's protocol field against the topic."""
+    identity = check_identity(topics)
+
+    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
+        problem = identity(received, message)
+        if problem is None and isinstance(message, QueryRequest) and message.protocol != protocol:
+            return (
+                ErrorCode.INVALID_FIELD,
+                f"this topic takes protocol {protocol} queries",
+                "protocol",
+            )
+        return problem
+
+    return check
 
 
 def anonymizer_routes(topics: Topics, reply_to: str) -> list[Route]:
@@ -133,11 +178,11 @@ def anonymizer_routes(topics: Topics, reply_to: str) -> list[Route]:
             answer_errors=True,
             shareable=False,
             overload_errors=False,
-            check=_check_location_topic,
+            check=check_identity(topics),
         ),
-        Route(topics.p1_query, (QueryRequest,), check=_check_protocol(1)),
-        Route(topics.p2_query, (QueryRequest,), check=_check_protocol(2)),
-        Route(topics.p3_cloak, (CloakRequest,)),
+        Route(topics.p1_query_filter, (QueryRequest,), check=_check_request(topics, 1)),
+        Route(topics.p2_query_filter, (QueryRequest,), check=_check_request(topics, 2)),
+        Route(topics.p3_cloak_filter, (CloakRequest,), check=_check_request(topics, 3)),
         Route(
             reply_to,
             (QueryAnswer, ErrorReply),

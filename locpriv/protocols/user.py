@@ -11,6 +11,12 @@ concurrent requests, of one user or many (a simulator's shard):
   the answer is exact) or Protocol 3 (cloak, then ask DS with the region from a **fresh reply
   topic of its own**, so DS cannot link a session's queries, then refine).
 
+Requests travel on the user's own topics (``p1/query/{user_id}``, ``p2/query/{user_id}``,
+``p3/cloak/{user_id}``), which a broker's ACL lets only that authenticated user publish on.
+A DS-hop topic is ``reply/<fresh id>``: under the shipped ACL an app reads only
+``reply/<its client id>``, so the driver receives it on a connection of its own whose client id
+is that fresh id (:class:`locpriv.transport.endpoints.ReplyEndpoints`).
+
 Profiles: a request's ``k``, ``a_min_m2``, ``a_max_m2`` and ``max_delay_s`` override the
 machine's default profile field by field; with ``bounds`` the result is clamped to the
 operator's bounds (``k`` and ``max_delay_s``), as the simulators do for their users.
@@ -216,7 +222,7 @@ class UserMachine:
             attributes=attributes or {},
         )
         topic = self.topics.p1_query if protocol == 1 else self.topics.p2_query
-        return req.id, [Send(topic, message)]
+        return req.id, [Send(topic(user_id), message)]
 
     def receive(self, message: Message, now: float) -> list[Effect]:
         """A reply on :attr:`reply_to` or on a DS-hop topic; unrelated messages are ignored."""
@@ -325,7 +331,7 @@ class UserMachine:
             lon=position.lon if position else None,
             profile=profile,
         )
-        return Send(self.topics.p3_cloak, message)
+        return Send(self.topics.p3_cloak(user_id), message)
 
     def _ds_hop(self, req: _Open, cloak: Cloak, reply: CloakReply) -> list[Effect]:
         """Protocol 3's second hop: DS with the region, from a fresh reply topic."""

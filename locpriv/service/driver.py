@@ -18,7 +18,8 @@ ends :meth:`ServiceDriver.run` with :class:`~locpriv.errors.ServiceFailure`, so 
 non-zero and its supervisor restarts it. Requests a crash would lose are journaled
 (:class:`~locpriv.service.journal.Journal`) and answered ``unavailable`` by the next run.
 
-The transport and the clock are injectable (``transport=``, ``clock=``); the services are
+The transport and the clock are injectable (``transport=``, ``clock=``); ``password=`` is the
+broker password (never logged; the URL is logged without one); the services are
 :class:`locpriv.service.anonymizer.AnonymizerService` and :class:`locpriv.service.ds.DSService`.
 """
 
@@ -75,8 +76,10 @@ class ServiceDriver:
         warm_up: Callable[[], None] | None = None,
         clock: Clock = time.time,
         transport: Transport | None = None,
+        password: str | None = None,
     ) -> None:
         self.url = url
+        self._password = password
         self.clock = clock
         self._given_transport = transport
         self.name = name
@@ -150,6 +153,8 @@ class ServiceDriver:
             clean_session=mq.clean_session,
             publish_timeout_s=mq.publish_timeout_s,
             backoff_max_s=mq.backoff_max_s,
+            password=self._password,
+            ca_file=mq.ca_file or None,
         )
         async with transport:
             self._transport = transport

@@ -3,8 +3,11 @@
 Everything in locpriv that talks to a broker goes through :func:`connect`; aiomqtt is imported
 in :mod:`locpriv.transport.mqtt` only (its 3.0 line changes the API).
 
-* ``mqtt://host:port`` / ``mqtts://host:port`` (optionally ``user:password@``) ->
-  :class:`MqttTransport`. MQTT 3.1.1 (amqtt rejects MQTT 5). It reconnects with capped,
+* ``mqtt://host:port`` / ``mqtts://host:port`` (optionally ``user@``; a password is better
+  given as ``password=`` than in the URL, which ends up in logs and process lists) ->
+  :class:`MqttTransport`. ``mqtts`` verifies the broker's certificate and host name against
+  ``ca_file`` (PEM; default: the system's CAs). MQTT 3.1.1 (amqtt rejects MQTT 5).
+  It reconnects with capped,
   jittered exponential backoff when the broker goes away and resubscribes to every filter it
   had. :meth:`MqttTransport.publish` during an outage waits up to ``publish_timeout_s`` for the
   connection to come back, then raises :class:`~locpriv.errors.TransportError`; it never drops a
@@ -26,6 +29,7 @@ from urllib.parse import unquote, urlsplit
 
 from locpriv.errors import ConfigError
 from locpriv.transport.base import Received, Transport, new_client_id
+from locpriv.transport.endpoints import ReplyEndpoints
 from locpriv.transport.memory import MemoryBus, MemoryTransport
 from locpriv.transport.mqtt import MqttTransport
 
@@ -34,6 +38,7 @@ __all__ = [
     "MemoryTransport",
     "MqttTransport",
     "Received",
+    "ReplyEndpoints",
     "Transport",
     "connect",
     "new_client_id",
@@ -46,9 +51,14 @@ def connect(
     *,
     client_id: str | None = None,
     will: tuple[str, bytes] | None = None,
+    password: str | None = None,
+    ca_file: str | None = None,
     **kw: Any,
 ) -> MqttTransport | MemoryTransport:
     """A transport for ``url`` (not yet connected: use it as an async context manager).
+
+    ``password`` overrides one in the URL; ``ca_file`` (PEM) verifies an ``mqtts`` broker
+    instead of the system's CAs (ignored for other schemes).
 
     ``will`` is ``(topic, payload)`` published retained at QoS 1 by the broker if the connection
     is lost without a clean disconnect. Extra keywords go to :class:`MqttTransport` (for
@@ -78,7 +88,8 @@ def connect(
         port=port,
         tls=tls,
         username=unquote(parts.username) if parts.username else None,
-        password=unquote(parts.password) if parts.password else None,
+        password=password or (unquote(parts.password) if parts.password else None),
+        ca_file=ca_file or None,
         client_id=client_id,
         will=will,
         **kw,

@@ -18,6 +18,7 @@ from typing import Any
 from locpriv.errors import RequestTimeout, TransportError
 from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
 from locpriv.transport.base import Transport
+from locpriv.transport.endpoints import ReplyEndpoints
 from locpriv.wire.messages import encode
 
 __all__ = ["EffectRunner"]
@@ -26,10 +27,19 @@ log = logging.getLogger(__name__)
 
 
 class EffectRunner:
-    """Effects onto ``transport``; ``after`` runs once a batch is done (e.g. a timer's poke)."""
+    """Effects onto ``transport``; subscriptions through ``endpoints`` when given (fresh reply
+    topics on connections of their own, consecutive ones opened concurrently); ``after`` runs
+    once a batch is done (e.g. a timer's poke)."""
 
-    def __init__(self, transport: Transport, *, after: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        endpoints: ReplyEndpoints | None = None,
+        after: Callable[[], None] | None = None,
+    ) -> None:
         self.transport = transport
+        self.endpoints = endpoints
         self.after = after
         self.futures: dict[str, asyncio.Future[Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -47,18 +57,38 @@ class EffectRunner:
         return True
 
     async def run(self, effects: list[Effect]) -> None:
-        """Carry out ``effects`` in order."""
-        for e in effects:
+        """Carry out ``effects`` in order (a run of subscriptions is acknowledged before what
+        follows it)."""
+        i = 0
+        while i < len(effects):
+            e = effects[i]
+            if isinstance(e, Subscribe):
+                j = i
+                while j < len(effects) and isinstance(effects[j], Subscribe):
+                    j += 1
+                await self._subscribe([s for s in effects[i:j] if isinstance(s, Subscribe)])
+                i = j
+                continue
             if isinstance(e, Send):
                 await self.transport.publish(e.topic, encode(e.message), qos=e.qos)
-            elif isinstance(e, Subscribe):
-                await self.transport.subscribe(e.topic, qos=e.qos)
             elif isinstance(e, Unsubscribe):
-                await self.transport.unsubscribe(e.topic)
+                if self.endpoints is not None:
+                    await self.endpoints.unsubscribe(e.topic)
+                else:
+                    await self.transport.unsubscribe(e.topic)
             else:
                 self.settle(e)
+            i += 1
         if self.after is not None:
             self.after()
+
+    async def _subscribe(self, group: list[Subscribe]) -> None:
+        if self.endpoints is None:
+            for s in group:
+                await self.transport.subscribe(s.topic, qos=s.qos)
+            return
+        for qos in sorted({s.qos for s in group}):
+            await self.endpoints.subscribe(*(s.topic for s in group if s.qos == qos), qos=qos)
 
     def spawn(self, effects: list[Effect]) -> None:
         """Settle outcomes now; carry out the rest in a background task."""

@@ -15,7 +15,7 @@ from typing import Any, Self
 
 import aiomqtt
 
-from locpriv.errors import TransportError
+from locpriv.errors import ConfigError, TransportError
 from locpriv.transport.base import _CLOSED, Received, _drain, _take_nowait, new_client_id
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,8 @@ class MqttTransport:
     QoS 1 requests queued while they were away are delivered on reconnect). ``will`` and
     ``birth`` are ``(topic, payload)`` published retained at QoS 1: the will by the broker when
     the connection is lost, the birth by us after every (re)connection and resubscription.
+    ``tls``: verify the broker's certificate chain (against ``ca_file``, PEM, or the system's
+    CAs) and its host name.
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class MqttTransport:
         tls: bool = False,
         username: str | None = None,
         password: str | None = None,
+        ca_file: str | None = None,
         client_id: str | None = None,
         will: tuple[str, bytes] | None = None,
         birth: tuple[str, bytes] | None = None,
@@ -71,7 +74,7 @@ class MqttTransport:
             clean_session=clean_session,
             keepalive=keepalive_s,
             timeout=connect_timeout_s,
-            tls_context=ssl.create_default_context() if tls else None,
+            tls_context=_tls_context(ca_file) if tls else None,
             max_inflight_messages=max_inflight,
             logger=_QuietAdapter(logging.getLogger("aiomqtt"), {}),  # type: ignore[arg-type]
             queue_type=_forwarding_queue(self._queue),
@@ -241,6 +244,29 @@ class MqttTransport:
     def messages(self) -> AsyncIterator[Received]:
         """Every received message, across reconnects, until the transport closes."""
         return _drain(self._queue)
+
+
+def _tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """Certificate and host name verification (Python's defaults), against ``ca_file``."""
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load the CA file {ca_file}: {exc}") from None
+    assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
+    context.sslsocket_class = _ClosingSSLSocket
+    return context
+
+
+class _ClosingSSLSocket(ssl.SSLSocket):
+    """Closes itself when the handshake fails (a certificate or host name that does not
+    verify): paho drops such a socket without closing it, once per reconnection attempt."""
+
+    def do_handshake(self, block: bool = False) -> None:
+        try:
+            super().do_handshake(block)
+        except BaseException:
+            self.close()
+            raise
 
 
 class _QuietAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]

@@ -52,6 +52,16 @@ Seconds = Annotated[
 Metres = Annotated[float, Field(ge=0.0, allow_inf_nan=False, description="Distance, metres")]
 SquareMetres = Annotated[float, Field(ge=0.0, allow_inf_nan=False, description="Area, m²")]
 Identifier = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
+UserId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_.:@-]+$",
+        description="The sender; must equal the topic's last segment, which the broker binds"
+        " to the authenticated username (else invalid_field)",
+    ),
+]
 MAX_CORRELATION_ID: Final = 1024
 """Longest correlation id, characters (a mediator's sealed token to DS takes ~700)."""
 CorrelationId = Annotated[
@@ -197,7 +207,7 @@ class LocationUpdate(Message):
     """User -> anonymizer: the user's current exact position (never retained by the broker)."""
 
     type: Literal["location_update"] = "location_update"
-    user_id: Identifier
+    user_id: UserId
     lat: Lat
     lon: Lon
     t: Seconds = Field(description="When the position was taken, Unix seconds")
@@ -213,7 +223,7 @@ class CloakRequest(Message):
     type: Literal["cloak_request"] = "cloak_request"
     correlation_id: CorrelationId
     reply_to: ReplyTopic
-    user_id: Identifier
+    user_id: UserId
     lat: Lat | None = None
     lon: Lon | None = None
     profile: PrivacyProfile | None = None
@@ -247,7 +257,7 @@ class QueryRequest(Message):
     type: Literal["query_request"] = "query_request"
     correlation_id: CorrelationId
     reply_to: ReplyTopic
-    user_id: Identifier
+    user_id: UserId
     protocol: Literal[1, 2]
     lat: Lat
     lon: Lon

@@ -8,9 +8,9 @@ that support it (mosquitto) so that several service processes split the load.
 topic                       payload                               QoS    retained
 ==========================  ====================================  =====  ========
 ``loc/{user_id}``           LocationUpdate (user -> anonymizer)   0/1    no
-``p1/query``                QueryRequest protocol=1               1      no
-``p2/query``                QueryRequest protocol=2               1      no
-``p3/cloak``                CloakRequest                          1      no
+``p1/query/{user_id}``      QueryRequest protocol=1               1      no
+``p2/query/{user_id}``      QueryRequest protocol=2               1      no
+``p3/cloak/{user_id}``      CloakRequest                          1      no
 ``ds/query``                DSQuery                               1      no
 ``reply/{client_id}``       replies: CloakReply, QueryAnswer,     1      no
                             ErrorReply, PeerReply
@@ -18,6 +18,10 @@ topic                       payload                               QoS    retaine
 ``peer/cell/{cell}``        PeerRequest (Protocol 4 discovery)    0      no
 ``status/{service}``        "online"/"offline" (last will)        1      yes
 ==========================  ====================================  =====  ========
+
+Every topic that names a user ends with her id, the segment a broker ACL binds to the
+authenticated username (mosquitto ``pattern write .../%u``); the services take the identity
+from that segment (:meth:`Topics.user_of`), and a payload ``user_id`` must equal it.
 
 Protocol 4 uses a fresh ``reply/p4-<random>`` per query and purpose (peer replies, DS
 answer); ``{cell}`` is ``g{side_m}_{row}_{col}`` from :mod:`locpriv.core.cells` (docs/peer.md).
@@ -79,20 +83,42 @@ class Topics:
         """Subscription filter for every user's location updates."""
         return f"{self.root}/loc/+"
 
-    @property
-    def p1_query(self) -> str:
-        """Protocol 1 requests (mediator with cloaking)."""
-        return f"{self.root}/p1/query"
+    def p1_query(self, user_id: str) -> str:
+        """Where ``user_id`` sends Protocol 1 requests (mediator with cloaking)."""
+        return f"{self.root}/p1/query/{_segment(user_id, 'user id')}"
+
+    def p2_query(self, user_id: str) -> str:
+        """Where ``user_id`` sends Protocol 2 requests (mediator without cloaking)."""
+        return f"{self.root}/p2/query/{_segment(user_id, 'user id')}"
+
+    def p3_cloak(self, user_id: str) -> str:
+        """Where ``user_id`` sends Protocol 3 requests (anonymizer only returns a region)."""
+        return f"{self.root}/p3/cloak/{_segment(user_id, 'user id')}"
 
     @property
-    def p2_query(self) -> str:
-        """Protocol 2 requests (mediator without cloaking)."""
-        return f"{self.root}/p2/query"
+    def p1_query_filter(self) -> str:
+        """Subscription filter for every user's Protocol 1 requests."""
+        return f"{self.root}/p1/query/+"
 
     @property
-    def p3_cloak(self) -> str:
-        """Protocol 3 requests (anonymizer only returns a region)."""
-        return f"{self.root}/p3/cloak"
+    def p2_query_filter(self) -> str:
+        """Subscription filter for every user's Protocol 2 requests."""
+        return f"{self.root}/p2/query/+"
+
+    @property
+    def p3_cloak_filter(self) -> str:
+        """Subscription filter for every user's Protocol 3 requests."""
+        return f"{self.root}/p3/cloak/+"
+
+    def user_of(self, topic: str) -> str | None:
+        """The user a location or request topic belongs to (its last segment), or None when
+        ``topic`` is not one of them. The broker's ACL binds that segment to the username."""
+        for head in ("loc", "p1/query", "p2/query", "p3/cloak"):
+            prefix = f"{self.root}/{head}/"
+            if topic.startswith(prefix):
+                user = topic[len(prefix) :]
+                return user if _SEGMENT.fullmatch(user) else None
+        return None
 
     @property
     def ds_query(self) -> str:

@@ -75,7 +75,7 @@ async def _answered(url: str, topics: Topics, cid: str) -> None:
     reply_to = topics.reply("probe")
     async with connect(url) as t:
         await t.subscribe(reply_to)
-        await t.publish(topics.p3_cloak, _cloak(reply_to, cid))
+        await t.publish(topics.p3_cloak("bob"), _cloak(reply_to, cid))
         async with asyncio.timeout(10):
             async for msg in t.messages():
                 if msg.topic != reply_to:  # amqtt 0.12 also sends other clients' retained
@@ -94,9 +94,9 @@ async def test_hostile_payloads_on_every_topic_stop_nothing(
     anonymizer, ds = AnonymizerService(broker_url, config), DSService(broker_url, config)
     targets = [
         topics.location("u1"),
-        topics.p1_query,
-        topics.p2_query,
-        topics.p3_cloak,
+        topics.p1_query("bob"),
+        topics.p2_query("bob"),
+        topics.p3_cloak("bob"),
         topics.ds_query,
         topics.reply(config.mqtt.client_id),  # the mediator's own DS reply topic
     ]
@@ -109,7 +109,7 @@ async def test_hostile_payloads_on_every_topic_stop_nothing(
                     await t.publish(topic, payload)
                     sent[topic] += 1
         await _answered(broker_url, topics, "after-hostile")
-        sent[topics.p3_cloak] += 1
+        sent[topics.p3_cloak("bob")] += 1
         rejected = anonymizer.stats["rejected"] + ds.stats["rejected"]
         assert rejected >= len(HOSTILE) * (len(targets) - 1)
         assert anonymizer.stats["internal"] == ds.stats["internal"] == 0
@@ -126,14 +126,16 @@ async def test_bad_reply_to_is_answered_on_the_error_topic_only(
     requests = []
     for i, reply_to in enumerate(bad):
         requests += [
-            (topics.p3_cloak, _cloak(reply_to, f"c{i}"), "anonymizer"),
-            (topics.p1_query, _query(reply_to, f"q{i}", 1), "anonymizer"),
-            (topics.p2_query, _query(reply_to, f"r{i}", 2), "anonymizer"),
+            (topics.p3_cloak("bob"), _cloak(reply_to, f"c{i}"), "anonymizer"),
+            (topics.p1_query("bob"), _query(reply_to, f"q{i}", 1), "anonymizer"),
+            (topics.p2_query("bob"), _query(reply_to, f"r{i}", 2), "anonymizer"),
             (topics.ds_query, _ds(reply_to, f"d{i}"), "ds"),
         ]
     # finding 3: sixteen lone surrogates used to kill the sixteen publisher tasks
     surrogate = f"{topics.reply_prefix}\ud800"
-    requests += [(topics.p3_cloak, _cloak(surrogate, f"s{i}"), "anonymizer") for i in range(40)]
+    requests += [
+        (topics.p3_cloak("bob"), _cloak(surrogate, f"s{i}"), "anonymizer") for i in range(40)
+    ]
     async with running(anonymizer, ds), Spy(broker_url, f"{topics.root}/#") as spy:
         await seed_population(broker_url, topics, n=30)
         sent: Counter[str] = Counter(topics.location(f"u{i}") for i in range(30))
@@ -142,7 +144,7 @@ async def test_bad_reply_to_is_answered_on_the_error_topic_only(
                 await t.publish(topic, payload)
                 sent[topic] += 1
         await _answered(broker_url, topics, "after-bad-reply-to")
-        sent[topics.p3_cloak] += 1
+        sent[topics.p3_cloak("bob")] += 1
         errors = Counter(
             (m.topic.rsplit("/", 1)[1], getattr(decode(m.payload), "correlation_id", None))
             for m in spy.seen

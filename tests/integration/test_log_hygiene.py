@@ -41,7 +41,9 @@ async def test_no_user_id_or_coordinates_above_debug(
             )
             # a malformed request from this user is logged by the service as a rejection
             rejected = anonymizer.stats["rejected"]
-            await c._transport.publish(topics.p2_query, f'{{"user_id":"{SECRET_ID}"'.encode())
+            await c._transport.publish(
+                topics.p2_query(SECRET_ID), f'{{"user_id":"{SECRET_ID}"'.encode()
+            )
             await wait_until(lambda: anonymizer.stats["rejected"] > rejected)
     ours = [r for r in caplog.records if r.name.startswith("locpriv")]
     # a coordinate printed with 3 or more decimals, whatever its format, contains these

@@ -60,10 +60,20 @@ async def test_amqtt_broker_with_plugin_serves_p3_and_p1(tmp_path: Path, topics:
             reply_to = topics.reply("probe")
             await t.subscribe(reply_to)
             bad = {"type": "cloak_request", "reply_to": reply_to, "correlation_id": "x", "v": 7}
-            await t.publish(topics.p3_cloak, json.dumps(bad).encode())
+            await t.publish(topics.p3_cloak("x"), json.dumps(bad).encode())
             async with asyncio.timeout(5):
                 async for msg in t.messages():
                     err = decode(msg.payload)
                     assert isinstance(err, ErrorReply)
                     assert err.code == ErrorCode.UNSUPPORTED_VERSION and err.field == "v"
+                    break
+            # the plugin takes the identity from the topic too: naming erin on mallory's topic
+            theft = {"type": "cloak_request", "reply_to": reply_to, "correlation_id": "y"}
+            theft["user_id"] = "erin"
+            await t.publish(topics.p3_cloak("mallory"), json.dumps(theft).encode())
+            async with asyncio.timeout(5):
+                async for msg in t.messages():
+                    err = decode(msg.payload)
+                    assert isinstance(err, ErrorReply) and err.correlation_id == "y"
+                    assert err.code == ErrorCode.INVALID_FIELD and err.field == "user_id"
                     break

@@ -123,7 +123,7 @@ async def test_bad_messages_get_error_replies_and_service_keeps_serving(
             ),
         ]
         for payload, *_ in cases:
-            await t.publish(topics.p3_cloak, payload)
+            await t.publish(topics.p3_cloak("bob"), payload)
         got = await _collect(t, len(cases))
         by_key = {}
         for msg in got:
@@ -135,7 +135,7 @@ async def test_bad_messages_get_error_replies_and_service_keeps_serving(
             err = by_key[(topic, code, cid)]
             assert err.field == field
         # the service is still serving: a valid request afterwards is answered
-        await t.publish(topics.p3_cloak, json.dumps(_cloak_request(reply_to, "ok")).encode())
+        await t.publish(topics.p3_cloak("bob"), json.dumps(_cloak_request(reply_to, "ok")).encode())
         (answer,) = await _collect(t, 1)
         reply = decode(answer.payload)
         assert isinstance(reply, CloakReply) and reply.correlation_id == "ok"
@@ -159,7 +159,7 @@ async def test_queued_while_away_delivered_and_overflow_answered_overloaded(
         for i in range(n):
             body = _cloak_request(reply_to, f"c{i}", user_id=f"f{i}")
             body["profile"] = {"k": 2, "a_min_m2": 1e4, "a_max_m2": 5e7, "max_delay_s": 0}
-            await t.publish(topics.p3_cloak, json.dumps(body).encode())
+            await t.publish(topics.p3_cloak(f"f{i}"), json.dumps(body).encode())
         anonymizer = AnonymizerService(mosquitto_url, config)
         async with running(anonymizer):
             got = await _collect(t, n, timeout=30)

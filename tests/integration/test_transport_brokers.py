@@ -47,14 +47,14 @@ async def test_connect_refused_raises_transport_error() -> None:
 async def test_reconnect_and_resubscribe(mosquitto: MosquittoProcess, topics: Topics) -> None:
     async with connect(mosquitto.url, backoff_max_s=0.5) as sub:
         assert isinstance(sub, MqttTransport)
-        await sub.subscribe(topics.p3_cloak)
+        await sub.subscribe(topics.p3_cloak("x"))
         mosquitto.stop()
         await wait_until(lambda: not sub.connected)
         mosquitto.start()
         async with connect(mosquitto.url) as pub:
             # publish from the subscriber too: it waits for the reconnect instead of dropping
-            await sub.publish(topics.p3_cloak, b"self")
-            await pub.publish(topics.p3_cloak, b"after-restart")
+            await sub.publish(topics.p3_cloak("x"), b"self")
+            await pub.publish(topics.p3_cloak("x"), b"after-restart")
             seen = {(await _next(sub)).payload, (await _next(sub)).payload}
         assert seen == {b"self", b"after-restart"}
         assert sub.reconnects >= 1
@@ -69,4 +69,4 @@ async def test_publish_during_long_outage_raises(
         mosquitto.stop()
         await wait_until(lambda: not t.connected)
         with pytest.raises(TransportError):
-            await t.publish(topics.p3_cloak, b"x")
+            await t.publish(topics.p3_cloak("x"), b"x")

@@ -1,7 +1,8 @@
 """Protocol 4 answer and configuration (pure data, no machine).
 
 What :class:`~locpriv.protocols.p4.machine.PeerMachine` returns and how it is parametrised:
-responder policy, token buckets, the DS radius ladder.
+responder policy, the DS radius ladder (:class:`TokenBucket` lives in
+:mod:`locpriv.protocols.limits`, re-exported here).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from locpriv.core.geo import LonLat
 from locpriv.core.grouping import DEFAULT_NODE_BUDGET, AreaMode
 from locpriv.core.noise import GaussianMechanism, Mechanism
 from locpriv.errors import ConfigError
+from locpriv.protocols.limits import TokenBucket
 from locpriv.wire.messages import POI
 
 __all__ = [
@@ -57,27 +59,6 @@ class PeerAnswer:
 
 
 # ---------------------------------------------------------------------------- config
-
-
-@dataclass(slots=True)
-class TokenBucket:
-    """A token bucket: ``rate_per_s`` tokens per second up to ``burst``; starts full."""
-
-    rate_per_s: float
-    burst: float
-    tokens: float = -1.0
-    last: float = 0.0
-
-    def take(self, now: float) -> bool:
-        """Take one token at ``now`` (s); False when empty."""
-        if self.tokens < 0.0:
-            self.tokens, self.last = self.burst, now
-        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.last) * self.rate_per_s)
-        self.last = max(self.last, now)
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
 
 
 @dataclass(frozen=True, slots=True)

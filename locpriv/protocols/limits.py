@@ -1,0 +1,116 @@
+"""Abuse limits as pure state: token buckets and per-user admission of requests (sans-I/O).
+
+:class:`TokenBucket` is shared by the P4 responder and the trusted services.
+:class:`UserLimits` admits a user's request when her bucket has a token (``requests_per_s``
+refilled up to ``burst``) and she has fewer than ``max_pending_per_user`` requests waiting for
+an answer; it learns that a request was answered from the replies the machine sends
+(:meth:`UserLimits.settle`). Times are the driver's ``now``, seconds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from locpriv.protocols.effects import Send
+
+__all__ = ["RequestLimits", "TokenBucket", "UserLimits"]
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """A token bucket: ``rate_per_s`` tokens per second up to ``burst``; starts full."""
+
+    rate_per_s: float
+    burst: float
+    tokens: float = -1.0
+    last: float = 0.0
+
+    def take(self, now: float) -> bool:
+        """Take one token at ``now`` (s); False when empty."""
+        self._refill(now)
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+    def full(self, now: float) -> bool:
+        """True when the bucket holds ``burst`` tokens at ``now`` (it may be forgotten)."""
+        self._refill(now)
+        return self.tokens >= self.burst
+
+    def _refill(self, now: float) -> None:
+        if self.tokens < 0.0:
+            self.tokens, self.last = self.burst, now
+        self.tokens = min(self.burst, self.tokens + max(0.0, now - self.last) * self.rate_per_s)
+        self.last = max(self.last, now)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """Per-user limits: ``requests_per_s`` sustained, ``burst`` at once, at most
+    ``max_pending_per_user`` unanswered; buckets of at most ``max_users`` users are kept."""
+
+    requests_per_s: float = 5.0
+    burst: float = 20.0
+    max_pending_per_user: int = 10
+    max_users: int = 100_000
+
+
+class UserLimits:
+    """Admission of requests by user (see the module docstring)."""
+
+    def __init__(self, limits: RequestLimits) -> None:
+        self.limits = limits
+        self._buckets: dict[str, TokenBucket] = {}
+        self._pending: Counter[str] = Counter()
+        self._owners: dict[tuple[str, str], list[str]] = {}
+
+    def pending(self, user: str) -> int:
+        """Requests of ``user`` admitted and not yet answered."""
+        return self._pending[user]
+
+    def admit(self, user: str, now: float) -> str | None:
+        """Why ``user``'s request at ``now`` is refused (a human reason), or None: admitted
+        (a token is taken)."""
+        lim = self.limits
+        if self._pending[user] >= lim.max_pending_per_user:
+            return f"more than {lim.max_pending_per_user} requests pending; wait for answers"
+        bucket = self._buckets.get(user)
+        if bucket is None:
+            self._evict(now)
+            bucket = self._buckets[user] = TokenBucket(lim.requests_per_s, lim.burst)
+        if not bucket.take(now):
+            return f"more than {lim.requests_per_s:g} requests/s (burst {lim.burst:g}); retry later"
+        return None
+
+    def opened(self, user: str, reply_to: str, correlation_id: str) -> None:
+        """An admitted request will be answered on ``reply_to`` with ``correlation_id``."""
+        self._pending[user] += 1
+        self._owners.setdefault((reply_to, correlation_id), []).append(user)
+
+    def settle(self, effects: Iterable[Send]) -> None:
+        """Count the answers among ``effects`` (replies echo the request's correlation id)."""
+        for e in effects:
+            cid = getattr(e.message, "correlation_id", None)
+            if cid is None:
+                continue
+            owners = self._owners.get((e.topic, cid))
+            if not owners:
+                continue
+            user = owners.pop(0)
+            if not owners:
+                del self._owners[(e.topic, cid)]
+            self._pending[user] -= 1
+            if self._pending[user] <= 0:
+                del self._pending[user]
+
+    def _evict(self, now: float) -> None:
+        """Keep at most ``max_users`` buckets: forget full ones, then the oldest."""
+        if len(self._buckets) < self.limits.max_users:
+            return
+        for user in [u for u, b in self._buckets.items() if b.full(now)]:
+            del self._buckets[user]
+        while len(self._buckets) >= self.limits.max_users:
+            self._buckets.pop(next(iter(self._buckets)))

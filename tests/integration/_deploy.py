@@ -1,0 +1,223 @@
+"""Run the files in deploy/ as shipped against the real programs, for tests.
+
+:func:`build` makes a CA and a server certificate for ``localhost`` (trustme), a password file
+with the real ``mosquitto_passwd``, the shipped ACL, and the shipped ``mosquitto.conf`` with
+only paths and ports changed (plus a log file for the test to read); :func:`unit_command` turns
+a shipped systemd unit into the command and environment systemd would run, with paths
+substituted. Nothing else of the shipped files changes: :func:`conf_directives` lets a test
+check that.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import secrets
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trustme
+
+from locpriv.service.broker import MOSQUITTO_BIN, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+PASSWD_BIN = "/usr/bin/mosquitto_passwd"
+USERS = ("alice", "bob", "carol", "dave", "erin", "fay", "gus", "mallory")
+SERVICES = ("locpriv-anonymizer", "locpriv-ds")
+
+
+@dataclass
+class Deployment:
+    """Paths, ports and passwords of one test deployment."""
+
+    root: Path
+    plain_port: int
+    tls_port: int
+    passwords: dict[str, str]
+    ca_file: Path
+    conf: Path
+    log: Path
+    substitutions: dict[str, str] = field(default_factory=dict)
+
+    def app_url(self, user: str | None, host: str = "localhost") -> str:
+        """The TLS URL an app uses (user name only: the password is passed apart)."""
+        who = f"{user}@" if user else ""
+        return f"mqtts://{who}{host}:{self.tls_port}"
+
+    def plain_url(self, user: str | None) -> str:
+        """The localhost plain URL the services use."""
+        who = f"{user}@" if user else ""
+        return f"mqtt://{who}127.0.0.1:{self.plain_port}"
+
+
+def conf_directives(text: str) -> list[tuple[str, str]]:
+    """``(directive, value)`` of every non-comment line of a mosquitto config."""
+    out = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition(" ")
+            out.append((key, value.strip()))
+    return out
+
+
+def substitute(text: str, mapping: dict[str, str]) -> str:
+    for old, new in sorted(mapping.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(old, new)
+    return text
+
+
+def build(root: Path) -> Deployment:
+    """Certificates, users, ACL and mosquitto.conf for a deployment in a fresh directory under
+    ``root``, which must be traversable by every user (``/tmp``): mosquitto started as root
+    drops to the ``mosquitto`` user before it reads the password file, as on a server."""
+    root = Path(tempfile.mkdtemp(prefix="locpriv-deploy-", dir=root))
+    ca = trustme.CA()
+    server = ca.issue_cert("localhost")  # no IP address: connecting to 127.0.0.1 must fail
+    certs = root / "certs"
+    certs.mkdir()
+    server.cert_chain_pems[0].write_to_path(str(certs / "server.crt"))
+    for extra in server.cert_chain_pems[1:]:
+        extra.write_to_path(str(certs / "server.crt"), append=True)
+    server.private_key_pem.write_to_path(str(certs / "server.key"))
+    ca.cert_pem.write_to_path(str(certs / "ca.crt"))
+    passwords = {name: secrets.token_urlsafe(18) for name in (*SERVICES, *USERS)}
+    passwd = root / "locpriv.passwd"
+    for i, (name, password) in enumerate(passwords.items()):
+        # as the operator does it: the password typed at the prompt, not on the command line
+        args = [PASSWD_BIN, *(["-c"] if i == 0 else []), str(passwd), name]
+        subprocess.run(
+            args, input=f"{password}\n{password}\n", text=True, check=True, capture_output=True
+        )
+    (root / "locpriv.acl").write_text((DEPLOY / "acl").read_text())
+    plain, tls = free_port(), free_port()
+    (root / "persist").mkdir()
+    mapping = {
+        "/etc/mosquitto/locpriv.passwd": str(passwd),
+        "/etc/mosquitto/locpriv.acl": str(root / "locpriv.acl"),
+        "/etc/mosquitto/certs/": f"{certs}/",
+        "/var/lib/mosquitto/": f"{root / 'persist'}/",
+        "listener 1883 127.0.0.1": f"listener {plain} 127.0.0.1",
+        "listener 8883": f"listener {tls} 127.0.0.1",  # loopback only, for the test
+    }
+    log = root / "mosquitto.log"
+    conf = root / "mosquitto.conf"
+    shipped = (DEPLOY / "mosquitto.conf").read_text()
+    conf.write_text(substitute(shipped, mapping) + f"\nlog_dest file {log}\n")
+    log.touch()
+    if os.geteuid() == 0:  # what mosquitto reads or writes belongs to its user, as on a server
+        owner = pwd.getpwnam("mosquitto")
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, owner.pw_uid, owner.pw_gid)
+    return Deployment(root, plain, tls, passwords, certs / "ca.crt", conf, log, mapping)
+
+
+def start_mosquitto(dep: Deployment) -> subprocess.Popen[bytes]:
+    """mosquitto on the deployment's config; returns once both listeners accept."""
+    import socket
+    import time
+
+    proc = subprocess.Popen(
+        [MOSQUITTO_BIN, "-c", str(dep.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 10
+    for port in (dep.plain_port, dep.tls_port):
+        while True:
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                raise RuntimeError(f"mosquitto exited: {err}\n{dep.log.read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+    return proc
+
+
+def unit_service(name: str) -> dict[str, list[str]]:
+    """The ``[Service]`` settings of ``deploy/systemd/<name>`` (each key may repeat)."""
+    settings: dict[str, list[str]] = {}
+    section = ""
+    for raw in (DEPLOY / "systemd" / name).read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            section = line
+            continue
+        if section == "[Service]":
+            key, _, value = line.partition("=")
+            settings.setdefault(key, []).append(value)
+    return settings
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """A systemd ``EnvironmentFile`` (``KEY=value`` lines)."""
+    env = {}
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            env[key] = value
+    return env
+
+
+def unit_command(
+    name: str, paths: dict[str, str], credentials: dict[str, str], creds_dir: Path
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment systemd would start ``name`` with.
+
+    ``paths`` maps shipped paths to test paths (applied to the unit and to its env files, which
+    are read from ``deploy/systemd/<basename>``); ``credentials`` maps ``LoadCredential`` ids
+    to their content, written into ``creds_dir`` as systemd does.
+    """
+    settings = unit_service(name)
+    env: dict[str, str] = {}
+    for env_file in settings.get("EnvironmentFile", []):
+        shipped = DEPLOY / "systemd" / Path(env_file).name
+        env.update({k: substitute(v, paths) for k, v in read_env_file(shipped).items()})
+    creds_dir.mkdir(parents=True, exist_ok=True)
+    for spec in settings.get("LoadCredential", []):
+        cred_id, _, _source = spec.partition(":")
+        target = creds_dir / cred_id
+        target.write_text(credentials[cred_id] + "\n")
+        target.chmod(0o400)
+    env["CREDENTIALS_DIRECTORY"] = str(creds_dir)
+    (exec_start,) = settings["ExecStart"]
+    words = shlex.split(substitute(exec_start, paths))
+    expanded = [re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], w) for w in words]
+    return expanded, env
+
+
+def locpriv_paths(dep: Deployment) -> dict[str, str]:
+    """Shipped service paths -> this deployment's (the venv, /etc/locpriv, /var/lib/locpriv)."""
+    etc = dep.root / "etc-locpriv"
+    var = dep.root / "var-lib-locpriv"
+    etc.mkdir(exist_ok=True)
+    var.mkdir(exist_ok=True)
+    (etc / "token.key").write_text(secrets.token_hex(32) + "\n")
+    paths = {
+        "/opt/locpriv/venv/bin/": f"{Path(sys.executable).parent}/",
+        "/etc/locpriv/": f"{etc}/",
+        "/var/lib/locpriv/pois.csv": str(ROOT / "locpriv" / "data" / "pois.csv"),
+        "/var/lib/locpriv/": f"{var}/",
+        "127.0.0.1:1883": f"127.0.0.1:{dep.plain_port}",
+    }
+    toml = substitute((DEPLOY / "locpriv.toml").read_text(), paths)
+    (etc / "locpriv.toml").write_text(toml)
+    return paths
+
+
+def service_env(extra: dict[str, str]) -> dict[str, str]:
+    """The test process's environment (PATH, HOME, ...) with a unit's environment on top."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCPRIV_")}
+    env.update(extra)
+    return env

@@ -1,0 +1,502 @@
+"""The shipped deployment, run as shipped: deploy/mosquitto.conf and deploy/acl on a real
+mosquitto with a password file and a TLS listener (certificates made here), the services started
+with the command lines and credentials of deploy/systemd/*.service, apps over TLS.
+
+What it shows: anonymous clients are refused; TLS verifies the host name; a user can read
+neither locations, requests, DS queries nor another user's replies, and cannot publish in
+another user's name; DS cannot read locations; Protocols 1-4 work for legitimate users; the
+services' output and command lines never hold a password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import pytest
+import shapely
+import yaml  # type: ignore[import-untyped]
+from _deploy import (
+    DEPLOY,
+    Deployment,
+    build,
+    conf_directives,
+    locpriv_paths,
+    read_env_file,
+    service_env,
+    start_mosquitto,
+    substitute,
+    unit_command,
+    unit_service,
+)
+from _svc_helpers import PROJ
+
+from locpriv.client import Client
+from locpriv.core.noise import offset_lonlat
+from locpriv.core.poi import load_pois, refine
+from locpriv.errors import (
+    ErrorCode,
+    RateLimited,
+    RequestTimeout,
+    TransportError,
+)
+from locpriv.peer import PeerClient
+from locpriv.protocols.p4.types import PeerConfig
+from locpriv.transport import Received, connect
+from locpriv.wire.messages import (
+    CloakRequest,
+    ErrorReply,
+    Message,
+    NearestQuery,
+    PrivacyProfile,
+    decode,
+    encode,
+)
+from locpriv.wire.topics import Topics
+
+pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeout(120)]
+
+TOPICS = Topics()  # the shipped ACL is written for the default prefix
+POIS = load_pois(DEPLOY.parent / "locpriv" / "data" / "pois.csv")
+QUERY = NearestQuery(category="cafe", n=2)
+HOME = PROJ.point_to_lonlat(120.0, -80.0)  # alice, (lon, lat)
+PROFILE = {"k": 3, "a_min_m2": 1e4, "a_max_m2": 5e7, "max_delay_s": 3.0}
+
+
+@pytest.fixture(scope="module")
+def mosquitto_bins() -> None:
+    from conftest import _require_mosquitto
+
+    _require_mosquitto()
+    if not os.access("/usr/bin/mosquitto_passwd", os.X_OK):
+        pytest.fail("mosquitto_passwd not found (apt-get install mosquitto)")
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    tmp_path_factory: pytest.TempPathFactory, mosquitto_bins: None
+) -> Iterator[tuple[Deployment, dict[str, subprocess.Popen[bytes]]]]:
+    dep = build(Path(tempfile.gettempdir()))
+    broker = start_mosquitto(dep)
+    services: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        paths = locpriv_paths(dep)
+        for unit, user in (
+            ("locpriv-ds.service", "locpriv-ds"),
+            ("locpriv-anonymizer.service", "locpriv-anonymizer"),
+        ):
+            argv, env = unit_command(
+                unit, paths, {"broker-password": dep.passwords[user]}, dep.root / f"creds-{user}"
+            )
+            # the most verbose logging there is: a password must not show at any level
+            with (
+                (dep.root / f"{user}.out").open("wb") as out,
+                (dep.root / f"{user}.err").open("wb") as err,
+            ):
+                services[user] = subprocess.Popen(
+                    argv, env=service_env({**env, "LOCPRIV_LOG": "DEBUG"}), stdout=out, stderr=err
+                )
+            _wait_for_line(dep.root / f"{user}.out", b"serving ", services[user], 60)
+        yield dep, services
+    finally:
+        for proc in services.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in services.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(20)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        broker.terminate()
+        broker.wait(10)
+        if broker.stderr is not None:
+            broker.stderr.close()
+        shutil.rmtree(dep.root, ignore_errors=True)
+
+
+def _wait_for_line(
+    path: Path, needle: bytes, proc: subprocess.Popen[bytes], timeout: float
+) -> None:
+    deadline = time.monotonic() + timeout
+    while needle not in path.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            err = path.with_suffix(".err").read_text(errors="replace")[-3000:]
+            raise AssertionError(f"{path.name}: no {needle!r} (exit {proc.poll()}): {err}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def dep(deployment: tuple[Deployment, dict[str, subprocess.Popen[bytes]]]) -> Deployment:
+    return deployment[0]
+
+
+def app(dep: Deployment, user: str, **kw: Any) -> Client:
+    """An app of ``user`` over TLS with her password, as an operator's user would run it."""
+    return Client(
+        dep.app_url(user),
+        user_id=user,
+        password=dep.passwords[user],
+        ca_file=str(dep.ca_file),
+        timeout_s=8.0,
+        **kw,
+    )
+
+
+@contextlib.asynccontextmanager
+async def watching(url: str, topic_filters: list[str], **kw: Any) -> AsyncIterator[list[Received]]:
+    """A connection subscribed to ``topic_filters``, collecting what arrives."""
+    seen: list[Received] = []
+    async with connect(url, **kw) as t:
+        for f in topic_filters:
+            await t.subscribe(f)
+
+        async def pump() -> None:
+            async for item in t.messages():
+                seen.append(item)
+
+        task = asyncio.create_task(pump())
+        try:
+            yield seen
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def populate(
+    dep: Deployment, users: tuple[str, ...] = ("bob", "carol", "dave", "erin")
+) -> None:
+    """Other users report positions around alice's home, each in her own name."""
+    rng = np.random.default_rng(5)
+    for user in users:
+        lon, lat = offset_lonlat(HOME[0], HOME[1], *rng.uniform(-300, 300, 2))
+        async with app(dep, user) as c:
+            await c.update_location(lon=lon, lat=lat)
+
+
+# ---------------------------------------------------------------------------- configuration
+
+
+def test_the_shipped_files_are_run_with_paths_and_ports_changed_only(dep: Deployment) -> None:
+    shipped = (DEPLOY / "mosquitto.conf").read_text()
+    ran = conf_directives(dep.conf.read_text())
+    # every shipped directive, in order, with only the paths and listener ports substituted
+    assert ran == [
+        *conf_directives(substitute(shipped, dep.substitutions)),
+        ("log_dest", f"file {dep.log}"),
+    ]
+    assert all(k.startswith(("/", "listener ")) for k in dep.substitutions)
+    assert (dep.root / "locpriv.acl").read_text() == (DEPLOY / "acl").read_text()
+    for unit in ("locpriv-anonymizer.service", "locpriv-ds.service"):
+        (exec_start,) = unit_service(unit)["ExecStart"]
+        assert "--password-file ${CREDENTIALS_DIRECTORY}/broker-password" in exec_start
+        assert unit_service(unit)["LoadCredential"][0].startswith("broker-password:")
+    for env_file in ("anonymizer.env", "ds.env"):
+        broker = read_env_file(DEPLOY / "systemd" / env_file)["LOCPRIV_BROKER"]
+        assert urlsplit(broker).username and urlsplit(broker).password is None
+
+
+# ------------------------------------------------------------------------- authentication
+
+
+@pytest.mark.asyncio
+async def test_anonymous_and_wrong_password_clients_are_refused(dep: Deployment) -> None:
+    for url, kw in [
+        (dep.plain_url(None), {}),
+        (dep.app_url(None), {"ca_file": str(dep.ca_file)}),
+        (dep.app_url("alice"), {"ca_file": str(dep.ca_file), "password": "not-hers"}),
+    ]:
+        with pytest.raises(TransportError):
+            async with connect(url, connect_timeout_s=2.0, **kw):
+                pass
+    assert "not authorised" in dep.log.read_text()
+
+
+@pytest.mark.asyncio
+async def test_tls_verifies_the_certificate_and_the_host_name(dep: Deployment) -> None:
+    password = dep.passwords["alice"]
+    async with connect(dep.app_url("alice"), password=password, ca_file=str(dep.ca_file)):
+        pass
+    # the certificate names localhost, not 127.0.0.1; and the system's CAs do not know ours
+    for url, ca in [
+        (dep.app_url("alice", "127.0.0.1"), str(dep.ca_file)),
+        (dep.app_url("alice"), None),
+    ]:
+        with pytest.raises(TransportError):
+            async with connect(url, password=password, ca_file=ca, connect_timeout_s=2.0):
+                pass
+
+
+# ------------------------------------------------------------------------------- the ACL
+
+
+@pytest.mark.asyncio
+async def test_a_user_reads_no_location_request_ds_query_or_other_reply(dep: Deployment) -> None:
+    await populate(dep)
+    filters = [
+        TOPICS.location_filter,
+        TOPICS.p1_query_filter,
+        TOPICS.p2_query_filter,
+        TOPICS.p3_cloak_filter,
+        TOPICS.ds_query,
+        f"{TOPICS.root}/#",
+        "#",
+    ]
+    mallory = {"password": dep.passwords["mallory"], "ca_file": str(dep.ca_file)}
+    async with app(dep, "alice") as alice:
+        filters.append(TOPICS.reply(alice.client_id))
+        async with watching(dep.app_url("mallory"), filters, **mallory) as seen:
+            await alice.update_location(lon=HOME[0], lat=HOME[1])
+            p2 = await alice.query(QUERY, protocol=2)
+            p3 = await alice.query(QUERY, protocol=3, **PROFILE)
+            await asyncio.sleep(0.5)
+    assert p2.pois and p3.pois  # the traffic happened
+    # a denied subscription is acknowledged all the same; nothing but status reaches mallory
+    assert {m.topic for m in seen} <= {TOPICS.status("anonymizer"), TOPICS.status("ds")}
+
+
+@pytest.mark.asyncio
+async def test_ds_cannot_read_locations(dep: Deployment) -> None:
+    ds = {"password": dep.passwords["locpriv-ds"]}
+    async with watching(dep.plain_url("locpriv-ds"), [TOPICS.location_filter], **ds) as seen:
+        async with app(dep, "alice") as alice:
+            await alice.update_location(lon=HOME[0], lat=HOME[1])
+        await asyncio.sleep(0.5)
+    assert seen == []
+
+
+@pytest.mark.asyncio
+async def test_no_one_acts_in_another_users_name(dep: Deployment) -> None:
+    await populate(dep)
+    async with app(dep, "alice") as alice, app(dep, "mallory") as mallory:
+        await alice.update_location(lon=HOME[0], lat=HOME[1])
+        # mallory moves "alice" 40 km away on alice's topic: the broker drops it (acknowledged)
+        far_lon, far_lat = offset_lonlat(HOME[0], HOME[1], 40_000.0, 0.0)
+        await mallory._transport.publish(
+            TOPICS.location("alice"),
+            f'{{"type":"location_update","user_id":"alice","lat":{far_lat},"lon":{far_lon},"t":1}}'.encode(),
+        )
+        # ... nor does her request on alice's topic get alice's region (nothing comes back) ...
+        profile = PrivacyProfile(**PROFILE)
+        theft = await _raw_request(
+            dep, "mallory", TOPICS.p3_cloak("alice"), 3.0, user_id="alice", profile=profile
+        )
+        assert theft is None
+        # ... and on her own topic, naming alice, she is told no
+        reply = await _raw_request(dep, "mallory", TOPICS.p3_cloak("mallory"), 8.0, user_id="alice")
+        assert isinstance(reply, ErrorReply)
+        assert reply.code == ErrorCode.INVALID_FIELD and reply.field == "user_id"
+        # alice is still where she is, and only she gets her region
+        cloak = await alice.cloak(**PROFILE)
+        assert cloak.region.covers(shapely.Point(*HOME))
+        assert cloak.users is not None and cloak.users >= 3
+
+
+async def _raw_request(
+    dep: Deployment, user: str, topic: str, wait_s: float, **fields: Any
+) -> Message | None:
+    """``user``, logged in as herself, publishes a cloak request on ``topic`` with ``fields``
+    (as a modified app would) and returns the reply, or None after ``wait_s`` seconds."""
+    client_id = f"raw-{user}"
+    reply_to = TOPICS.reply(client_id)
+    request = CloakRequest(correlation_id="raw", reply_to=reply_to, **fields)
+    auth = {"password": dep.passwords[user], "ca_file": str(dep.ca_file)}
+    async with connect(dep.app_url(user), client_id=client_id, **auth) as t:
+        await t.subscribe(reply_to)
+        await t.publish(topic, encode(request))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                async for item in t.messages():
+                    return decode(item.payload)
+    return None
+
+
+@pytest.mark.asyncio
+async def test_requests_beyond_a_users_rate_are_refused(dep: Deployment) -> None:
+    async with app(dep, "gus") as gus:
+        await gus.update_location(lon=HOME[0], lat=HOME[1])
+        outcomes = await asyncio.gather(
+            *(gus.cloak(k=2, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=0) for _ in range(30)),
+            return_exceptions=True,
+        )
+    limited = [o for o in outcomes if isinstance(o, RateLimited)]
+    assert limited and all(o.code == ErrorCode.RATE_LIMITED for o in limited)
+    assert not any(isinstance(o, RequestTimeout) for o in outcomes)
+
+
+@pytest.mark.asyncio
+async def test_shared_subscriptions_follow_the_plain_read_rule(dep: Deployment) -> None:
+    """A `$share` subscription is delivered under its topic's read rule: the anonymizer's
+    user needs no `$share` line (shared_group works as shipped)."""
+    anon = {"password": dep.passwords["locpriv-anonymizer"], "client_id": "probe-share"}
+    flt = f"$share/anonymizers/{TOPICS.p3_cloak_filter}"
+    async with watching(dep.plain_url("locpriv-anonymizer"), [flt], **anon) as seen:
+        async with app(dep, "alice") as alice:
+            with contextlib.suppress(Exception):
+                await alice.cloak(**PROFILE, timeout_s=2.0)
+        await asyncio.sleep(0.3)
+    assert [m.topic for m in seen] == [TOPICS.p3_cloak("alice")]
+
+
+# ---------------------------------------------------------------------- the protocols work
+
+
+@pytest.mark.asyncio
+async def test_p1_p2_p3_work_for_a_legitimate_user(dep: Deployment) -> None:
+    await populate(dep)
+    lon, lat = HOME
+    exact = refine(POIS, QUERY, lon=lon, lat=lat)
+    async with app(dep, "alice") as alice:
+        await alice.update_location(lon=lon, lat=lat)
+        for protocol in (1, 2, 3):
+            answer = await alice.query(QUERY, protocol=protocol, **PROFILE)  # type: ignore[arg-type]
+            assert [p.id for p in answer.pois] == [p.id for p in exact], protocol
+        # P3's DS hop came back on one short-lived connection of its own, now closed
+        assert alice.endpoints.opened == 1
+        await asyncio.sleep(0.2)
+        assert alice.endpoints.active == 0
+
+
+@pytest.mark.asyncio
+async def test_p4_works_for_legitimate_devices(dep: Deployment) -> None:
+    rng = np.random.default_rng(9)
+    where = [offset_lonlat(HOME[0], HOME[1], *rng.uniform(-300, 300, 2)) for _ in range(5)]
+    config = PeerConfig(k=3, a_min_m2=20_000.0, a_max_m2=5_000_000.0, window_s=0.5)
+    async with contextlib.AsyncExitStack() as stack:
+        peers = []
+        for i, user in enumerate(("alice", "bob", "carol", "dave", "erin")):
+            p = PeerClient(
+                dep.app_url(user),
+                user_id=user,
+                config=config,
+                rng=np.random.default_rng(i),
+                password=dep.passwords[user],
+                ca_file=str(dep.ca_file),
+            )
+            peers.append(await stack.enter_async_context(p))
+            p.set_location(lon=where[i][0], lat=where[i][1])
+        await asyncio.gather(*(p.flush() for p in peers))
+        await asyncio.sleep(0.3)
+        answer = await peers[0].query(QUERY, timeout_s=20)
+    assert list(answer.pois) == refine(POIS, QUERY, lon=where[0][0], lat=where[0][1])
+    assert answer.group_size == 3
+
+
+# ---------------------------------------------------------------------------------- secrets
+
+
+def test_no_password_in_service_output_or_command_lines(
+    deployment: tuple[Deployment, dict[str, subprocess.Popen[bytes]]],
+) -> None:
+    dep, services = deployment
+    for user, proc in services.items():
+        assert proc.poll() is None, f"{user} died"
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        assert dep.passwords[user].encode() not in cmdline
+        for suffix in (".out", ".err"):
+            text = (dep.root / f"{user}{suffix}").read_bytes()
+            assert dep.passwords[user].encode() not in text
+        assert b"serving" in (dep.root / f"{user}.out").read_bytes()
+        assert b"DEBUG" in (dep.root / f"{user}.err").read_bytes()  # the logs were there
+
+
+@pytest.mark.parametrize(
+    ("how", "broker"),
+    [
+        ("env", "mqtt://locpriv-ds@127.0.0.1:{port}"),  # wrong password from the environment
+        ("url", "mqtt://locpriv-ds:{secret}@127.0.0.1:{port}"),  # in the URL (discouraged)
+        ("url", "mqtt://locpriv-ds:{secret}@127.0.0.1:notaport"),  # a bad URL
+        ("file", "mqtt://locpriv-ds@127.0.0.1:{port}"),  # from a file, service starts
+    ],
+)
+def test_services_never_print_the_password(dep: Deployment, how: str, broker: str) -> None:
+    secret = dep.passwords["locpriv-ds"] if how == "file" else "Sup3r-s3cret-Pw"
+    env = service_env({"LOCPRIV_LOG": "DEBUG"})
+    args = ["locpriv", "serve", "ds", "--broker", broker.format(port=dep.plain_port, secret=secret)]
+    if how == "env":
+        env["LOCPRIV_BROKER_PASSWORD"] = secret
+    if how == "file":
+        pw = dep.root / "ds-test.password"
+        pw.write_text(secret + "\n")
+        args += ["--password-file", str(pw)]
+    exe = Path(os.environ.get("VIRTUAL_ENV", "")) / "bin" / "locpriv"
+    argv = [
+        str(exe) if exe.exists() else str(Path(__import__("sys").executable).parent / "locpriv"),
+        *args[1:],
+    ]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        if how == "file":
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert b"serving ds on mqtt://locpriv-ds@127.0.0.1" in line
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = out + err
+    assert secret.encode() not in output
+    if how == "file":
+        assert proc.returncode == 0
+    else:
+        assert proc.returncode != 0 and b"error" in output
+    if how == "url" and "notaport" not in broker:
+        assert b"process list" in err  # the operator is told to move the password out
+
+
+# ------------------------------------------------------------------------ the amqtt unit
+
+
+@pytest.mark.asyncio
+async def test_amqtt_unit_with_the_shipped_broker_config_serves_p3(tmp_path: Path) -> None:
+    from locpriv.service.broker import free_port
+
+    port = free_port()
+    config = yaml.safe_load((DEPLOY / "amqtt-broker.yaml").read_text())
+    assert config["listeners"]["default"]["bind"] == "0.0.0.0:1883"
+    text = (DEPLOY / "amqtt-broker.yaml").read_text().replace("0.0.0.0:1883", f"127.0.0.1:{port}")
+    text = text.replace("/etc/locpriv/locpriv.toml", str(tmp_path / "locpriv.toml"))
+    (tmp_path / "locpriv.toml").write_text("[cloak]\nepoch_s = 0.2\n")
+    (tmp_path / "amqtt-broker.yaml").write_text(text)
+    (exec_start,) = unit_service("locpriv-amqtt.service")["ExecStart"]
+    venv_bin = str(Path(__import__("sys").executable).parent) + "/"
+    argv = exec_start.replace("/opt/locpriv/venv/bin/", venv_bin)
+    argv = argv.replace("/etc/locpriv/amqtt-broker.yaml", str(tmp_path / "amqtt-broker.yaml"))
+    proc = subprocess.Popen(argv.split(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"mqtt://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                async with connect(url, connect_timeout_s=1.0):
+                    break
+            except TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                await asyncio.sleep(0.2)
+        rng = np.random.default_rng(2)
+        for i in range(4):
+            lon, lat = offset_lonlat(HOME[0], HOME[1], *rng.uniform(-300, 300, 2))
+            async with Client(url, user_id=f"n{i}") as c:
+                await c.update_location(lon=lon, lat=lat)
+        async with Client(url, user_id="alice", timeout_s=15) as alice:
+            await alice.update_location(lon=HOME[0], lat=HOME[1])
+            await asyncio.sleep(0.5)
+            cloak = await alice.cloak(**PROFILE)
+            assert cloak.region.covers(shapely.Point(*HOME))
+    finally:
+        proc.terminate()
+        proc.wait(15)
