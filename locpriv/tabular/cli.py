@@ -15,7 +15,8 @@ from typing import TextIO
 
 from locpriv.errors import ConfigError
 from locpriv.tabular.estimators import METHODS
-from locpriv.tabular.io import anonymize, read_table, write_table, write_text_atomic
+from locpriv.tabular.frame import anonymize
+from locpriv.tabular.io import read_table, write_table, write_text_atomic
 
 
 class ProgressBar:

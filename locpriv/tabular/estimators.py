@@ -14,7 +14,7 @@ best of the others).
 
 from __future__ import annotations
 
-import importlib
+import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -23,11 +23,13 @@ from typing import Any, Self
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.errors import ConfigError, DataError
+from locpriv.errors import ConfigError, DataError, InfeasibleError
 from locpriv.tabular import metrics
 from locpriv.tabular.categorical import zscore
-from locpriv.tabular.codes import as_codes
+from locpriv.tabular.checks import as_codes
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
+from locpriv.tabular.improve import best_partition
+from locpriv.tabular.microaggregation import mdav
 from locpriv.tabular.psearch import best_p_sensitive
 from locpriv.tabular.psensitive import (
     Conditions,
@@ -62,18 +64,9 @@ def run_method(
     """Labels of one method on the scaled key matrix ``Z``; returns ``(labels, k_used)``.
     ``start``: a p-sensitive k-anonymous partition for ``"best-p"`` to start from."""
     if method == "mdav":
-        from locpriv.tabular.mdav import mdav
-
         return np.asarray(mdav(Z, k), dtype=np.int64), k
     if method == "best":
-        try:
-            improve = importlib.import_module("locpriv.tabular.improve")
-        except ImportError:  # pragma: no cover - the improved heuristic is not installed
-            logger.warning("best_partition unavailable; using MDAV")
-            from locpriv.tabular.mdav import mdav
-
-            return np.asarray(mdav(Z, k), dtype=np.int64), k
-        labels = improve.best_partition(Z, k, seed=seed, time_budget_s=time_budget_s)
+        labels = best_partition(Z, k, seed=seed, time_budget_s=time_budget_s)
         return np.asarray(labels, dtype=np.int64), k
     if codes is None:
         raise ConfigError(f"method {method!r} needs confidential attributes")
@@ -92,6 +85,33 @@ def run_method(
         )
         return labels, k
     raise ConfigError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+
+
+def _dense_matrix(X: npt.ArrayLike) -> FloatArray:
+    """``X`` as a finite 2-D float64 array with at least one column; one-line DataError else."""
+    if hasattr(X, "toarray") or hasattr(X, "tocsr"):
+        raise DataError("sparse input is not supported: pass a dense array (X.toarray())")
+    arr = np.asarray(X)
+    if arr.dtype.kind == "c":
+        raise DataError("Complex data not supported: X must be real")
+    if arr.dtype.kind == "O":  # numbers stored as objects are numbers; numpy's TypeError
+        try:  # names a value that is no number at all (a dict, ...)
+            arr = arr.astype(np.float64)
+        except ValueError as exc:  # a string that is no number
+            raise DataError(f"X must be numeric: {exc}") from None
+    if not (arr.dtype == np.bool_ or arr.dtype.kind in "iuf"):
+        raise DataError(f"X must be a real numeric array, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise DataError(f"X must be 2-D (records x attributes), got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise DataError(f"X has 0 sample(s) (shape={arr.shape}): nothing to anonymise")
+    if arr.shape[1] == 0:
+        raise DataError(f"X has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    Xa = np.asarray(arr, dtype=np.float64)
+    if not np.isfinite(Xa).all():
+        col = int(np.flatnonzero(~np.isfinite(Xa).all(axis=0))[0])
+        raise DataError(f"X column {col} has NaN or infinite values")
+    return Xa
 
 
 def candidates(method: str | None, p: int) -> tuple[str, ...]:
@@ -134,26 +154,69 @@ class Microaggregator:
         self.time_budget_s = time_budget_s
         self.progress = progress
 
-    def get_params(self) -> dict[str, Any]:
-        """The constructor parameters (scikit-learn convention)."""
-        return {
-            "k": self.k,
-            "p": self.p,
-            "method": self.method,
-            "seed": self.seed,
-            "standardize": self.standardize,
-            "time_budget_s": self.time_budget_s,
-            "progress": self.progress,
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters by name (scikit-learn convention). With ``deep``, a
+        parameter that has ``get_params`` also contributes its own as ``name__param``."""
+        out: dict[str, Any] = {}
+        for name in inspect.signature(type(self).__init__).parameters:
+            if name == "self":
+                continue
+            value = getattr(self, name)
+            out[name] = value
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                out.update((f"{name}__{key}", v) for key, v in value.get_params().items())
+        return out
+
+    def set_params(self, **params: Any) -> Self:
+        """Set constructor parameters (``name`` or nested ``name__param``); returns ``self``.
+        An unknown name is a :class:`~locpriv.errors.ConfigError`; values are validated by
+        :meth:`fit`, as scikit-learn does."""
+        valid = self.get_params(deep=False)
+        nested: dict[str, dict[str, Any]] = {}
+        for key, value in params.items():
+            name, _, sub = key.partition("__")
+            if name not in valid:
+                raise ConfigError(
+                    f"invalid parameter {name!r} for Microaggregator; valid: {sorted(valid)}"
+                )
+            if sub:
+                nested.setdefault(name, {})[sub] = value
+            else:
+                setattr(self, name, value)
+                valid[name] = value
+        for name, sub_params in nested.items():
+            valid[name].set_params(**sub_params)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {
+            name: prm.default
+            for name, prm in inspect.signature(type(self).__init__).parameters.items()
+            if name != "self"
         }
+        changed = [
+            f"{name}={value!r}"
+            for name, value in self.get_params(deep=False).items()
+            if value is not defaults[name] and value != defaults[name]
+        ]
+        return f"Microaggregator({', '.join(changed)})"
+
+    def __sklearn_tags__(self) -> Any:
+        """Tags for scikit-learn's common checks: a transformer of finite 2-D numeric data whose
+        optional second argument (``S``, the confidential attributes) is not a target.
+        Only scikit-learn calls this, so it is importable then (it is not a dependency)."""
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        return Tags(
+            estimator_type=None,
+            target_tags=TargetTags(required=False),
+            transformer_tags=TransformerTags(),
+            input_tags=InputTags(allow_nan=False),
+        )
 
     def fit(self, X: npt.ArrayLike, S: npt.ArrayLike | None = None) -> Self:
         """Partition the records; ``Z`` = z-scored ``X`` unless ``standardize=False``."""
-        Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim != 2 or Xa.shape[1] == 0:
-            raise DataError(f"X must be 2-D with at least one column, got shape {Xa.shape}")
-        if not np.isfinite(Xa).all():
-            col = int(np.flatnonzero(~np.isfinite(Xa).all(axis=0))[0])
-            raise DataError(f"X column {col} has NaN or infinite values")
+        Xa = _dense_matrix(X)
         Z = zscore(Xa) if self.standardize else Xa
         return self.fit_scaled(Z, S, X_original=Xa)
 
@@ -172,6 +235,9 @@ class Microaggregator:
             raise ConfigError(f"p must be an integer, got {self.p!r}")
         k, p = int(self.k), int(self.p)
         n = Z.shape[0]
+        if n < k:
+            raise InfeasibleError(f"k={k} exceeds the number of records (n_samples={n})")
+        self.n_features_in_: int = (X_original if X_original is not None else Z).shape[1]
         codes = as_codes(S, n) if S is not None else None
         if p > 1 and codes is None:
             raise ConfigError("p > 1 needs confidential attributes")

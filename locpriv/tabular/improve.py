@@ -31,11 +31,12 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import DataError
-from locpriv.tabular import _improve_kernel as kern
-from locpriv.tabular._improve_knn import knn_approx, knn_exact
-from locpriv.tabular._vmdav_kernel import vmdav_kernel
-from locpriv.tabular.mdav import check_k, check_matrix, mdav
+from locpriv.tabular._kernels import local_search as kern
+from locpriv.tabular._kernels.neighbours import knn_approx, knn_exact
+from locpriv.tabular._kernels.vmdav import vmdav_kernel
+from locpriv.tabular.checks import check_k, check_matrix
 from locpriv.tabular.metrics import sse
+from locpriv.tabular.microaggregation import mdav
 from locpriv.tabular.univariate import optimal_univariate
 
 FloatArray = npt.NDArray[np.float64]

@@ -3,11 +3,11 @@
 A grid over the data's box (about 8 records per cell) keeps per-cell lists of the live compact
 positions, updated on swap-remove; a query walks rings of cells around the query point with the
 (distance, position) key of the plain pass until the records outside the rings are provably
-further than the kth. Answers equal :func:`locpriv.tabular._knn._knn`'s, ties included.
+further than the kth. Answers equal :func:`.knn._knn`'s, ties included.
 :func:`_grid_pass` is enhanced-pk's candidate pass on the same grid (it also finds the nearest
 record of every wanted SEC).
 
-numba cache: see the maintenance note of :mod:`locpriv.tabular._knn`.
+numba cache: see the maintenance note of :mod:`locpriv.tabular._kernels`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.tabular._knn import _lex_insert
+from locpriv.tabular._kernels.knn import _lex_insert
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

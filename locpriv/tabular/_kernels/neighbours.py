@@ -1,5 +1,5 @@
 """Numba k-nearest-neighbour graph of the partition improver (candidate groups of each record):
-exact for small inputs, a random-projection forest refined once for large ones (private; see
+exact for small inputs, a random-projection forest refined once for large ones (see
 :mod:`locpriv.tabular.improve`)."""
 
 from __future__ import annotations
