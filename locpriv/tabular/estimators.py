@@ -18,6 +18,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any, Self
 
 import numpy as np
@@ -30,6 +31,7 @@ from locpriv.tabular.checks import as_codes
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.improve import best_partition
 from locpriv.tabular.microaggregation import mdav
+from locpriv.tabular.partitioned import BLOCK_SIZE, DEFAULT_FROM_N, Runner, partitioned
 from locpriv.tabular.psearch import best_p_sensitive
 from locpriv.tabular.psensitive import (
     Conditions,
@@ -46,7 +48,8 @@ IntArray = npt.NDArray[np.int64]
 
 K_ANON_METHODS = ("mdav", "best")
 P_METHODS = ("k-increase", "mdav-seed", "random-seed", "enhanced-pk", "best-p")
-METHODS = K_ANON_METHODS + P_METHODS
+SCALE_METHODS = ("partitioned",)  # any p; the default from DEFAULT_FROM_N records
+METHODS = K_ANON_METHODS + P_METHODS + SCALE_METHODS
 
 
 def run_method(
@@ -60,9 +63,17 @@ def run_method(
     time_budget_s: float | None = None,
     progress: Callable[[float], None] | None = None,
     start: IntArray | None = None,
+    block_size: int = BLOCK_SIZE,
+    runner: Runner | None = None,
 ) -> tuple[IntArray, int]:
     """Labels of one method on the scaled key matrix ``Z``; returns ``(labels, k_used)``.
-    ``start``: a p-sensitive k-anonymous partition for ``"best-p"`` to start from."""
+    ``start``: a p-sensitive k-anonymous partition for ``"best-p"`` to start from;
+    ``block_size`` and ``runner``: see :func:`~locpriv.tabular.partitioned.partitioned`."""
+    if method == "partitioned":
+        labels = partitioned(
+            Z, k, codes, p, seed=seed, block_size=block_size, runner=runner, progress=progress
+        )
+        return labels, k
     if method == "mdav":
         return np.asarray(mdav(Z, k), dtype=np.int64), k
     if method == "best":
@@ -114,9 +125,13 @@ def _dense_matrix(X: npt.ArrayLike) -> FloatArray:
     return Xa
 
 
-def candidates(method: str | None, p: int) -> tuple[str, ...]:
-    """The methods to try for a request (validated)."""
+def candidates(method: str | None, p: int, n: int = 0) -> tuple[str, ...]:
+    """The methods to try for a request of ``n`` records (validated). Without a method:
+    ``"partitioned"`` from :data:`~locpriv.tabular.partitioned.DEFAULT_FROM_N` records (below,
+    ``"best"`` for p = 1, the p-sensitive methods for p >= 2)."""
     if method is None:
+        if n >= DEFAULT_FROM_N:
+            return SCALE_METHODS
         return ("best",) if p <= 1 else P_METHODS
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
@@ -133,6 +148,10 @@ class Microaggregator:
     ``sse_`` / ``sst_`` / ``il_`` (IL % = 100·SSE/SST, on the scaled matrix), ``conditions_``
     (Truta & Vinay diagnostics or None), ``p_achieved_`` (per confidential attribute),
     ``report_`` (a JSON-ready dict).
+
+    ``block_size`` and ``scheduler`` concern the ``"partitioned"`` method: records per block,
+    and a dask.distributed scheduler address or ``Client`` that runs the blocks (same result
+    as without; see :mod:`locpriv.tabular.distributed`).
     """
 
     def __init__(
@@ -145,6 +164,8 @@ class Microaggregator:
         standardize: bool = True,
         time_budget_s: float | None = None,
         progress: Callable[[float], None] | None = None,
+        block_size: int = BLOCK_SIZE,
+        scheduler: Any = None,
     ) -> None:
         self.k = k
         self.p = p
@@ -153,6 +174,8 @@ class Microaggregator:
         self.standardize = standardize
         self.time_budget_s = time_budget_s
         self.progress = progress
+        self.block_size = block_size
+        self.scheduler = scheduler
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor parameters by name (scikit-learn convention). With ``deep``, a
@@ -247,40 +270,14 @@ class Microaggregator:
             self.conditions_ = None
             require_feasible(np.zeros((n, 0), dtype=np.int64), k, 1)
         t0 = time.perf_counter()
-        best: tuple[float, str, IntArray, int] | None = None
-        tried: dict[str, float] = {}
-        todo = candidates(self.method, p)
-        for i, name in enumerate(todo):
-            sub = None
-            if self.progress is not None:
-                outer, base, span = self.progress, i / len(todo), 1.0 / len(todo)
+        todo = candidates(self.method, p, n)
+        with ExitStack() as stack:
+            runner = None
+            if self.scheduler is not None and "partitioned" in todo:
+                from locpriv.tabular.distributed import session
 
-                def sub(
-                    f: float,
-                    outer: Callable[[float], None] = outer,
-                    base: float = base,
-                    span: float = span,
-                ) -> None:
-                    outer(base + span * f)
-
-            labels, k_used = run_method(
-                name,
-                Z,
-                codes,
-                k,
-                p,
-                seed=self.seed,
-                time_budget_s=self.time_budget_s,
-                progress=sub,
-                start=best[2] if name == "best-p" and best is not None else None,
-            )
-            err = metrics.sse(Z, labels)
-            tried[name] = err
-            if best is None or err < best[0]:
-                best = (err, name, labels, k_used)
-            if self.progress is not None:
-                self.progress((i + 1) / len(todo))
-        assert best is not None
+                runner = stack.enter_context(session(self.scheduler))
+            best, tried = self._run_candidates(Z, codes, k, p, todo, runner)
         err, name, labels, k_used = best
         self.labels_: IntArray = labels
         self.method_: str = name
@@ -318,6 +315,53 @@ class Microaggregator:
             self.report_["max_clusters"] = self.conditions_.max_clusters
             self.report_["i_value"] = self.conditions_.i_value
         return self
+
+    def _run_candidates(  # noqa: PLR0917
+        self,
+        Z: FloatArray,
+        codes: IntArray | None,
+        k: int,
+        p: int,
+        todo: tuple[str, ...],
+        runner: Runner | None,
+    ) -> tuple[tuple[float, str, IntArray, int], dict[str, float]]:
+        """Run every candidate method; the lowest-SSE result and every candidate's SSE."""
+        best: tuple[float, str, IntArray, int] | None = None
+        tried: dict[str, float] = {}
+        for i, name in enumerate(todo):
+            sub = self.progress if len(todo) == 1 else None  # one method: its stages too
+            if self.progress is not None and len(todo) > 1:
+                outer, base, span = self.progress, i / len(todo), 1.0 / len(todo)
+
+                def sub(
+                    f: float,
+                    outer: Callable[[float], None] = outer,
+                    base: float = base,
+                    span: float = span,
+                ) -> None:
+                    outer(base + span * f)
+
+            labels, k_used = run_method(
+                name,
+                Z,
+                codes,
+                k,
+                p,
+                seed=self.seed,
+                time_budget_s=self.time_budget_s,
+                progress=sub,
+                start=best[2] if name == "best-p" and best is not None else None,
+                block_size=self.block_size,
+                runner=runner,
+            )
+            err = metrics.sse(Z, labels)
+            tried[name] = err
+            if best is None or err < best[0]:
+                best = (err, name, labels, k_used)
+            if self.progress is not None:
+                self.progress((i + 1) / len(todo))
+        assert best is not None
+        return best, tried
 
     def fit_transform(self, X: npt.ArrayLike, S: npt.ArrayLike | None = None) -> FloatArray:
         """Fit, then return ``X`` with every record replaced by its group mean."""

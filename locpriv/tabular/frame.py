@@ -19,6 +19,7 @@ from locpriv.errors import ConfigError, DataError, InfeasibleError
 from locpriv.tabular.categorical import KeyColumn, Kind, encode, group_centroids
 from locpriv.tabular.estimators import Microaggregator
 from locpriv.tabular.hierarchy import Hierarchy
+from locpriv.tabular.partitioned import BLOCK_SIZE
 
 
 def _key_columns(
@@ -93,11 +94,15 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     hierarchies: Mapping[str, Hierarchy] | None = None,
     release: str = "centroids",
     progress: Callable[[float], None] | None = None,
+    block_size: int = BLOCK_SIZE,
+    scheduler: Any = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """k-anonymous (p=1) or p-sensitive k-anonymous copy of ``df`` and its report.
 
     ``hierarchies`` maps a confidential column to a :class:`Hierarchy` with protected values:
-    the grouping then uses strong ancestors (extended p-sensitive k-anonymity).
+    the grouping then uses strong ancestors (extended p-sensitive k-anonymity). ``block_size``
+    and ``scheduler`` (a dask.distributed address or ``Client``) concern the ``"partitioned"``
+    method, the default from 200,000 records (see :class:`Microaggregator`).
     """
     qi, sensitive = list(qi), list(sensitive)
     check_frame(df, qi, sensitive, k, p)
@@ -115,7 +120,15 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
             series = pd.Series(hierarchies[name].reduce(series.tolist()), dtype=object)
         sens.append(pd.factorize(series, sort=True)[0])
     S = np.column_stack(sens) if sens else None
-    est = Microaggregator(k=k, p=p, method=method, seed=seed, progress=progress)
+    est = Microaggregator(
+        k=k,
+        p=p,
+        method=method,
+        seed=seed,
+        progress=progress,
+        block_size=block_size,
+        scheduler=scheduler,
+    )
     est.fit_scaled(enc.Z, S, names=sensitive)
     labels = est.labels_
     out = df.copy()

@@ -43,6 +43,8 @@ def test_clone_get_params_and_set_params() -> None:
         "standardize": True,
         "time_budget_s": None,
         "progress": None,
+        "block_size": 32768,
+        "scheduler": None,
     }
     twin = clone(est)
     assert twin is not est and twin.get_params() == params
