@@ -108,13 +108,13 @@ def write_release(
         writer: pq.ParquetWriter | None = None
         off = 0
         for i in range(pf.num_row_groups):
-            table = pf.read_row_group(i)
-            rows = released.iloc[off : off + table.num_rows]
-            off += table.num_rows
+            part = pf.read_row_group(i).to_pandas()  # pandas types (categories) survive
+            rows = released.iloc[off : off + len(part)]
+            off += len(part)
             for name in released.columns:
-                j = table.schema.get_field_index(name)
-                table = table.set_column(j, name, pa.Array.from_pandas(rows[name]))
-            table = table.replace_schema_metadata(None)
+                part[name] = rows[name].reset_index(drop=True)
+            schema = None if writer is None else writer.schema
+            table = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
             if writer is None:
                 writer = pq.ParquetWriter(tmp, table.schema)
             writer.write_table(table)

@@ -40,6 +40,7 @@ def _uniform_file(tmp_path: Path, n: int = 3000, seed: int = 1, d: int = 4) -> P
     # a skewed confidential attribute with 8 values
     df["s"] = rng.choice(8, size=n, p=[0.4, 0.2, 0.1, 0.1, 0.08, 0.06, 0.04, 0.02])
     df["note"] = [f"r{i}" for i in range(n)]
+    df["grade"] = pd.Categorical(rng.choice(["a", "b", "c"], n), categories=["c", "b", "a"])
     path = tmp_path / "in.parquet"
     df.to_parquet(path, index=False, row_group_size=700)  # several row groups
     return path
@@ -151,8 +152,9 @@ def test_cli_streams_parquet_and_keeps_the_other_columns(
     assert main([*argv, "--report", str(rep)]) == 0, capsys.readouterr().err
     out, before = pd.read_parquet(dst), pd.read_parquet(src)
     assert table_k(out, QI) >= 3 and table_p(out, QI, ["s"])["s"] >= 2
-    for col in ("id", "s", "note"):
+    for col in ("id", "s", "note", "grade"):
         assert out[col].tolist() == before[col].tolist()
+    assert list(out["grade"].cat.categories) == ["c", "b", "a"]  # pandas types kept
     report = json.loads(rep.read_text())
     assert report["method"] == "partitioned" and report["min_group_size"] >= 3
     np.testing.assert_allclose(out[QI].mean(), before[QI].mean(), rtol=1e-9)
