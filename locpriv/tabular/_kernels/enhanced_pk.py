@@ -11,7 +11,6 @@ from locpriv.tabular._kernels.block_index import _BK_MIN, _bk_build, _bk_remove
 from locpriv.tabular._kernels.block_query import _bk_query
 from locpriv.tabular._kernels.knn import (
     _CHUNK,
-    _GRID_MIN,
     _chunk_dist,
     _chunk_pruned,
     _insert_sorted,
@@ -21,7 +20,7 @@ from locpriv.tabular._kernels.knn import (
     _shell_furthest,
     _shell_head,
 )
-from locpriv.tabular._kernels.knn_grid import _grid_build, _grid_pass, _grid_remove
+from locpriv.tabular._kernels.knn_grid import _grid_index, _grid_pass, _grid_remove
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -81,21 +80,12 @@ def _epk_kernel(  # noqa: PLR0917
     pv = np.empty(d)
     have_pivot = False
     # low dimensions: a grid over the data's box answers the candidate pass by rings of cells
-    use_grid = d <= 2 and n >= _GRID_MIN
-    G = max(1, int((n / 8.0) ** (1.0 / d))) if use_grid else 1
-    cellid = np.empty(n if use_grid else 0, dtype=np.int64)
-    gslot = np.empty(n if use_grid else 0, dtype=np.int64)
-    cm = np.empty(n if use_grid else 0, dtype=np.int64)
-    cstart = np.empty(G**d + 1 if use_grid else 1, dtype=np.int64)
-    ccnt = np.empty(G**d if use_grid else 0, dtype=np.int64)
     glo = np.empty(d)
     ghi = np.empty(d)
     for c in range(d):
         glo[c] = X[:, c].min()
         ghi[c] = X[:, c].max()
-    gw = np.ones(d)
-    if use_grid:
-        gw = _grid_build(XT, glo, ghi, G, cellid, cstart, ccnt, cm, gslot)
+    use_grid, G, cellid, gslot, cm, cstart, ccnt, gw = _grid_index(XT, glo, ghi)
     # otherwise (while n >= _BK_MIN) a block index answers it; rebuilt when half the records it
     # was built on are gone
     use_bk = blocks and not use_grid and n >= _BK_MIN

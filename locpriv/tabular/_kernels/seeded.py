@@ -12,14 +12,13 @@ from locpriv.tabular._kernels.block_index import _BK_MIN, _bk_build, _bk_remove
 from locpriv.tabular._kernels.block_query import _bk_knn
 from locpriv.tabular._kernels.knn import (
     _CHUNK,
-    _GRID_MIN,
     _chunk_dist,
     _knn,
     _shell_build,
     _shell_furthest,
     _shell_head,
 )
-from locpriv.tabular._kernels.knn_grid import _grid_build, _grid_remove, _knn_grid
+from locpriv.tabular._kernels.knn_grid import _grid_index, _grid_remove, _knn_grid
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -92,16 +91,7 @@ def _seeded_kernel(  # noqa: PLR0917
     cut = np.inf
     pos_of = np.arange(n)  # position of each original record in the compact arrays
     # low dimensions: a grid over the data's box answers the k-nearest queries by rings of cells
-    use_grid = d <= 2 and n >= _GRID_MIN
-    G = max(1, int((n / 8.0) ** (1.0 / d))) if use_grid else 1
-    cellid = np.empty(n if use_grid else 0, dtype=np.int64)
-    gslot = np.empty(n if use_grid else 0, dtype=np.int64)
-    cm = np.empty(n if use_grid else 0, dtype=np.int64)
-    cstart = np.empty(G**d + 1 if use_grid else 1, dtype=np.int64)
-    ccnt = np.empty(G**d if use_grid else 0, dtype=np.int64)
-    gw = np.ones(d)
-    if use_grid:
-        gw = _grid_build(XT, lo, hi, G, cellid, cstart, ccnt, cm, gslot)
+    use_grid, G, cellid, gslot, cm, cstart, ccnt, gw = _grid_index(XT, lo, hi)
     # otherwise (while n >= _BK_MIN) a block index answers them; rebuilt when half the records
     # it was built on are gone
     use_bk = blocks and not use_grid and n >= _BK_MIN
