@@ -7,9 +7,10 @@ attributes (n × m, any hashable values; codes are derived). Parameters are stor
 Methods (``method=``): ``"mdav"`` (fixed-size MDAV, k-anonymity only), ``"best"`` (the improved
 variable-size heuristic, k-anonymity only), ``"k-increase"``, ``"mdav-seed"``, ``"random-seed"``,
 ``"enhanced-pk"``, ``"best-p"`` (large-neighbourhood search from the best greedy p-sensitive
-partition); ``None`` runs the candidates that meet the request and keeps the lowest SSE
-(p <= 1: ``"best"``; p >= 2: the p-sensitive methods, ``"best-p"`` last, starting from the
-best of the others).
+partition), ``"partitioned"`` (any p; linear time, :mod:`locpriv.tabular.partitioned`);
+``None`` runs ``"partitioned"`` from ``DEFAULT_FROM_N`` (200,000) records, below it the
+candidates that meet the request and keeps the lowest SSE (p <= 1: ``"best"``; p >= 2: the
+p-sensitive methods, ``"best-p"`` last, starting from the best of the others).
 """
 
 from __future__ import annotations
