@@ -1,18 +1,21 @@
 """Batch core: k-anonymity and p-sensitive k-anonymity of microdata by microaggregation.
 
-``from locpriv.tabular import mdav`` gives the MDAV *function* (it shadows the submodule
-attribute of the same name; the module stays importable as ``locpriv.tabular.mdav`` through
-``sys.modules`` / ``importlib``). That is the only shadowed name: EnhancedPKClustering is exported
-as :func:`enhanced_pk_clustering`, so ``locpriv.tabular.enhanced_pk`` is the submodule.
+Modules by concern: k-anonymity (:mod:`.microaggregation` for MDAV, :mod:`.improve`,
+:mod:`.univariate`), p-sensitive methods (:mod:`.psensitive`, :mod:`.seeded`,
+:mod:`.enhanced_pk`, :mod:`.psearch`, :mod:`.hierarchy`), input checks (:mod:`.checks`), key
+encoding (:mod:`.categorical`), metrics (:mod:`.metrics`), audit of partitions and releases
+(:mod:`.validate`), the estimator (:mod:`.estimators`), the pandas front (:mod:`.frame`), files
+(:mod:`.io`) and the command (:mod:`.cli`); the numba kernels are in the private subpackage
+:mod:`._kernels`. No public name shadows a module: ``locpriv.tabular.mdav`` is the MDAV function,
+whose module is ``locpriv.tabular.microaggregation``.
 """
 
 from __future__ import annotations
 
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.estimators import METHODS, Microaggregator
+from locpriv.tabular.frame import anonymize
 from locpriv.tabular.hierarchy import Hierarchy
-from locpriv.tabular.io import anonymize
-from locpriv.tabular.mdav import mdav
 from locpriv.tabular.metrics import (
     avg_class_size,
     discernibility,
@@ -22,6 +25,7 @@ from locpriv.tabular.metrics import (
     sst,
     truta_il,
 )
+from locpriv.tabular.microaggregation import mdav
 from locpriv.tabular.psearch import best_p_sensitive
 from locpriv.tabular.psensitive import (
     Conditions,

@@ -15,29 +15,50 @@ from typing import TextIO
 
 from locpriv.errors import ConfigError
 from locpriv.tabular.estimators import METHODS
-from locpriv.tabular.io import anonymize, read_table, write_table, write_text_atomic
+from locpriv.tabular.frame import anonymize
+from locpriv.tabular.io import (
+    is_parquet,
+    read_columns,
+    read_table,
+    write_release,
+    write_table,
+    write_text_atomic,
+)
+from locpriv.tabular.partitioned import BLOCK_SIZE, DEFAULT_FROM_N
 
 
 class ProgressBar:
-    """A tiny stderr progress bar, shown only on a TTY and only after ``delay_s`` seconds."""
+    """A tiny stderr progress bar per stage, shown only on a TTY and only once the run has
+    taken ``delay_s`` seconds. Each stage (``read``, ``blocks``, ``repair 1``, ..., ``write``)
+    gets its own line."""
 
     def __init__(self, stream: TextIO | None = None, delay_s: float = 1.0, width: int = 30):
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
         self.t0 = time.monotonic()
+        self.t_stage = self.t0
         self.delay_s = delay_s
         self.width = width
+        self.name = "groups"
+        self.shown = False
+
+    def stage(self, name: str) -> None:
+        """Start the stage ``name`` (ends the previous stage's line if it was drawn)."""
+        self.close()
+        self.name = name
+        self.t_stage = time.monotonic()
         self.shown = False
 
     def __call__(self, fraction: float) -> None:
-        """Report progress in [0, 1]."""
-        if not self.enabled or time.monotonic() - self.t0 < self.delay_s:
+        """Report progress of the current stage in [0, 1]."""
+        now = time.monotonic()
+        if not self.enabled or now - self.t0 < self.delay_s:
             return
         f = min(max(fraction, 0.0), 1.0)
         done = int(f * self.width)
         bar = "#" * done + "-" * (self.width - done)
-        elapsed = time.monotonic() - self.t0
-        self.stream.write(f"\ranonymize [{bar}] {100 * f:5.1f}% {elapsed:6.1f}s")
+        elapsed = now - self.t_stage
+        self.stream.write(f"\ranonymize {self.name:9s} [{bar}] {100 * f:5.1f}% {elapsed:6.1f}s")
         self.stream.flush()
         self.shown = True
 
@@ -46,6 +67,7 @@ class ProgressBar:
         if self.shown:
             self.stream.write("\n")
             self.stream.flush()
+            self.shown = False
 
 
 def _columns(text: str | None, option: str) -> list[str]:
@@ -67,10 +89,19 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--k must be >= 1, got {args.k}")
     if args.p < 1:
         raise ConfigError(f"--p must be >= 1, got {args.p}")
-    df = read_table(args.input)
+    for name in (*ordinal, *nominal):
+        if name not in qi:
+            raise ConfigError(f"categorical column {name!r} is not a key attribute")
+    # Parquet in and out: only the key and confidential columns are read; the other columns
+    # are streamed from input to output row group by row group
+    stream = is_parquet(args.input) and is_parquet(args.output)
     bar = ProgressBar()
     t0 = time.perf_counter()
     try:
+        bar.stage("read")
+        df = read_columns(args.input, [*qi, *sensitive]) if stream else read_table(args.input)
+        bar(1.0)
+        bar.stage("groups")
         out, report = anonymize(
             df,
             qi,
@@ -83,11 +114,18 @@ def run(args: argparse.Namespace) -> int:
             nominal=nominal,
             release=args.release,
             progress=bar,
+            block_size=args.block_size,
+            scheduler=args.scheduler,
         )
+        bar.stage("write")
+        if stream:
+            write_release(args.input, args.output, out[qi])
+        else:
+            write_table(out, args.output)
+        bar(1.0)
     finally:
         bar.close()
     report["seconds"] = time.perf_counter() - t0
-    write_table(out, args.output)
     if args.report:
         write_text_atomic(json.dumps(report, indent=2, sort_keys=True) + "\n", args.report)
     return 0
@@ -114,7 +152,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--method",
         choices=METHODS,
         default=None,
-        help="algorithm (default: run the candidates, keep the lowest information loss)",
+        help=(
+            f"algorithm (default: from {DEFAULT_FROM_N} records 'partitioned', below it run "
+            "the candidates and keep the lowest information loss)"
+        ),
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        help="dask.distributed scheduler (tcp://HOST:8786) that runs the partitioned blocks",
+    )
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=BLOCK_SIZE,
+        help=f"records per block of the partitioned method (default {BLOCK_SIZE})",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (random-seed, best)")
     p.add_argument("--report", default=None, help="write the JSON report to this file")

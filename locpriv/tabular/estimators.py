@@ -7,27 +7,32 @@ attributes (n × m, any hashable values; codes are derived). Parameters are stor
 Methods (``method=``): ``"mdav"`` (fixed-size MDAV, k-anonymity only), ``"best"`` (the improved
 variable-size heuristic, k-anonymity only), ``"k-increase"``, ``"mdav-seed"``, ``"random-seed"``,
 ``"enhanced-pk"``, ``"best-p"`` (large-neighbourhood search from the best greedy p-sensitive
-partition); ``None`` runs the candidates that meet the request and keeps the lowest SSE
-(p <= 1: ``"best"``; p >= 2: the p-sensitive methods, ``"best-p"`` last, starting from the
-best of the others).
+partition), ``"partitioned"`` (any p; linear time, :mod:`locpriv.tabular.partitioned`);
+``None`` runs ``"partitioned"`` from ``DEFAULT_FROM_N`` (200,000) records, below it the
+candidates that meet the request and keeps the lowest SSE (p <= 1: ``"best"``; p >= 2: the
+p-sensitive methods, ``"best-p"`` last, starting from the best of the others).
 """
 
 from __future__ import annotations
 
-import importlib
+import inspect
 import logging
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.errors import ConfigError, DataError
+from locpriv.errors import ConfigError, DataError, InfeasibleError
 from locpriv.tabular import metrics
 from locpriv.tabular.categorical import zscore
-from locpriv.tabular.codes import as_codes
+from locpriv.tabular.checks import as_codes
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
+from locpriv.tabular.improve import best_partition
+from locpriv.tabular.microaggregation import mdav
+from locpriv.tabular.partitioned import BLOCK_SIZE, DEFAULT_FROM_N, Runner, partitioned
 from locpriv.tabular.psearch import best_p_sensitive
 from locpriv.tabular.psensitive import (
     Conditions,
@@ -44,7 +49,8 @@ IntArray = npt.NDArray[np.int64]
 
 K_ANON_METHODS = ("mdav", "best")
 P_METHODS = ("k-increase", "mdav-seed", "random-seed", "enhanced-pk", "best-p")
-METHODS = K_ANON_METHODS + P_METHODS
+SCALE_METHODS = ("partitioned",)  # any p; the default from DEFAULT_FROM_N records
+METHODS = K_ANON_METHODS + P_METHODS + SCALE_METHODS
 
 
 def run_method(
@@ -58,22 +64,21 @@ def run_method(
     time_budget_s: float | None = None,
     progress: Callable[[float], None] | None = None,
     start: IntArray | None = None,
+    block_size: int = BLOCK_SIZE,
+    runner: Runner | None = None,
 ) -> tuple[IntArray, int]:
     """Labels of one method on the scaled key matrix ``Z``; returns ``(labels, k_used)``.
-    ``start``: a p-sensitive k-anonymous partition for ``"best-p"`` to start from."""
+    ``start``: a p-sensitive k-anonymous partition for ``"best-p"`` to start from;
+    ``block_size`` and ``runner``: see :func:`~locpriv.tabular.partitioned.partitioned`."""
+    if method == "partitioned":
+        labels = partitioned(
+            Z, k, codes, p, seed=seed, block_size=block_size, runner=runner, progress=progress
+        )
+        return labels, k
     if method == "mdav":
-        from locpriv.tabular.mdav import mdav
-
         return np.asarray(mdav(Z, k), dtype=np.int64), k
     if method == "best":
-        try:
-            improve = importlib.import_module("locpriv.tabular.improve")
-        except ImportError:  # pragma: no cover - the improved heuristic is not installed
-            logger.warning("best_partition unavailable; using MDAV")
-            from locpriv.tabular.mdav import mdav
-
-            return np.asarray(mdav(Z, k), dtype=np.int64), k
-        labels = improve.best_partition(Z, k, seed=seed, time_budget_s=time_budget_s)
+        labels = best_partition(Z, k, seed=seed, time_budget_s=time_budget_s)
         return np.asarray(labels, dtype=np.int64), k
     if codes is None:
         raise ConfigError(f"method {method!r} needs confidential attributes")
@@ -94,9 +99,40 @@ def run_method(
     raise ConfigError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
 
 
-def candidates(method: str | None, p: int) -> tuple[str, ...]:
-    """The methods to try for a request (validated)."""
+def _dense_matrix(X: npt.ArrayLike) -> FloatArray:
+    """``X`` as a finite 2-D float64 array with at least one column; one-line DataError else."""
+    if hasattr(X, "toarray") or hasattr(X, "tocsr"):
+        raise DataError("sparse input is not supported: pass a dense array (X.toarray())")
+    arr = np.asarray(X)
+    if arr.dtype.kind == "c":
+        raise DataError("Complex data not supported: X must be real")
+    if arr.dtype.kind == "O":  # numbers stored as objects are numbers; numpy's TypeError
+        try:  # names a value that is no number at all (a dict, ...)
+            arr = arr.astype(np.float64)
+        except ValueError as exc:  # a string that is no number
+            raise DataError(f"X must be numeric: {exc}") from None
+    if not (arr.dtype == np.bool_ or arr.dtype.kind in "iuf"):
+        raise DataError(f"X must be a real numeric array, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise DataError(f"X must be 2-D (records x attributes), got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise DataError(f"X has 0 sample(s) (shape={arr.shape}): nothing to anonymise")
+    if arr.shape[1] == 0:
+        raise DataError(f"X has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    Xa = np.asarray(arr, dtype=np.float64)
+    if not np.isfinite(Xa).all():
+        col = int(np.flatnonzero(~np.isfinite(Xa).all(axis=0))[0])
+        raise DataError(f"X column {col} has NaN or infinite values")
+    return Xa
+
+
+def candidates(method: str | None, p: int, n: int = 0) -> tuple[str, ...]:
+    """The methods to try for a request of ``n`` records (validated). Without a method:
+    ``"partitioned"`` from :data:`~locpriv.tabular.partitioned.DEFAULT_FROM_N` records (below,
+    ``"best"`` for p = 1, the p-sensitive methods for p >= 2)."""
     if method is None:
+        if n >= DEFAULT_FROM_N:
+            return SCALE_METHODS
         return ("best",) if p <= 1 else P_METHODS
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
@@ -113,6 +149,10 @@ class Microaggregator:
     ``sse_`` / ``sst_`` / ``il_`` (IL % = 100·SSE/SST, on the scaled matrix), ``conditions_``
     (Truta & Vinay diagnostics or None), ``p_achieved_`` (per confidential attribute),
     ``report_`` (a JSON-ready dict).
+
+    ``block_size`` and ``scheduler`` concern the ``"partitioned"`` method: records per block,
+    and a dask.distributed scheduler address or ``Client`` that runs the blocks (same result
+    as without; see :mod:`locpriv.tabular.distributed`).
     """
 
     def __init__(
@@ -125,6 +165,8 @@ class Microaggregator:
         standardize: bool = True,
         time_budget_s: float | None = None,
         progress: Callable[[float], None] | None = None,
+        block_size: int = BLOCK_SIZE,
+        scheduler: Any = None,
     ) -> None:
         self.k = k
         self.p = p
@@ -133,27 +175,72 @@ class Microaggregator:
         self.standardize = standardize
         self.time_budget_s = time_budget_s
         self.progress = progress
+        self.block_size = block_size
+        self.scheduler = scheduler
 
-    def get_params(self) -> dict[str, Any]:
-        """The constructor parameters (scikit-learn convention)."""
-        return {
-            "k": self.k,
-            "p": self.p,
-            "method": self.method,
-            "seed": self.seed,
-            "standardize": self.standardize,
-            "time_budget_s": self.time_budget_s,
-            "progress": self.progress,
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters by name (scikit-learn convention). With ``deep``, a
+        parameter that has ``get_params`` also contributes its own as ``name__param``."""
+        out: dict[str, Any] = {}
+        for name in inspect.signature(type(self).__init__).parameters:
+            if name == "self":
+                continue
+            value = getattr(self, name)
+            out[name] = value
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                out.update((f"{name}__{key}", v) for key, v in value.get_params().items())
+        return out
+
+    def set_params(self, **params: Any) -> Self:
+        """Set constructor parameters (``name`` or nested ``name__param``); returns ``self``.
+        An unknown name is a :class:`~locpriv.errors.ConfigError`; values are validated by
+        :meth:`fit`, as scikit-learn does."""
+        valid = self.get_params(deep=False)
+        nested: dict[str, dict[str, Any]] = {}
+        for key, value in params.items():
+            name, _, sub = key.partition("__")
+            if name not in valid:
+                raise ConfigError(
+                    f"invalid parameter {name!r} for Microaggregator; valid: {sorted(valid)}"
+                )
+            if sub:
+                nested.setdefault(name, {})[sub] = value
+            else:
+                setattr(self, name, value)
+                valid[name] = value
+        for name, sub_params in nested.items():
+            valid[name].set_params(**sub_params)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {
+            name: prm.default
+            for name, prm in inspect.signature(type(self).__init__).parameters.items()
+            if name != "self"
         }
+        changed = [
+            f"{name}={value!r}"
+            for name, value in self.get_params(deep=False).items()
+            if value is not defaults[name] and value != defaults[name]
+        ]
+        return f"Microaggregator({', '.join(changed)})"
+
+    def __sklearn_tags__(self) -> Any:
+        """Tags for scikit-learn's common checks: a transformer of finite 2-D numeric data whose
+        optional second argument (``S``, the confidential attributes) is not a target.
+        Only scikit-learn calls this, so it is importable then (it is not a dependency)."""
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        return Tags(
+            estimator_type=None,
+            target_tags=TargetTags(required=False),
+            transformer_tags=TransformerTags(),
+            input_tags=InputTags(allow_nan=False),
+        )
 
     def fit(self, X: npt.ArrayLike, S: npt.ArrayLike | None = None) -> Self:
         """Partition the records; ``Z`` = z-scored ``X`` unless ``standardize=False``."""
-        Xa = np.asarray(X, dtype=np.float64)
-        if Xa.ndim != 2 or Xa.shape[1] == 0:
-            raise DataError(f"X must be 2-D with at least one column, got shape {Xa.shape}")
-        if not np.isfinite(Xa).all():
-            col = int(np.flatnonzero(~np.isfinite(Xa).all(axis=0))[0])
-            raise DataError(f"X column {col} has NaN or infinite values")
+        Xa = _dense_matrix(X)
         Z = zscore(Xa) if self.standardize else Xa
         return self.fit_scaled(Z, S, X_original=Xa)
 
@@ -172,6 +259,9 @@ class Microaggregator:
             raise ConfigError(f"p must be an integer, got {self.p!r}")
         k, p = int(self.k), int(self.p)
         n = Z.shape[0]
+        if n < k:
+            raise InfeasibleError(f"k={k} exceeds the number of records (n_samples={n})")
+        self.n_features_in_: int = (X_original if X_original is not None else Z).shape[1]
         codes = as_codes(S, n) if S is not None else None
         if p > 1 and codes is None:
             raise ConfigError("p > 1 needs confidential attributes")
@@ -181,40 +271,14 @@ class Microaggregator:
             self.conditions_ = None
             require_feasible(np.zeros((n, 0), dtype=np.int64), k, 1)
         t0 = time.perf_counter()
-        best: tuple[float, str, IntArray, int] | None = None
-        tried: dict[str, float] = {}
-        todo = candidates(self.method, p)
-        for i, name in enumerate(todo):
-            sub = None
-            if self.progress is not None:
-                outer, base, span = self.progress, i / len(todo), 1.0 / len(todo)
+        todo = candidates(self.method, p, n)
+        with ExitStack() as stack:
+            runner = None
+            if self.scheduler is not None and "partitioned" in todo:
+                from locpriv.tabular.distributed import session
 
-                def sub(
-                    f: float,
-                    outer: Callable[[float], None] = outer,
-                    base: float = base,
-                    span: float = span,
-                ) -> None:
-                    outer(base + span * f)
-
-            labels, k_used = run_method(
-                name,
-                Z,
-                codes,
-                k,
-                p,
-                seed=self.seed,
-                time_budget_s=self.time_budget_s,
-                progress=sub,
-                start=best[2] if name == "best-p" and best is not None else None,
-            )
-            err = metrics.sse(Z, labels)
-            tried[name] = err
-            if best is None or err < best[0]:
-                best = (err, name, labels, k_used)
-            if self.progress is not None:
-                self.progress((i + 1) / len(todo))
-        assert best is not None
+                runner = stack.enter_context(session(self.scheduler))
+            best, tried = self._run_candidates(Z, codes, k, p, todo, runner)
         err, name, labels, k_used = best
         self.labels_: IntArray = labels
         self.method_: str = name
@@ -252,6 +316,53 @@ class Microaggregator:
             self.report_["max_clusters"] = self.conditions_.max_clusters
             self.report_["i_value"] = self.conditions_.i_value
         return self
+
+    def _run_candidates(  # noqa: PLR0917
+        self,
+        Z: FloatArray,
+        codes: IntArray | None,
+        k: int,
+        p: int,
+        todo: tuple[str, ...],
+        runner: Runner | None,
+    ) -> tuple[tuple[float, str, IntArray, int], dict[str, float]]:
+        """Run every candidate method; the lowest-SSE result and every candidate's SSE."""
+        best: tuple[float, str, IntArray, int] | None = None
+        tried: dict[str, float] = {}
+        for i, name in enumerate(todo):
+            sub = self.progress if len(todo) == 1 else None  # one method: its stages too
+            if self.progress is not None and len(todo) > 1:
+                outer, base, span = self.progress, i / len(todo), 1.0 / len(todo)
+
+                def sub(
+                    f: float,
+                    outer: Callable[[float], None] = outer,
+                    base: float = base,
+                    span: float = span,
+                ) -> None:
+                    outer(base + span * f)
+
+            labels, k_used = run_method(
+                name,
+                Z,
+                codes,
+                k,
+                p,
+                seed=self.seed,
+                time_budget_s=self.time_budget_s,
+                progress=sub,
+                start=best[2] if name == "best-p" and best is not None else None,
+                block_size=self.block_size,
+                runner=runner,
+            )
+            err = metrics.sse(Z, labels)
+            tried[name] = err
+            if best is None or err < best[0]:
+                best = (err, name, labels, k_used)
+            if self.progress is not None:
+                self.progress((i + 1) / len(todo))
+        assert best is not None
+        return best, tried
 
     def fit_transform(self, X: npt.ArrayLike, S: npt.ArrayLike | None = None) -> FloatArray:
         """Fit, then return ``X`` with every record replaced by its group mean."""

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import InfeasibleError
-from locpriv.tabular.codes import as_codes
+from locpriv.tabular.checks import as_codes
 from locpriv.tabular.gen_hierarchy import KeyTable
 
 FloatArray = npt.NDArray[np.float64]

@@ -31,11 +31,12 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import DataError
-from locpriv.tabular import _improve_kernel as kern
-from locpriv.tabular._improve_knn import knn_approx, knn_exact
-from locpriv.tabular._vmdav_kernel import vmdav_kernel
-from locpriv.tabular.mdav import check_k, check_matrix, mdav
+from locpriv.tabular._kernels import local_search as kern
+from locpriv.tabular._kernels.neighbours import knn_approx, knn_exact
+from locpriv.tabular._kernels.vmdav import vmdav_kernel
+from locpriv.tabular.checks import check_k, check_matrix
 from locpriv.tabular.metrics import sse
+from locpriv.tabular.microaggregation import mdav
 from locpriv.tabular.univariate import optimal_univariate
 
 FloatArray = npt.NDArray[np.float64]
@@ -138,6 +139,7 @@ def improve_partition(
     rng: np.random.Generator | None = None,
     neighbours: int = 12,
     time_budget_s: float | None = None,
+    pairs: bool = True,
     _nbr: npt.NDArray[np.int64] | None = None,
 ) -> IntpArray:
     """Local search from the k-partition ``labels``; its SSE never rises.
@@ -146,7 +148,8 @@ def improve_partition(
     record moves/swaps and pair re-splits (see the module docstring) run until a round changes
     nothing, ``max_iter`` rounds pass or ``time_budget_s`` seconds are spent (checked between
     sweeps). Candidate groups of a record are those of its ``neighbours`` nearest records
-    (exact up to 4000 records, else a random-projection forest refined once).
+    (exact up to 4000 records, else a random-projection forest refined once). ``pairs=False``
+    leaves out the pair re-splits.
 
     Returns labels ``0..g-1`` (numbered by each group's first record); every group has
     ``k..2k-1`` records.
@@ -179,6 +182,11 @@ def improve_partition(
         _, moved = kern.sweep_records(
             Xf, lab, cnt, S, mem, slot, nbr, kk, kmax, rng.permutation(n), tol, stamp, rseen, clock
         )
+        if not pairs:  # record moves and swaps only (most of the gain, a third of the time)
+            kern.refresh_sums(Xf, lab, S)
+            if moved == 0:
+                break
+            continue
         if out_of_time():
             break
         _, resplit = kern.sweep_pairs(

@@ -1,154 +1,25 @@
-"""pandas front of the batch core, and atomic CSV / Parquet I/O.
+"""Atomic CSV / Parquet I/O of the batch core: a failed run leaves no output file.
 
-:func:`anonymize` replaces the key attributes of every record by its group's representative
-(mean for numerical, median category for ordinal, mode for nominal; or ``[lo, hi]`` intervals
-with ``release="intervals"``), keeps every other column and the row order unchanged, and returns
-the report of :class:`~locpriv.tabular.estimators.Microaggregator`.
+Parquet files are read and written row group by row group where it matters:
+:func:`read_columns` reads only the columns the algorithm needs, and :func:`write_release`
+streams the input's row groups to the output, replacing the released columns, so the other
+columns of a large file are never all in memory.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from locpriv.errors import ConfigError, DataError, InfeasibleError
-from locpriv.tabular.categorical import KeyColumn, Kind, encode, group_centroids
-from locpriv.tabular.estimators import Microaggregator
-from locpriv.tabular.hierarchy import Hierarchy
+from locpriv.errors import ConfigError, DataError
 
-
-def _key_columns(
-    df: pd.DataFrame, qi: Sequence[str], ordinal: Sequence[str], nominal: Sequence[str]
-) -> tuple[list[KeyColumn], list[npt.NDArray[np.float64]]]:
-    cols: list[KeyColumn] = []
-    values: list[npt.NDArray[np.float64]] = []
-    for name in qi:
-        s = df[name]
-        if name in ordinal or name in nominal:
-            kind: Kind = "ordinal" if name in ordinal else "nominal"
-            if isinstance(s.dtype, pd.CategoricalDtype) and s.cat.ordered:
-                cats = tuple(s.cat.categories)
-                codes = s.cat.codes.to_numpy()
-            else:
-                uniq = pd.unique(s)
-                try:
-                    cats = tuple(sorted(uniq))
-                except TypeError:
-                    cats = tuple(sorted(uniq, key=str))
-                codes = pd.Categorical(s, categories=list(cats)).codes
-            cols.append(KeyColumn(name, kind, cats))
-            values.append(np.asarray(codes, dtype=np.float64))
-        else:
-            if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
-                raise DataError(
-                    f"key attribute {name!r} is not numeric; declare it ordinal or nominal"
-                )
-            cols.append(KeyColumn(name, "numerical"))
-            values.append(s.to_numpy(dtype=np.float64))
-    return cols, values
-
-
-def check_frame(
-    df: pd.DataFrame, qi: Sequence[str], sensitive: Sequence[str], k: int, p: int
-) -> None:
-    """Raise a one-line DataError / ConfigError / InfeasibleError naming the bad input."""
-    if not qi:
-        raise ConfigError("no key attributes given (qi)")
-    for name in [*qi, *sensitive]:
-        if name not in df.columns:
-            raise DataError(f"column {name!r} not found in the input")
-    overlap = set(qi) & set(sensitive)
-    if overlap:
-        raise ConfigError(f"column {sorted(overlap)[0]!r} is both key and confidential")
-    for name in [*qi, *sensitive]:
-        if df[name].isna().any():
-            raise DataError(f"column {name!r} has missing values (NaN)")
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise ConfigError(f"k must be an integer >= 1, got {k!r}")
-    if isinstance(p, bool) or not isinstance(p, int | np.integer) or p < 1:
-        raise ConfigError(f"p must be an integer >= 1, got {p!r}")
-    if p > k:
-        raise InfeasibleError(f"p={p} is larger than k={k}")
-    if len(df) < k:
-        raise InfeasibleError(f"k={k} exceeds the number of records n={len(df)}")
-    if p > 1 and not sensitive:
-        raise ConfigError(f"p={p} needs at least one confidential attribute (sensitive)")
-
-
-def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensitive, k, p, ...)
-    df: pd.DataFrame,
-    qi: Sequence[str],
-    sensitive: Sequence[str] = (),
-    k: int = 3,
-    p: int = 1,
-    method: str | None = None,
-    seed: int = 0,
-    *,
-    ordinal: Sequence[str] = (),
-    nominal: Sequence[str] = (),
-    hierarchies: Mapping[str, Hierarchy] | None = None,
-    release: str = "centroids",
-    progress: Callable[[float], None] | None = None,
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """k-anonymous (p=1) or p-sensitive k-anonymous copy of ``df`` and its report.
-
-    ``hierarchies`` maps a confidential column to a :class:`Hierarchy` with protected values:
-    the grouping then uses strong ancestors (extended p-sensitive k-anonymity).
-    """
-    qi, sensitive = list(qi), list(sensitive)
-    check_frame(df, qi, sensitive, k, p)
-    for name in [*ordinal, *nominal]:
-        if name not in qi:
-            raise ConfigError(f"categorical column {name!r} is not a key attribute")
-    if release not in ("centroids", "intervals"):
-        raise ConfigError(f"release must be 'centroids' or 'intervals', got {release!r}")
-    cols, values = _key_columns(df, qi, ordinal, nominal)
-    enc = encode(cols, values)
-    sens = []
-    for name in sensitive:
-        series = df[name]
-        if hierarchies and name in hierarchies:
-            series = pd.Series(hierarchies[name].reduce(series.tolist()), dtype=object)
-        sens.append(pd.factorize(series, sort=True)[0])
-    S = np.column_stack(sens) if sens else None
-    est = Microaggregator(k=k, p=p, method=method, seed=seed, progress=progress)
-    est.fit_scaled(enc.Z, S, names=sensitive)
-    labels = est.labels_
-    out = df.copy()
-    for kc, v in zip(cols, values, strict=True):
-        if release == "intervals":
-            lo = pd.Series(v).groupby(labels).transform("min").to_numpy()
-            hi = pd.Series(v).groupby(labels).transform("max").to_numpy()
-            if kc.kind == "numerical":
-                out[kc.name] = [f"[{a:g}, {b:g}]" for a, b in zip(lo, hi, strict=True)]
-            else:
-                cats = np.array(kc.categories, dtype=object)
-                if kc.kind == "ordinal":
-                    out[kc.name] = [
-                        f"[{cats[int(a)]}, {cats[int(b)]}]" for a, b in zip(lo, hi, strict=True)
-                    ]
-                else:
-                    sets = pd.Series(v).groupby(labels).agg(lambda x: sorted(set(x)))
-                    out[kc.name] = [
-                        "{" + ", ".join(str(cats[int(c)]) for c in sets[g]) + "}" for g in labels
-                    ]
-            continue
-        rep = group_centroids(v, labels, kc.kind)[labels]
-        if kc.kind == "numerical":
-            out[kc.name] = rep
-        else:
-            cats = np.array(kc.categories, dtype=object)
-            out[kc.name] = cats[rep.astype(np.int64)]
-    report = dict(est.report_)
-    report["release"] = release
-    return out, report
+_PARQUET = (".parquet", ".pq")
 
 
 def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -190,6 +61,66 @@ def write_text_atomic(text: str, path: str | os.PathLike[str]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def is_parquet(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names a Parquet file (by its extension)."""
+    return Path(path).name.lower().endswith(_PARQUET)
+
+
+def read_columns(path: str | os.PathLike[str], columns: Sequence[str]) -> pd.DataFrame:
+    """Only ``columns`` of a Parquet file, read row group by row group (the other columns are
+    never read). A missing column is a one-line DataError naming it."""
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"input file {str(p)!r} does not exist")
+    try:
+        pf = pq.ParquetFile(p)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DataError(f"input file {str(p)!r} is not a readable Parquet file: {exc}") from None
+    names = set(pf.schema_arrow.names)
+    for name in columns:
+        if name not in names:
+            raise DataError(f"column {name!r} not found in the input")
+    cols = list(dict.fromkeys(columns))
+    parts = [pf.read_row_group(i, columns=cols) for i in range(pf.num_row_groups)]
+    table = pa.concat_tables(parts) if parts else pf.schema_arrow.empty_table().select(cols)
+    df: pd.DataFrame = table.to_pandas()
+    return df
+
+
+def write_release(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], released: pd.DataFrame
+) -> None:
+    """``dst`` = the Parquet file ``src`` with the columns of ``released`` (same rows, same
+    order) replaced, written atomically and streamed row group by row group."""
+    p = Path(dst)
+    if not is_parquet(p):
+        raise ConfigError(f"streamed output must be Parquet, got {str(p)!r}")
+    pf = pq.ParquetFile(src)
+    fd, tmp = tempfile.mkstemp(dir=p.parent or ".", prefix=f".{p.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        writer: pq.ParquetWriter | None = None
+        off = 0
+        for i in range(pf.num_row_groups):
+            part = pf.read_row_group(i).to_pandas()  # pandas types (categories) survive
+            rows = released.iloc[off : off + len(part)]
+            off += len(part)
+            for name in released.columns:
+                part[name] = rows[name].reset_index(drop=True)
+            schema = None if writer is None else writer.schema
+            table = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, table.schema)
+            writer.write_table(table)
+        if writer is None:  # no row group: an empty file with the input's schema
+            writer = pq.ParquetWriter(tmp, pf.schema_arrow)
+        writer.close()
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

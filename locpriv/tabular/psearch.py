@@ -18,10 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import InfeasibleError
-from locpriv.tabular.codes import as_codes
+from locpriv.tabular.checks import as_codes, check_k, check_matrix
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.improve import _canonical, _neighbours, lns_rounds
-from locpriv.tabular.mdav import check_k, check_matrix
 from locpriv.tabular.metrics import sse
 from locpriv.tabular.psensitive import group_is_p_sensitive, require_feasible
 from locpriv.tabular.seeded import seeded_groups

@@ -13,8 +13,9 @@ int matrix ``S`` (n × m) of category codes ``0..c_j-1``; key attributes as a re
   of the others); ``iValue`` is the ``i`` attaining the minimum.
 * :func:`k_increase`: Algorithm 1 of Domingo-Ferrer, "Microaggregation for database and location
   privacy": MDAV with k, k+1, ... until every group is p-sensitive.
-* :func:`mdav_seed` / :func:`random_seed` / :func:`seeded_groups`: re-exported from
-  :mod:`locpriv.tabular.seeded` (Solanas, Sebé & Domingo-Ferrer 2008).
+
+The other p-sensitive methods are in :mod:`~locpriv.tabular.seeded` (Solanas, Sebé &
+Domingo-Ferrer 2008), :mod:`~locpriv.tabular.enhanced_pk` and :mod:`~locpriv.tabular.psearch`.
 """
 
 from __future__ import annotations
@@ -27,19 +28,15 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import ConfigError, InfeasibleError
-from locpriv.tabular.codes import as_codes
-from locpriv.tabular.mdav import MdavRunner, check_matrix
-from locpriv.tabular.seeded import mdav_seed, random_seed, seeded_groups
+from locpriv.tabular.checks import as_codes, check_matrix
+from locpriv.tabular.microaggregation import MdavRunner
 
 __all__ = [
     "Conditions",
     "conditions",
     "group_is_p_sensitive",
     "k_increase",
-    "mdav_seed",
-    "random_seed",
     "require_feasible",
-    "seeded_groups",
 ]
 
 logger = logging.getLogger(__name__)
@@ -142,8 +139,9 @@ def k_increase(
     shortcuts leave the result unchanged: a k' whose partition would have more groups
     (``floor(n/k')``) than Condition 2's maxClusters cannot be p-sensitive and is skipped, and
     MDAV stops at the first group that lacks p distinct values
-    (:func:`locpriv.tabular.mdav.mdav_p_sensitive`), so a failing k' costs only the work up to
-    that group; the kernel choice and its k-d blocks are shared by all k' (``MdavRunner``).
+    (:func:`locpriv.tabular.microaggregation.mdav_p_sensitive`), so a failing k' costs only the
+    work up to that group; the kernel choice and its k-d blocks are shared by all k'
+    (``MdavRunner``).
     ``mdav_fn`` replaces MDAV (every k' then runs to the end). Raises :class:`InfeasibleError`
     when p > k or an attribute has fewer than p distinct values.
     """

@@ -47,7 +47,7 @@ def test_estimator_keeps_means_and_groups(seed: int, n: int, k: int, p: int) -> 
     np.testing.assert_allclose(Xt.mean(axis=0), X.mean(axis=0), rtol=1e-9, atol=1e-9)
     assert np.bincount(est.labels_).min() >= k
     assert est.n_groups_ == est.centroids_.shape[0] == len(np.unique(est.labels_))
-    assert 0 <= est.il_ <= 100
+    assert 0 <= est.il_ <= 100 * (1 + 1e-12)  # SSE <= SST, up to rounding
     if p > 1:
         assert min(est.p_achieved_) >= p
     assert est.report_["groups"] == est.n_groups_

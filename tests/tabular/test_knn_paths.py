@@ -13,14 +13,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from locpriv.tabular._block_index import _BK_MIN, _bk_build, _bk_remove
-from locpriv.tabular._block_query import _bk_knn, _bk_query
-from locpriv.tabular._epk_support import _merge_loop, _merge_repair, _sec_ids
-from locpriv.tabular._knn import _knn
-from locpriv.tabular.codes import as_codes
-from locpriv.tabular.enhanced_pk import _epk_kernel
+from locpriv.tabular._kernels.block_index import _BK_MIN, _bk_build, _bk_remove
+from locpriv.tabular._kernels.block_query import _bk_knn, _bk_query
+from locpriv.tabular._kernels.enhanced_pk import _epk_kernel
+from locpriv.tabular._kernels.knn import _knn
+from locpriv.tabular._kernels.seeded import _seeded_kernel
+from locpriv.tabular.checks import as_codes
+from locpriv.tabular.enhanced_pk import _merge_loop, _merge_repair, _sec_ids
 from locpriv.tabular.psensitive import conditions
-from locpriv.tabular.seeded import _seeded_kernel, seeded_groups
+from locpriv.tabular.seeded import seeded_groups
 
 
 def _tied(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

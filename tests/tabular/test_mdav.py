@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from locpriv.errors import DataError, InfeasibleError
-from locpriv.tabular._mdav_blocks import mdav_blocks
-from locpriv.tabular._mdav_kernel import mdav_kernel
-from locpriv.tabular.mdav import effective_dimension, mdav
+from locpriv.tabular._kernels.mdav_blocks import mdav_blocks
+from locpriv.tabular._kernels.mdav_sweep import mdav_kernel
 from locpriv.tabular.metrics import il_percent
+from locpriv.tabular.microaggregation import effective_dimension, mdav
 from tests.tabular._mdav_helpers import CENSUS, load_census, mdav_reference
 
 

@@ -28,7 +28,7 @@ from locpriv.tabular import (
     seeded_groups,
 )
 from locpriv.tabular.categorical import zscore
-from locpriv.tabular.mdav import mdav_p_sensitive
+from locpriv.tabular.microaggregation import mdav_p_sensitive
 from locpriv.tabular.psensitive import group_is_p_sensitive
 
 CENSUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "census.csv"

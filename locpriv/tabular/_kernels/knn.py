@@ -3,13 +3,9 @@
 Sorted-buffer inserts, the pivot shell of the furthest-from-centroid search, chunked (SIMD) and
 partial-distance-pruned squared-distance passes and the k-nearest queries over a compacted
 column-major copy of the unassigned records. The indexes live beside: the grid (d <= 2) in
-:mod:`~locpriv.tabular._knn_grid`, the block index (d > 2) in
-:mod:`~locpriv.tabular._block_index` and :mod:`~locpriv.tabular._block_query`. Callers:
-:mod:`locpriv.tabular.seeded` and :mod:`locpriv.tabular.enhanced_pk`.
-
-Maintenance note: numba's on-disk cache only notices changes to the file that defines a function,
-so after editing these kernels delete ``locpriv/tabular/__pycache__/*.nb*`` to force a recompile of
-their callers.
+:mod:`.knn_grid`, the block index (d > 2) in :mod:`.block_index` and :mod:`.block_query`.
+Callers: the kernels of :mod:`.seeded` and :mod:`.enhanced_pk` (numba cache: see
+:mod:`locpriv.tabular._kernels`).
 """
 
 from __future__ import annotations
@@ -200,7 +196,6 @@ def _chunk_pruned(  # noqa: PLR0917
     offsets go to ``surv`` and their exact squared distances, summed over the columns in order
     0..d-1 as :func:`_chunk_dist` does (so bit-identical), to ``acc``. ``thr = inf`` keeps all.
     """
-    d = XT.shape[0]
     if thr == np.inf:
         _chunk_dist(XT, i0, L, q, part)
         for i in range(L):
@@ -220,11 +215,30 @@ def _chunk_pruned(  # noqa: PLR0917
         for i in range(L):
             t = r[i] - qj
             part[i] += t * t
-    lim = thr * (1.0 + 4.0 * _SLACK)
+    # part < lim, as part <= the largest double below lim
+    cut = np.nextafter(thr * (1.0 + 4.0 * _SLACK), -np.inf)
+    return _survivors(XT, i0, L, q, part, cut, surv, acc)
+
+
+@numba.njit(cache=True)
+def _survivors(  # noqa: PLR0917
+    XT: FloatArray,
+    i0: int,
+    L: int,
+    q: FloatArray,
+    part: FloatArray,
+    cut: float,
+    surv: IntArray,
+    acc: FloatArray,
+) -> int:
+    """The records ``i0..i0+L-1`` whose lower bound ``part`` is at most ``cut``: their offsets
+    to ``surv`` (in order) and their exact squared distances to ``q`` (columns added in order
+    0..d-1, bit-identical to :func:`_chunk_dist`) to ``acc``; returns how many."""
+    d = XT.shape[0]
     ns = 0
     for i in range(L):
         surv[ns] = i
-        ns += part[i] < lim
+        ns += part[i] <= cut
     for s in range(ns):
         i = i0 + surv[s]
         a = 0.0

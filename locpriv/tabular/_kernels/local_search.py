@@ -1,12 +1,11 @@
-"""Numba kernels of the partition improver (private; see :mod:`locpriv.tabular.improve`).
+"""Numba kernels of the partition improver (see :mod:`locpriv.tabular.improve`).
 
 A partition is held as ``lab`` (group of each record), ``cnt`` (group sizes), ``S`` (group
 column sums), ``mem``/``slot`` (the members of each group, and each record's place there), so a
 record moves in O(d). Every operator keeps every group within ``[k, kmax]`` records and only
 applies changes that lower the within-group sum of squares (SSE) by more than ``tol``. The
-neighbour graph is in :mod:`~locpriv.tabular._improve_knn`, V-MDAV in
-:mod:`~locpriv.tabular._vmdav_kernel`; both share ``_improve_knn._d2`` (inlined: after editing it
-delete ``locpriv/tabular/__pycache__/*.nb*``, numba's cache does not see it).
+neighbour graph is in :mod:`.neighbours`, V-MDAV in :mod:`.vmdav`; both share
+``neighbours._d2`` (inlined: see the numba cache note of :mod:`locpriv.tabular._kernels`).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from locpriv.tabular._improve_knn import _d2
+from locpriv.tabular._kernels.neighbours import _d2
 
 # ---- partition state ---------------------------------------------------------------------------
 

@@ -2,32 +2,29 @@
 
 :func:`mdav` partitions the rows of ``X`` into groups of ``k`` records (one group of ``k..2k-1``)
 and returns one label per row. Two exact numba kernels do the work, with identical results:
-:mod:`~locpriv.tabular._mdav_blocks` (blocks of a k-d tree with bounding boxes: most queries
-touch a few blocks) when the data have few effective dimensions, and
-:mod:`~locpriv.tabular._mdav_kernel` (one vectorised sweep per step, pruned where bounds allow)
-when box bounds cannot prune (many independent dimensions, e.g. uniform noise in 13-D).
+:mod:`~locpriv.tabular._kernels.mdav_blocks` (blocks of a k-d tree with bounding boxes: most
+queries touch a few blocks) when the data have few effective dimensions, and
+:mod:`~locpriv.tabular._kernels.mdav_sweep` (one vectorised sweep per step, pruned where bounds
+allow) when box bounds cannot prune (many independent dimensions, e.g. uniform noise in 13-D).
+This module is ``locpriv.tabular.microaggregation``; ``locpriv.tabular.mdav`` is the function.
 docs/microaggregation.md explains the tie-breaks, the complexity and why the kernels are fast.
 """
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.errors import DataError, InfeasibleError
-from locpriv.tabular._mdav_blocks import kd_blocks, mdav_on_blocks
-from locpriv.tabular._mdav_kernel import ST_STOP, mdav_kernel
-from locpriv.tabular.codes import as_codes
+from locpriv.tabular._kernels.mdav_blocks import kd_blocks, mdav_on_blocks
+from locpriv.tabular._kernels.mdav_common import ST_STOP
+from locpriv.tabular._kernels.mdav_sweep import mdav_kernel
+from locpriv.tabular.checks import as_codes, check_k, check_matrix
 
 FloatArray = npt.NDArray[np.float64]
 IntpArray = npt.NDArray[np.intp]
 
 __all__ = [
     "MdavRunner",
-    "check_k",
-    "check_matrix",
     "effective_dimension",
     "mdav",
     "mdav_p_sensitive",
@@ -35,41 +32,6 @@ __all__ = [
 
 _BLOCK = 128  # records per block of the block kernel
 _BLOCK_MAX_DIM = 8  # the block kernel is used up to this many effective dimensions
-
-
-def check_matrix(X: npt.ArrayLike, name: str = "X") -> FloatArray:
-    """``X`` as a C-contiguous float64 (n, d) array with n >= 1, d >= 1 and finite values.
-
-    Raises :class:`~locpriv.errors.DataError` naming ``name`` otherwise.
-    """
-    arr = np.asarray(X)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.floating)
-        or np.issubdtype(arr.dtype, np.integer)
-        or arr.dtype == np.bool_
-    ):
-        raise DataError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
-    if arr.ndim != 2:
-        raise DataError(f"{name} must be 2-D (records x attributes), got {arr.ndim}-D")
-    if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise DataError(f"{name} must have at least one row and one column, got shape {arr.shape}")
-    out = np.ascontiguousarray(arr, dtype=np.float64)
-    if not np.isfinite(out).all():
-        bad = np.flatnonzero(~np.isfinite(out).all(axis=0))
-        raise DataError(f"{name} has NaN or infinite values (columns {bad.tolist()})")
-    return out
-
-
-def check_k(k: object, n: int) -> int:
-    """``k`` as an int with ``1 <= k <= n``; :class:`~locpriv.errors.InfeasibleError` otherwise."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise InfeasibleError(f"k must be an integer >= 1, got {k!r}")
-    kk = int(k)
-    if kk < 1:
-        raise InfeasibleError(f"k must be >= 1, got {kk}")
-    if kk > n:
-        raise InfeasibleError(f"k={kk} exceeds the number of records n={n}")
-    return kk
 
 
 def effective_dimension(X: FloatArray, share: float = 0.95, sample: int = 20000) -> int:
@@ -151,7 +113,8 @@ class MdavRunner:
     """MDAV on one data set for several k: the kernel is chosen and, for the block kernel, the
     k-d blocks are built once (k-increase runs MDAV for k, k+1, ...).
 
-    ``X`` must already be valid (:func:`check_matrix`); ``k`` valid for it (:func:`check_k`).
+    ``X`` must already be valid (:func:`~locpriv.tabular.checks.check_matrix`); ``k`` valid for
+    it (:func:`~locpriv.tabular.checks.check_k`).
     """
 
     def __init__(self, X: FloatArray) -> None:
@@ -175,7 +138,8 @@ class MdavRunner:
         return self._run(k, np.zeros((self.X.shape[0], 0), dtype=np.int64), 0)[0]
 
     def p_sensitive(self, k: int, S: npt.NDArray[np.int64], p: int) -> IntpArray | None:
-        """``mdav_p_sensitive(X, k, S, p)`` for codes ``S`` from :func:`as_codes`."""
+        """``mdav_p_sensitive(X, k, S, p)`` for codes ``S`` from
+        :func:`~locpriv.tabular.checks.as_codes`."""
         labels, stopped = self._run(k, S, p)
         if stopped:
             return None
@@ -190,7 +154,7 @@ def mdav_p_sensitive(X: npt.ArrayLike, k: int, S: npt.ArrayLike, p: int) -> Intp
     """:func:`mdav` labels when that partition is p-sensitive, else ``None``.
 
     ``S`` holds the confidential attributes (n × m, or length n for one attribute; any values,
-    coded by :func:`locpriv.tabular.codes.as_codes`). The partition is p-sensitive when every
+    coded by :func:`locpriv.tabular.checks.as_codes`). The partition is p-sensitive when every
     group has at least ``p`` distinct values in every column of ``S``. MDAV builds its groups
     one after the other and never revisits one, so the run stops at the first group that lacks
     them: a k that fails costs only the work up to that group. When the result is not ``None``

@@ -3,11 +3,11 @@
 A grid over the data's box (about 8 records per cell) keeps per-cell lists of the live compact
 positions, updated on swap-remove; a query walks rings of cells around the query point with the
 (distance, position) key of the plain pass until the records outside the rings are provably
-further than the kth. Answers equal :func:`locpriv.tabular._knn._knn`'s, ties included.
+further than the kth. Answers equal :func:`.knn._knn`'s, ties included.
 :func:`_grid_pass` is enhanced-pk's candidate pass on the same grid (it also finds the nearest
 record of every wanted SEC).
 
-numba cache: see the maintenance note of :mod:`locpriv.tabular._knn`.
+numba cache: see the maintenance note of :mod:`locpriv.tabular._kernels`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.tabular._knn import _lex_insert
+from locpriv.tabular._kernels.knn import _GRID_MIN, _lex_insert
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -65,6 +65,25 @@ def _grid_build(  # noqa: PLR0917
         slot[t] = s
         ccnt[c] += 1
     return w
+
+
+@numba.njit(cache=True)
+def _grid_index(XT: FloatArray, lo: FloatArray, hi: FloatArray):  # type: ignore[no-untyped-def]
+    """The grid of the records ``XT`` (d × n) over the box [lo, hi] when d <= 2 and n is at
+    least ``_GRID_MIN`` (about 8 records per cell), else unused empty arrays. Returns
+    ``(use, G, cellid, slot, cm, cstart, ccnt, w)`` (see :func:`_grid_build`)."""
+    d, n = XT.shape
+    use = d <= 2 and n >= _GRID_MIN
+    G = max(1, int((n / 8.0) ** (1.0 / d))) if use else 1
+    cellid = np.empty(n if use else 0, dtype=np.int64)
+    slot = np.empty(n if use else 0, dtype=np.int64)
+    cm = np.empty(n if use else 0, dtype=np.int64)
+    cstart = np.empty(G**d + 1 if use else 1, dtype=np.int64)
+    ccnt = np.empty(G**d if use else 0, dtype=np.int64)
+    w = np.ones(d)
+    if use:
+        w = _grid_build(XT, lo, hi, G, cellid, cstart, ccnt, cm, slot)
+    return use, G, cellid, slot, cm, cstart, ccnt, w
 
 
 @numba.njit(cache=True)

@@ -1,10 +1,10 @@
-"""k-nearest queries on the block index (:mod:`locpriv.tabular._block_index`), numba.
+"""k-nearest queries on the block index (:mod:`.block_index`), numba.
 
 A query bounds every block from its box and computes exact distances only in blocks whose bound
 does not rule them out; records enter by the plain pass's (squared distance, compact position)
-key, so the answers are :func:`locpriv.tabular._knn._knn`'s, ties included.
+key, so the answers are :func:`.knn._knn`'s, ties included.
 
-numba cache: see the maintenance note of :mod:`locpriv.tabular._knn`.
+numba cache: see the maintenance note of :mod:`locpriv.tabular._kernels`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.tabular._block_index import _BK_SEEDS, _bk_bounds, _bk_seeds
-from locpriv.tabular._knn import _SLACK, _chunk_dist
+from locpriv.tabular._kernels.block_index import _BK_SEEDS, _bk_bounds, _bk_seeds
+from locpriv.tabular._kernels.knn import _SLACK, _chunk_dist, _survivors
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -66,7 +66,6 @@ def _bk_block_dist(  # noqa: PLR0917
     ``cols[:J]`` (vectorised, four columns per sweep) is a lower bound: a record is dropped
     only if it exceeds ``lim`` by more than a relative slack far above rounding error.
     """
-    d = BT.shape[0]
     if lim == np.inf:
         _chunk_dist(BT, p0, L, q, acc)
         for i in range(L):
@@ -109,18 +108,7 @@ def _bk_block_dist(  # noqa: PLR0917
         c += part[i] <= cut
     if c == 0:
         return 0
-    ns = 0
-    for i in range(L):
-        surv[ns] = i
-        ns += part[i] <= cut
-    for s in range(ns):
-        i = p0 + surv[s]
-        a = 0.0
-        for j in range(d):
-            t = BT[j, i] - q[j]
-            a += t * t
-        acc[s] = a
-    return ns
+    return _survivors(BT, p0, L, q, part, cut, surv, acc)
 
 
 @numba.njit(cache=True)
@@ -148,7 +136,7 @@ def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     With a non-empty ``top`` (SEC ids; ``sec[o]`` the SEC of original record o, ``rem[v]`` the
     live records of SEC v) also, for each SEC v of ``top``, the smallest (distance, position)
     pair of its live records (``self_o`` at -1) into ``near_d[v]``/``near_t[v]``, which the
-    caller set to (inf, -1): the candidate pass of :mod:`locpriv.tabular.enhanced_pk`.
+    caller set to (inf, -1): the candidate pass of :mod:`.enhanced_pk`.
 
     The plain pass keeps exactly these pairs (records arrive in position order and a later one
     wins only if strictly nearer); here records arrive block by block and win by the same

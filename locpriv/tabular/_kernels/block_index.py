@@ -1,5 +1,6 @@
 """Block index for the k-nearest queries of the p-sensitive methods when d > 2 (numba): build,
-removal, box bounds. The queries are in :mod:`locpriv.tabular._block_query`.
+removal, box bounds. The queries are in :mod:`.block_query`; the k-d tree order, the box and the
+swap-remove of a record from its block also serve the MDAV block kernel (:mod:`.mdav_blocks`).
 
 The live records are copied, column by column, into ``BT`` in the leaf order of a k-d tree
 (median cuts on the widest column) and cut into blocks of at most a few hundred records; each
@@ -12,7 +13,7 @@ block, ``blo``/``bhi`` (d × nb) the boxes and ``bpos[o]`` the block position of
 record o. Ties are decided by the caller's compact position ``pos_of[o]``, the key of the
 plain passes, so a query's answer does not depend on the layout.
 
-numba cache: see the maintenance note of :mod:`locpriv.tabular._knn`.
+numba cache: see the maintenance note of :mod:`locpriv.tabular._kernels`.
 """
 
 from __future__ import annotations
@@ -121,6 +122,26 @@ def _bk_box(  # noqa: PLR0917
 
 
 @numba.njit(cache=True)
+def _leave_block(  # noqa: PLR0917
+    BT: FloatArray, p: int, last: int, blo: FloatArray, bhi: FloatArray, b: int
+) -> bool:
+    """The record at position ``p`` leaves its block, whose live records end at ``last`` and
+    whose box is slot ``b``: the block's last live record moves to ``p`` (swap-remove of the
+    columns; the caller moves its bookkeeping). Returns whether the record lay on the box, the
+    only case where the box must be recomputed to stay tight."""
+    edge = False
+    for j in range(BT.shape[0]):
+        v = BT[j, p]
+        if v == blo[j, b] or v == bhi[j, b]:
+            edge = True
+            break
+    if p != last:
+        for j in range(BT.shape[0]):
+            BT[j, p] = BT[j, last]
+    return edge
+
+
+@numba.njit(cache=True)
 def _bk_build(XT: FloatArray, nu: int, orig: IntArray, n: int):  # type: ignore[no-untyped-def]
     """Block index of the compact live records ``0..nu-1`` (``orig``: their original indices,
     out of ``n``) and the workspace of its queries: returns ``(ix, ws)``."""
@@ -170,19 +191,11 @@ def _bk_build(XT: FloatArray, nu: int, orig: IntArray, n: int):  # type: ignore[
 def _bk_remove(ix, o: int) -> None:  # type: ignore[no-untyped-def]
     """Original record ``o`` leaves the index (swap-remove within its block)."""
     BT, bidx, pblk, bstart, bcnt, blo, bhi, bpos = ix
-    d = BT.shape[0]
     p = bpos[o]
     b = pblk[p]
-    edge = False  # does the record lie on its block's box? (else the box stays valid and tight)
-    for j in range(d):
-        v = BT[j, p]
-        if v == blo[j, b] or v == bhi[j, b]:
-            edge = True
-            break
     last = bstart[b] + bcnt[b] - 1
+    edge = _leave_block(BT, p, last, blo, bhi, b)
     if p != last:
-        for j in range(d):
-            BT[j, p] = BT[j, last]
         u = bidx[last]
         bidx[p] = u
         bpos[u] = p

@@ -1,4 +1,4 @@
-"""Block-pruned exact MDAV kernel (private; see :func:`locpriv.tabular.mdav.mdav`).
+"""Block-pruned exact MDAV kernel (the public API is :func:`locpriv.tabular.microaggregation.mdav`).
 
 The records are laid out column by column (``XT``, d × n) in the leaf order of a k-d tree, cut
 into blocks of at most ``B`` records. Each block keeps its live records at the front of its
@@ -9,10 +9,8 @@ in blocks the bounds cannot rule out. Exact distances add the columns in order 0
 reference does), and bounds keep a relative slack far above rounding, so ties and near-ties
 are decided exactly as the plain algorithm decides them.
 
-Maintenance note: this module reuses numba helpers of ``_mdav_kernel`` and ``_block_index``
-(the k-d tree). numba's on-disk cache
-only notices changes to the file that defines a function, so after editing those helpers delete
-``locpriv/tabular/__pycache__/_mdav_blocks.*`` (or bump this file) to force a recompile.
+It reuses the primitives of :mod:`.mdav_common` and the k-d tree, box and swap-remove helpers of
+:mod:`.block_index` (numba cache: see :mod:`locpriv.tabular._kernels`).
 """
 
 from __future__ import annotations
@@ -20,22 +18,23 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from locpriv.tabular._block_index import _kd_order
-from locpriv.tabular._mdav_kernel import (
+from locpriv.tabular._kernels.block_index import _bk_box, _kd_order, _leave_block
+from locpriv.tabular._kernels.mdav_common import (
     _SLACK,
     _chunk_sq,
     _fold,
     _insert,
+    _r_group,
     _scan,
     _sqdist,
+    _stops,
     _two_sum,
     furthest_from_centroid,
-    lacks_p,
 )
 
 # slots of the diagnostic counters returned in ``stats`` (1-3: see furthest_from_centroid;
-# ST_STOP as in _mdav_kernel)
-ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_RBLOCKS, ST_SBLOCKS, ST_POINTS, ST_STOP = range(8)
+# ST_STOP = 7 as in mdav_common)
+ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_RBLOCKS, ST_SBLOCKS, ST_POINTS = range(7)
 N_STATS = 8
 _SEEDS = 4  # blocks visited first: the nearest (and furthest) boxes
 
@@ -43,27 +42,13 @@ _SEEDS = 4  # blocks visited first: the nearest (and furthest) boxes
 @numba.njit(cache=True)
 def kd_blocks(X, B):  # type: ignore[no-untyped-def]
     """Leaf order of a k-d tree (median cuts on the widest column) and the leaf starts
-    (``starts[-1] = n``); the tree is :func:`locpriv.tabular._block_index._kd_order`'s."""
+    (``starts[-1] = n``); the tree is :func:`.block_index._kd_order`'s."""
     n = X.shape[0]
     perm = np.empty(n, dtype=np.int64)
     starts = np.empty(2 * (n // max(B, 1)) + 5, dtype=np.int64)
     nb = _kd_order(np.ascontiguousarray(X.T), n, max(B, 1), perm, starts)
     starts[nb] = n
     return perm, starts[: nb + 1].copy()
-
-
-@numba.njit(cache=True)
-def _box(XT, p0, cnt, s, blo, bhi):  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    """Bounding box of the live records ``p0 .. p0+cnt-1`` into slot ``s``."""
-    for j in range(XT.shape[0]):
-        mn = np.inf
-        mx = -np.inf
-        for p in range(p0, p0 + cnt):
-            v = XT[j, p]
-            mn = min(mn, v)
-            mx = max(mx, v)
-        blo[j, s] = mn
-        bhi[j, s] = mx
 
 
 @numba.njit(cache=True)
@@ -120,7 +105,7 @@ def _select(vals, nact, take, largest, out):  # type: ignore[no-untyped-def]
 
 @numba.njit(cache=True)
 def mdav_blocks(X, k, B, stats, S, pmin):  # type: ignore[no-untyped-def]  # noqa: PLR0917
-    """Labels of fixed-size MDAV (same contract as ``_mdav_kernel.mdav_kernel``, ``B`` records
+    """Labels of fixed-size MDAV (same contract as ``mdav_sweep.mdav_kernel``, ``B`` records
     per block)."""
     perm, bstart = kd_blocks(X, B)
     return mdav_on_blocks(X, k, perm, bstart, stats, S, pmin)
@@ -153,7 +138,7 @@ def mdav_on_blocks(X, k, perm, bstart, stats, S, pmin):  # type: ignore[no-untyp
         bcnt[b] = bstart[b + 1] - bstart[b]
         slot_of[b] = b
         slot_blk[b] = b
-        _box(XT, bstart[b], bcnt[b], b, blo, bhi)
+        _bk_box(XT, bstart[b], bcnt[b], b, blo, bhi)
     nact = nb
     mind = np.empty(nb)
     maxd = np.empty(nb)
@@ -238,15 +223,8 @@ def mdav_on_blocks(X, k, perm, bstart, stats, S, pmin):  # type: ignore[no-untyp
                 far, sp, kth, cnt = _fold(
                     acc, L, p0, idx, rp, far, sp, kth, near_d, near_i, cnt, kk
                 )
-        members[0] = idx[rp]
-        members[1:] = near_i[:kk]
-        s_idx = idx[sp]
-        s_in_group = False
-        for t in range(k):
-            if members[t] == s_idx:
-                s_in_group = True
-        if pmin > 0 and lacks_p(S, members, pmin, seen):
-            stats[ST_STOP] = 1
+        s_idx, s_in_group = _r_group(idx, rp, sp, near_i, kk, members)
+        if _stops(S, members, pmin, seen, stats):
             return labels
         m, nact = _remove(
             XT, idx, pos, pblk, bstart, bcnt, slot_of, slot_blk, blo, bhi, dp, visited,
@@ -302,8 +280,7 @@ def mdav_on_blocks(X, k, perm, bstart, stats, S, pmin):  # type: ignore[no-untyp
                         kth = near_d[kk - 1]
         members[0] = s_idx
         members[1:] = near_i[:kk]
-        if pmin > 0 and lacks_p(S, members, pmin, seen):
-            stats[ST_STOP] = 1
+        if _stops(S, members, pmin, seen, stats):
             return labels
         m, nact = _remove(
             XT, idx, pos, pblk, bstart, bcnt, slot_of, slot_blk, blo, bhi, dp, visited,
@@ -335,16 +312,9 @@ def _remove(  # type: ignore[no-untyped-def]  # noqa: PLR0917
             s_lo[j] += e
         b = pblk[i]
         s = slot_of[b]
-        edge = False  # does the record lie on its block's box? (else the box is unchanged)
-        for j in range(d):
-            v = XT[j, i]
-            if v == blo[j, s] or v == bhi[j, s]:
-                edge = True
-                break
         last = bstart[b] + bcnt[b] - 1
+        edge = _leave_block(XT, i, last, blo, bhi, s)
         if i != last:
-            for j in range(d):
-                XT[j, i] = XT[j, last]
             moved = idx[last]
             idx[i] = moved
             pos[moved] = i
@@ -353,7 +323,7 @@ def _remove(  # type: ignore[no-untyped-def]  # noqa: PLR0917
         m -= 1
         if bcnt[b] > 0:
             if edge:
-                _box(XT, bstart[b], bcnt[b], s, blo, bhi)
+                _bk_box(XT, bstart[b], bcnt[b], s, blo, bhi)
         else:  # move the last active slot into this one
             ls = nact - 1
             if s != ls:

@@ -1,5 +1,5 @@
 """Numba k-nearest-neighbour graph of the partition improver (candidate groups of each record):
-exact for small inputs, a random-projection forest refined once for large ones (private; see
+exact for small inputs, a random-projection forest refined once for large ones (see
 :mod:`locpriv.tabular.improve`)."""
 
 from __future__ import annotations
@@ -52,9 +52,10 @@ def knn_exact(X, L):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(cache=True)
-def knn_approx(X, L, trees, leaf, seed):  # type: ignore[no-untyped-def]
+def knn_approx(X, L, trees, leaf, seed, refine=True):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Approximate ``L`` nearest neighbours: a random-projection forest (records sharing a
-    leaf of any of ``trees`` trees are candidates), then one neighbours-of-neighbours round.
+    leaf of any of ``trees`` trees are candidates), then (``refine``) one
+    neighbours-of-neighbours round.
 
     Uses numba's own (legacy-API) generator, seeded here with ``seed``.
     """
@@ -105,6 +106,8 @@ def knn_approx(X, L, trees, leaf, seed):  # type: ignore[no-untyped-def]
             stack_lo[top] = mid
             stack_hi[top] = hi
             top += 1
+    if not refine:
+        return ni
     # neighbours of neighbours
     snap = ni.copy()
     for i in range(n):

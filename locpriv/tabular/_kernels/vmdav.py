@@ -1,11 +1,11 @@
-"""Numba kernel of V-MDAV (private; see :func:`locpriv.tabular.improve.vmdav`)."""
+"""Numba kernel of V-MDAV (see :func:`locpriv.tabular.improve.vmdav`)."""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-from locpriv.tabular._improve_knn import _d2
+from locpriv.tabular._kernels.neighbours import _d2
 
 # ---- V-MDAV ------------------------------------------------------------------------------------
 

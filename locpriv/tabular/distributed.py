@@ -1,0 +1,87 @@
+"""The partitioned method's block tasks on a dask.distributed cluster (the ``dist`` extra).
+
+:func:`dask_runner` is a :class:`~locpriv.tabular.partitioned.Runner`: each block's records are
+scattered to the cluster and its task (:func:`~locpriv.tabular.partitioned.group_block` or
+:func:`~locpriv.tabular.partitioned.regroup_block`, pure functions of their arguments) runs on
+a worker; results come back in block order. Blocks and seeds are formed on the client from the
+data alone, so the release equals the local run's for the same seed. The workers need locpriv
+installed (the same version); the client keeps the key matrix and writes the output file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from locpriv.errors import ConfigError
+from locpriv.tabular.partitioned import Progress, Runner
+
+__all__ = ["connect", "dask_runner", "session"]
+
+IntArray = npt.NDArray[np.int64]
+_BATCH = 64  # tasks in flight per batch: bounds the client's memory for scattered blocks
+CONNECT_TIMEOUT_S = 10.0
+
+
+def connect(scheduler: Any) -> Any:
+    """A ``dask.distributed.Client`` for ``scheduler``: a client (returned as is) or a scheduler
+    address such as ``tcp://HOST:8786``. One-line ConfigError when dask.distributed is not
+    installed or the scheduler cannot be reached."""
+    try:
+        from dask.distributed import Client
+    except ImportError:  # pragma: no cover - the dist extra is installed in development
+        raise ConfigError(
+            "a scheduler needs dask.distributed: pip install 'locpriv[dist]'"
+        ) from None
+    if isinstance(scheduler, Client):
+        return scheduler
+    if not isinstance(scheduler, str) or not scheduler:
+        raise ConfigError(f"scheduler must be an address like tcp://HOST:8786, got {scheduler!r}")
+    try:
+        return Client(scheduler, timeout=CONNECT_TIMEOUT_S)  # type: ignore[no-untyped-call]
+    except (OSError, TimeoutError) as exc:
+        raise ConfigError(f"cannot reach the dask scheduler at {scheduler}: {exc}") from None
+
+
+def dask_runner(client: Any) -> Runner:
+    """A runner that executes the tasks on ``client``'s cluster, in batches of 64 blocks."""
+    from dask.distributed import wait
+
+    def run(
+        fn: Callable[..., IntArray | None],
+        make_args: Callable[[int], tuple[Any, ...]],
+        count: int,
+        progress: Progress | None,
+    ) -> list[IntArray | None]:
+        out: list[IntArray | None] = []
+        for lo in range(0, count, _BATCH):
+            futures = []
+            for i in range(lo, min(count, lo + _BATCH)):
+                args = [
+                    client.scatter(a, hash=False) if isinstance(a, np.ndarray) else a
+                    for a in make_args(i)
+                ]
+                futures.append(client.submit(fn, *args, pure=False))
+            wait(futures)  # type: ignore[no-untyped-call]
+            out.extend(client.gather(futures))
+            if progress is not None:
+                progress(len(out) / count)
+        return out
+
+    return run
+
+
+@contextmanager
+def session(scheduler: Any) -> Iterator[Runner]:
+    """:func:`dask_runner` on ``scheduler`` (an address or a client); a client made here from an
+    address is closed on exit, a given one is left open."""
+    client = connect(scheduler)
+    try:
+        yield dask_runner(client)
+    finally:
+        if client is not scheduler:
+            client.close()
