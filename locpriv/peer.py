@@ -30,6 +30,7 @@ with an error), :class:`~locpriv.errors.RequestTimeout` (DS silent, or the calle
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -113,6 +114,12 @@ class PeerClient:
         def open_connection(cid: str) -> Transport:
             return connect(url, client_id=cid, password=password, ca_file=ca_file)
 
+        self._open_connection = open_connection
+        self._rotates = transport is None and config.rotate_connection
+        """Reconnect under a fresh client id when the pseudonym changes (own transports)."""
+        self._connection_pseudonym: str | None = None
+        self.rotations = 0
+        """Connections replaced so far (one per pseudonym period while the device is used)."""
         self.transport: Transport = transport or open_connection(new_client_id("p4"))
         self.endpoints = ReplyEndpoints(
             self.transport, self.machine.topics, opener=open_connection, deliver=self._handle
@@ -132,10 +139,9 @@ class PeerClient:
         warm_up()
         await self.transport.__aenter__()
         self._open = True
-        self._runners = [
-            asyncio.create_task(self._read(), name="p4-read"),
-            asyncio.create_task(self._timer.run(), name="p4-timer"),
-        ]
+        self._connection_pseudonym = self.machine.pseudonym(self.clock())
+        self._reader = asyncio.create_task(self._read(self.transport), name="p4-read")
+        self._runners = [asyncio.create_task(self._timer.run(), name="p4-timer")]
         log.debug("peer client %s open", self.user_id)
         return self
 
@@ -147,7 +153,7 @@ class PeerClient:
     ) -> None:
         self._open = False
         await self._effects.close()
-        tasks = set(self._runners)
+        tasks = {*self._runners, self._reader}
         pending = set(tasks)
         while pending:  # cancel until done: 3.11's wait_for may swallow one cancellation
             for task in pending:
@@ -179,6 +185,7 @@ class PeerClient:
         """Run one Protocol 4 query; the refined answer with diagnostics."""
         if not self._open:
             raise ConfigError("use PeerClient as 'async with'")
+        await self._maybe_rotate()
         qid, effects = self.machine.start_query(query, self.clock())
         try:
             answer = await self._effects.request(qid, effects, timeout_s)
@@ -208,9 +215,38 @@ class PeerClient:
             return
         self._spawn(effects)
 
-    async def _read(self) -> None:
-        async for item in self.transport.messages():
+    async def _read(self, transport: Transport) -> None:
+        async for item in transport.messages():
             self._handle(item)
+
+    async def _maybe_rotate(self) -> None:
+        """A new pseudonym gets a new connection: the broker sees a new client id, and what it
+        observed under the old one (discovery cell, perturbed points) no longer links to what
+        comes next - with a credential shared by the deployment's devices (docs/peer.md). Done
+        only between queries, so no query loses its reply topics."""
+        pseudonym = self.machine.pseudonym(self.clock())
+        if not self._rotates or pseudonym == self._connection_pseudonym or self.machine.pending:
+            return
+        new = self._open_connection(new_client_id("p4"))
+        await new.__aenter__()
+        cell = self.machine.cell_topic
+        if cell is not None:
+            await new.subscribe(cell, qos=0)
+        old, old_endpoints, old_reader = self.transport, self.endpoints, self._reader
+        self.transport = new
+        self.endpoints = ReplyEndpoints(
+            new, self.machine.topics, opener=self._open_connection, deliver=self._handle
+        )
+        self._effects.transport = new
+        self._effects.endpoints = self.endpoints
+        self._reader = asyncio.create_task(self._read(new), name="p4-read")
+        self._connection_pseudonym = pseudonym
+        self.rotations += 1
+        old_reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await old_reader
+        await old_endpoints.aclose()
+        await old.__aexit__(None, None, None)
 
     def _timer_failed(self, exc: Exception) -> None:
         """A deadline raised: fail the queries in flight rather than leave them hanging."""

@@ -37,6 +37,7 @@ __all__ = [
     "BrokerTrackingResult",
     "RepeatedCloaksResult",
     "StaticDeviceResult",
+    "attacks_summary",
     "broker_tracking_attack",
     "intersection_attack",
     "repeated_cloaks_attack",
@@ -350,3 +351,30 @@ def broker_tracking_attack(
         error_static_m_median=float(np.median(static_errors)) if static_errors else math.nan,
         linked_hours_mean=float(np.mean(spans)),
     )
+
+
+def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str, float]]:
+    """The three attacks, without and with the defences, as plain numbers (for ``summary.json``
+    and the plot): ``small`` runs take seconds (the demo), the benchmark runs them at size."""
+    n_static, n_broker = (3, 5) if small else (50, 30)
+    static = {
+        name: static_device_attack(devices=n_static, keyed=keyed, seed=seed)
+        for name, keyed in (("before", False), ("after", True))
+    }
+    cloaks = {
+        name: repeated_cloaks_attack(session_s=s, seed=seed, askers=40 if small else 100)
+        for name, s in (("before", 0.0), ("after", 600.0))
+    }
+    broker = {
+        name: broker_tracking_attack(devices=n_broker, defended=d, seed=seed)
+        for name, d in (("before", False), ("after", True))
+    }
+    return {
+        "static_device": {f"{k}_error_sigma": v.best_sigma for k, v in static.items()}
+        | {f"{k}_distinct_points": v.distinct_points_mean for k, v in static.items()},
+        "repeated_cloaks": {f"{k}_success_rate": v.success_rate for k, v in cloaks.items()}
+        | {f"{k}_area_m2_median": v.area_m2_median for k, v in cloaks.items()}
+        | {f"{k}_answered_rate": v.answered_rate for k, v in cloaks.items()},
+        "broker_tracking": {f"{k}_error_m_median": v.error_m_median for k, v in broker.items()}
+        | {f"{k}_linked_hours": v.linked_hours_mean for k, v in broker.items()},
+    }

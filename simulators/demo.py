@@ -117,6 +117,24 @@ def format_table(summary: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def format_attacks(attacks: dict[str, Any]) -> str:
+    """The attacks on privacy over time, before and with the defences, as text lines."""
+    s, c, b = attacks["static_device"], attacks["repeated_cloaks"], attacks["broker_tracking"]
+    return "\n".join(
+        [
+            "  attacks over time (before -> defended):",
+            f"    static device, 30 days: averaging error {s['before_error_sigma']:.2f} -> "
+            f"{s['after_error_sigma']:.2f} sigma",
+            f"    repeated cloaks: intersection attack success {c['before_success_rate']:.0%} -> "
+            f"{c['after_success_rate']:.0%}, median area {c['before_area_m2_median']:.0f} -> "
+            f"{c['after_area_m2_median']:.0f} m2",
+            f"    P4 broker: device followed {b['before_linked_hours']:.1f} -> "
+            f"{b['after_linked_hours']:.1f} h, median error {b['before_error_m_median']:.0f} -> "
+            f"{b['after_error_m_median']:.0f} m",
+        ]
+    )
+
+
 async def _with_services(
     built: Any, processes: int, display: _Display
 ) -> tuple[Any, dict[str, Any]]:
@@ -161,8 +179,9 @@ def run_demo(
     stream: TextIO | None = None,
 ) -> dict[str, Any]:
     """Run the demo and write ``summary.json`` and plots into ``out``; returns the summary."""
+    from simulators.attacks import attacks_summary
     from simulators.evaluate import summarize, write_json
-    from simulators.plots import plot_run
+    from simulators.plots import plot_attacks, plot_run
     from simulators.scenario import build, load_scenario
 
     # The MQTT stacks warn about queued publishes under load; the summary reports saturation.
@@ -212,11 +231,15 @@ def run_demo(
     issued = max(1, summary["all"]["queries"])
     saturated = bool(timeouts > 0.01 * issued or overloaded or (lat99 is not None and lat99 > 2.0))
     summary["saturated"] = saturated
+    stream.write("  playing the attacks on privacy over time (small runs)\n")
+    stream.flush()
+    summary["attacks"].update(attacks_summary(small=True, seed=sc.seed))
     out.mkdir(parents=True, exist_ok=True)
     write_json(summary, out / "summary.json")
     plots = plot_run(
         result.records, out, trajectories=built.trajectories, snapshot_t_s=sc.duration_s / 2
     )
+    plots.append(plot_attacks(summary["attacks"], out))
     run = summary["run"]
     stream.write("\n" + format_table(summary) + "\n")
     stream.write(
@@ -232,6 +255,7 @@ def run_demo(
             f"  WARNING: the broker or services saturated ({timeouts} of {issued} requests timed "
             f"out, {overloaded} overloaded, or p99 > 2 s): try fewer --users\n"
         )
+    stream.write(format_attacks(summary["attacks"]) + "\n")
     stream.write(f"  wrote {out / 'summary.json'} and {len(plots)} plots to {out}/\n")
     stream.flush()
     return summary

@@ -37,6 +37,8 @@ class P4Knobs:
     max_replies: int = 200
     reuse_radius_m: float = 50.0
     node_budget: int | None = DEFAULT_NODE_BUDGET
+    keyed_noise: bool = True
+    """The static-device defence (keyed place noise); off only to measure what it costs."""
 
 
 def discovery_side(built: BuiltScenario, knobs: P4Knobs) -> int:
@@ -66,6 +68,7 @@ def peer_machine(
         max_replies=knobs.max_replies,
         reuse_radius_m=knobs.reuse_radius_m,
         node_budget=knobs.node_budget,
+        keyed_noise=knobs.keyed_noise,
     )
     rng = np.random.default_rng([built.protocol_seed, user])
     secret = hashlib.sha256(f"locpriv-sim/{built.protocol_seed}/{user}".encode()).digest()

@@ -209,3 +209,23 @@ def plot_run(
     if trajectories is not None:
         paths.append(_positions(trajectories, snapshot_t_s, out))
     return paths
+
+
+def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> Path:
+    """``attacks.png``: each attack's figure without and with its defence (see
+    :func:`simulators.attacks.attacks_summary`)."""
+    import matplotlib.pyplot as plt
+
+    panels = [
+        ("static_device", "error_sigma", "averaging a static device\nerror (σ), higher is safer"),
+        ("repeated_cloaks", "success_rate", "intersection attack\nsuccess rate, lower is safer"),
+        ("broker_tracking", "linked_hours", "P4 broker tracking\nhours linked, lower is safer"),
+    ]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    for ax, (name, key, title) in zip(axes, panels, strict=True):
+        values = [attacks[name][f"before_{key}"], attacks[name][f"after_{key}"]]
+        ax.bar(["before", "defended"], values, color=["#bbbbbb", "#3b7dd8"])
+        for i, v in enumerate(values):
+            ax.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=9)
+        ax.set_title(title, fontsize=9)
+    return _save(fig, Path(out_dir) / "attacks.png")

@@ -142,6 +142,7 @@ class UserProfile:
         max_replies: int = 200,
         reuse_radius_m: float = 50.0,
         node_budget: int | None = DEFAULT_NODE_BUDGET,
+        keyed_noise: bool = True,
     ) -> PeerConfig:
         """This user's Protocol 4 device configuration (both runners build devices with it):
         Gaussian noise of ``sigma_m`` per axis, at least 2 users, the runner's timings (s) and
@@ -160,6 +161,7 @@ class UserProfile:
             reuse_radius_m=reuse_radius_m,
             max_candidates=max(max_replies, k - 1),
             node_budget=node_budget,
+            keyed_noise=keyed_noise,
             responder=ResponderPolicy(max_distance_m=max_distance_m),
         )
 

@@ -257,3 +257,26 @@ async def test_static_device_replies_with_one_point(amqtt_url: str, topics: Topi
         assert len(got) == 30
         assert len(set(got)) == 1
         assert got[0] != (lon, lat)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.mosquitto
+async def test_connection_rotates_with_the_pseudonym(mosquitto_url: str, topics: Topics) -> None:
+    """A new pseudonym period: the device reconnects under a fresh client id (what the broker
+    saw under the old one no longer links to it), and its queries still work."""
+    async with (
+        ds_running(mosquitto_url, topics),
+        fleet(mosquitto_url, topics, 12, seed=4, pseudonym_ttl_s=1.5) as (clients, where),
+    ):
+        me = clients[0]
+        first_id = me.transport.client_id
+        before = await me.query(NearestQuery(category="cafe", n=1), timeout_s=20)
+        seen_pseudonyms = {me.machine.pseudonym(me.clock())}
+        await asyncio.sleep(1.6)  # the pseudonym period ends
+        after = await me.query(NearestQuery(category="cafe", n=1), timeout_s=20)
+        seen_pseudonyms.add(me.machine.pseudonym(me.clock()))
+        assert len(seen_pseudonyms) == 2
+        assert me.rotations == 1 and me.transport.client_id != first_id
+        lon, lat = where[0]
+        exact = refine(POIS, NearestQuery(category="cafe", n=1), lon=lon, lat=lat)
+        assert list(before.pois) == list(after.pois) == exact

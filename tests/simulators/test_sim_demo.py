@@ -60,5 +60,15 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         "utility",
         "cost",
         "positions",
+        "attacks",
     ):
         assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    attacks = summary["attacks"]
+    assert "intersection" in attacks  # of the run's own repeated requesters (none here)
+    # the three attacks over time, without and with their defences
+    assert attacks["static_device"]["after_error_sigma"] >= 0.5
+    assert attacks["static_device"]["before_error_sigma"] < 0.5
+    assert attacks["repeated_cloaks"]["after_success_rate"] < 0.05
+    assert attacks["repeated_cloaks"]["before_success_rate"] > 0.5
+    assert attacks["broker_tracking"]["after_linked_hours"] <= 1.5
+    assert "attacks over time" in proc.stdout

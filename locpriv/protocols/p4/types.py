@@ -92,6 +92,11 @@ class PeerConfig:
     the key every period. Without it, fresh draws are reused for ``reuse_ttl_s`` and capped at
     ``max_draws_per_place``.
 
+    What the broker sees: with ``rotate_connection`` (default) the device reconnects under a
+    fresh MQTT client id whenever its pseudonym changes (every ``pseudonym_ttl_s``), so the
+    broker cannot follow it across periods by client id (nor by user name, when the deployment's
+    devices share a P4 credential).
+
     Areas in m², distances in metres, times in seconds. ``cell_side_m`` must be the same on
     every device of a deployment (default :func:`locpriv.core.cells.cell_side_for` of ``a_max_m2``
     and ``max_distance_m``).
@@ -116,6 +121,7 @@ class PeerConfig:
     reuse_ttl_s: float = 3600.0
     max_draws_per_place: int | None = 24
     pseudonym_ttl_s: float = 3600.0
+    rotate_connection: bool = True
     stale_s: float = 60.0
     max_replies: int = 2000
     max_candidates: int = 200
