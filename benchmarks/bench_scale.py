@@ -16,6 +16,9 @@ runs of this same invocation, so they hold on a loaded machine better than the s
   in and out, at 250k, 500k and 1M rows: wall time, peak RSS, IL, seconds per million rows;
 * ``cli_p2``: the same at 1M with ``--sensitive s --p 2``; every equivalence class of the
   released file is checked (>= 3 rows, >= 2 values of s) from the file itself;
+* ``workers``: the 1M run with ``--workers 1`` (the blocks in the CLI's own process) and
+  ``--workers 2`` (two spawned worker processes, the default on this 2-core machine): the gain of
+  the local pool (peak memory here is the CLI process's; each worker holds one block);
 * ``cluster``: the 1M run through ``--scheduler`` on a LocalCluster of 2 worker processes;
 * ``best``: IL and time of ``best`` (exact MDAV, local search, ruin-and-recreate) and of the
   partitioned method at 100k and 200k uniform rows: where the default switches over;
@@ -312,6 +315,24 @@ def main() -> int:
                 f"{r['min_class']}, min values {r['min_values']}, valid {r['valid']}",
                 flush=True,
             )
+            dump()
+        if want("workers"):
+            walls = {}
+            for w in (1, 2):
+                extra = ["--workers", str(w)]
+                extra += [] if n1 >= DEFAULT_FROM_N else ["--method", "partitioned"]
+                r = _cli(src1, tmp / f"w{w}.parquet", extra, args.timeout) | {"n": n1}
+                r |= {"x_mdav_kernel": r["wall_s"] / ref, "x_mdav_cli": r["wall_s"] / cli_ref}
+                res[f"cli_workers{w}"] = r
+                walls[w] = r["wall_s"]
+                print(
+                    f"CLI --workers {w} n={n1}: {r['wall_s']:.1f} s, {r['peak_rss_mb']:.0f} MB, "
+                    f"IL {r['il_percent']:.4f} %, {r['x_mdav_kernel']:.1f}x MDAV kernel, "
+                    f"{r['x_mdav_cli']:.1f}x MDAV CLI",
+                    flush=True,
+                )
+                dump()
+            res["cli_workers2"]["speedup_vs_1"] = walls[1] / walls[2]
             dump()
         if want("cluster"):
             from distributed import LocalCluster

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import TextIO
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             progress=bar,
             block_size=args.block_size,
             scheduler=args.scheduler,
+            workers=args.workers or os.cpu_count() or 1,
         )
         bar.stage("write")
         if stream:
@@ -161,6 +163,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--scheduler",
         default=None,
         help="dask.distributed scheduler (tcp://HOST:8786) that runs the partitioned blocks",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help=(
+            "local processes running the partitioned blocks (default 0: one per core; the"
+            " release is the same whatever the number)"
+        ),
     )
     p.add_argument(
         "--block-size",

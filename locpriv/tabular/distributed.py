@@ -1,4 +1,7 @@
-"""The partitioned method's block tasks on a dask.distributed cluster (the ``dist`` extra).
+"""The partitioned method's block tasks on local worker processes or a dask.distributed cluster.
+
+:func:`process_runner` runs them on ``workers`` processes of this machine (the CLI's default is
+one per core: blocks are independent, and the release does not depend on where they ran).
 
 :func:`dask_runner` is a :class:`~locpriv.tabular.partitioned.Runner`: each block's records are
 scattered to the cluster and its task (:func:`~locpriv.tabular.partitioned.group_block` or
@@ -20,11 +23,45 @@ import numpy.typing as npt
 from locpriv.errors import ConfigError
 from locpriv.tabular.partitioned import Progress, Runner
 
-__all__ = ["connect", "dask_runner", "session"]
+__all__ = ["connect", "dask_runner", "process_runner", "session", "workers_session"]
 
 IntArray = npt.NDArray[np.int64]
 _BATCH = 64  # tasks in flight per batch: bounds the client's memory for scattered blocks
 CONNECT_TIMEOUT_S = 10.0
+
+
+def process_runner(pool: Any) -> Runner:
+    """A runner on a ``concurrent.futures`` executor: every task submitted at once (a block's
+    arguments are built lazily, as its task is submitted), results in block order."""
+
+    def run(
+        fn: Callable[..., IntArray | None],
+        make_args: Callable[[int], tuple[Any, ...]],
+        count: int,
+        progress: Progress | None,
+    ) -> list[IntArray | None]:
+        futures = [pool.submit(fn, *make_args(i)) for i in range(count)]
+        out: list[IntArray | None] = []
+        for i, fut in enumerate(futures):
+            out.append(fut.result())
+            if progress is not None:
+                progress((i + 1) / count)
+        return out
+
+    return run
+
+
+@contextmanager
+def workers_session(workers: int) -> Iterator[Runner]:
+    """:func:`process_runner` on ``workers`` fresh processes (spawned: no state is inherited;
+    the numba kernels load from their on-disk cache), shut down afterwards."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    if workers < 1:
+        raise ConfigError(f"workers must be >= 1, got {workers}")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        yield process_runner(pool)
 
 
 def connect(scheduler: Any) -> Any:

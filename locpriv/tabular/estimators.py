@@ -150,9 +150,10 @@ class Microaggregator:
     (Truta & Vinay diagnostics or None), ``p_achieved_`` (per confidential attribute),
     ``report_`` (a JSON-ready dict).
 
-    ``block_size`` and ``scheduler`` concern the ``"partitioned"`` method: records per block,
-    and a dask.distributed scheduler address or ``Client`` that runs the blocks (same result
-    as without; see :mod:`locpriv.tabular.distributed`).
+    ``block_size``, ``scheduler`` and ``workers`` concern the ``"partitioned"`` method: records
+    per block, and a dask.distributed scheduler address or ``Client`` that runs the blocks, or
+    a number of local worker processes, used from two blocks on (same result either way; see
+    :mod:`locpriv.tabular.distributed`).
     """
 
     def __init__(
@@ -167,6 +168,7 @@ class Microaggregator:
         progress: Callable[[float], None] | None = None,
         block_size: int = BLOCK_SIZE,
         scheduler: Any = None,
+        workers: int = 1,
     ) -> None:
         self.k = k
         self.p = p
@@ -177,6 +179,7 @@ class Microaggregator:
         self.progress = progress
         self.block_size = block_size
         self.scheduler = scheduler
+        self.workers = workers
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor parameters by name (scikit-learn convention). With ``deep``, a
@@ -278,6 +281,11 @@ class Microaggregator:
                 from locpriv.tabular.distributed import session
 
                 runner = stack.enter_context(session(self.scheduler))
+            elif int(self.workers) > 1 and "partitioned" in todo and n >= 2 * self.block_size:
+                # one block would leave the pool idle: it pays from two blocks on
+                from locpriv.tabular.distributed import workers_session
+
+                runner = stack.enter_context(workers_session(int(self.workers)))
             best, tried = self._run_candidates(Z, codes, k, p, todo, runner)
         err, name, labels, k_used = best
         self.labels_: IntArray = labels

@@ -96,13 +96,15 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     progress: Callable[[float], None] | None = None,
     block_size: int = BLOCK_SIZE,
     scheduler: Any = None,
+    workers: int = 1,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """k-anonymous (p=1) or p-sensitive k-anonymous copy of ``df`` and its report.
 
     ``hierarchies`` maps a confidential column to a :class:`Hierarchy` with protected values:
-    the grouping then uses strong ancestors (extended p-sensitive k-anonymity). ``block_size``
-    and ``scheduler`` (a dask.distributed address or ``Client``) concern the ``"partitioned"``
-    method, the default from 200,000 records (see :class:`Microaggregator`).
+    the grouping then uses strong ancestors (extended p-sensitive k-anonymity). ``block_size``,
+    ``scheduler`` (a dask.distributed address or ``Client``) and ``workers`` (local processes)
+    concern the ``"partitioned"`` method, the default from 200,000 records (see
+    :class:`Microaggregator`).
     """
     qi, sensitive = list(qi), list(sensitive)
     check_frame(df, qi, sensitive, k, p)
@@ -128,6 +130,7 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
         progress=progress,
         block_size=block_size,
         scheduler=scheduler,
+        workers=workers,
     )
     est.fit_scaled(enc.Z, S, names=sensitive)
     labels = est.labels_

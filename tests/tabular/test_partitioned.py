@@ -120,6 +120,35 @@ def test_the_result_depends_on_the_seed_only_not_on_the_task_order(tmp_path: Pat
     np.testing.assert_array_equal(c, d)
 
 
+def test_worker_processes_give_the_local_release(tmp_path: Path) -> None:
+    """Blocks run on two spawned worker processes: the same labels as in this process."""
+    from locpriv.tabular.distributed import workers_session
+
+    X, s = _read(_uniform_file(tmp_path))
+    local = partitioned(X, 3, s, 2, block_size=256, seed=7)
+    seen: list[float] = []
+    with workers_session(2) as runner:
+        remote = partitioned(
+            X, 3, s, 2, block_size=256, seed=7, runner=runner, progress=seen.append
+        )
+    np.testing.assert_array_equal(local, remote)
+    assert seen and seen[-1] == pytest.approx(1.0)
+
+
+def test_cli_release_does_not_depend_on_the_worker_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _uniform_file(tmp_path)
+    outs = []
+    for workers in ("1", "2"):
+        dst = tmp_path / f"out{workers}.parquet"
+        argv = ["anonymize", str(src), str(dst), "--qi", ",".join(QI), "--sensitive", "s"]
+        argv += ["--k", "3", "--method", "partitioned", "--block-size", "256"]
+        assert main([*argv, "--workers", workers]) == 0, capsys.readouterr().err
+        outs.append(pd.read_parquet(dst))
+    pd.testing.assert_frame_equal(outs[0], outs[1])
+
+
 def test_below_mdav_on_census_like_skewed_data(tmp_path: Path) -> None:
     """Census rows resampled with 5 % multiplicative noise (skewed, heavy-tailed, correlated),
     4000 records in blocks of 512: the partitioned method's IL is below exact MDAV's."""
