@@ -186,7 +186,7 @@ class Anonymizer:
         """Prepare a new epoch, expire users, retry pending cloaks, time out overdue ones."""
         outcomes = []
         epoch = math.floor(now / self.cloakers.config.epoch_s)
-        if self.prepare_epochs and self.cloakers.cloakers and epoch != self._prepared_epoch:
+        if self.prepare_epochs and self.cloakers.has_users and epoch != self._prepared_epoch:
             self._prepared_epoch = epoch
             outcomes += self.cloakers.prepare(now)
         outcomes += self.cloakers.on_deadline(now)
@@ -195,7 +195,7 @@ class Anonymizer:
     def next_deadline(self) -> float | None:
         """When :meth:`on_deadline` has work next (s), or None."""
         deadline = self.cloakers.next_deadline()
-        if self.prepare_epochs and self.cloakers.cloakers:
+        if self.prepare_epochs and self.cloakers.has_users:
             epoch_s = self.cloakers.config.epoch_s
             boundary = (
                 (self._prepared_epoch + 1) * epoch_s if self._prepared_epoch is not None else 0.0

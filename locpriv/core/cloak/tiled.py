@@ -55,6 +55,11 @@ class TileCloakers:
     def __len__(self) -> int:
         return sum(len(c) for c in self.cloakers.values())
 
+    @property
+    def has_users(self) -> bool:
+        """True when some tile knows a user (stops at the first one)."""
+        return any(len(c) for c in self.cloakers.values())
+
     def users_per_tile(self) -> dict[str, int]:
         """Current users of every tile that has a cloaker."""
         return {t: len(c) for t, c in self.cloakers.items()}
