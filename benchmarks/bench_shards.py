@@ -459,7 +459,7 @@ def main() -> None:
     ap.add_argument("--prefix", default="")
     ap.add_argument("--part", type=int, default=0)
     ap.add_argument("--users", type=int, default=20_000)
-    ap.add_argument("--updates", type=int, default=200_000)
+    ap.add_argument("--updates", type=int, default=90_000)  # below mosquitto's queue
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--duration-s", type=float, default=8.0)
     ap.add_argument("--shards", default="")
