@@ -14,6 +14,12 @@
   last segment (:class:`~locpriv.transport.endpoints.ReplyEndpoints`), as a broker ACL that
   binds reply topics to client ids requires.
 
+Tiles: location updates and requests go to the topics of the tile of the user's position,
+computed from the deployment configuration the anonymizer keeps retained on
+``{prefix}/v1/config``. The client waits for it on connect (``config_timeout_s``); without it
+(no anonymizer has ever run on this broker and prefix) it logs a warning, and calls that need
+a tile raise ``LocalProtocolError`` saying so until it arrives.
+
 Broker credentials: the user name in the URL (``mqtts://alice@broker:8883``), the password as
 ``password=`` (not in the URL, which ends up in logs); ``ca_file=`` verifies a TLS broker.
 
@@ -50,9 +56,9 @@ from locpriv.transport.effects import EffectRunner
 from locpriv.wire.messages import (
     POI,
     REPLY_MAX_BYTES,
+    DeploymentConfig,
     DSQuery,
     ErrorReply,
-    LocationUpdate,
     PointLocation,
     PrivacyProfile,
     Query,
@@ -85,6 +91,7 @@ class Client:
         client_id: str | None = None,
         profile: PrivacyProfile | None = None,
         timeout_s: float = 10.0,
+        config_timeout_s: float = 5.0,
         location_qos: int = 1,
         clock: Clock = time.time,
         transport: Transport | None = None,
@@ -96,6 +103,7 @@ class Client:
         self.topics = Topics(prefix)
         self.topics.location(user_id)  # validates the id as a topic segment
         self.timeout_s = timeout_s
+        self.config_timeout_s = config_timeout_s
         self.location_qos = location_qos
         self.clock = clock
 
@@ -107,6 +115,7 @@ class Client:
         self._transport: Transport = transport or open_connection(client_id or new_client_id("c"))
         self.client_id = self._transport.client_id
         self.machine = UserMachine(self.topics, self.topics.reply(self.client_id), profile=profile)
+        self._configured = asyncio.Event()
         self.endpoints = ReplyEndpoints(
             self._transport, self.topics, opener=open_connection, deliver=self._handle
         )
@@ -128,6 +137,7 @@ class Client:
         await self._transport.__aenter__()
         try:
             await self._transport.subscribe(self.machine.reply_to, qos=1)
+            await self._transport.subscribe(self.topics.config, qos=1)
         except BaseException:
             await self._transport.__aexit__(None, None, None)
             raise
@@ -135,6 +145,13 @@ class Client:
             asyncio.create_task(self._read(), name=f"client-{self.client_id}"),
             asyncio.create_task(self._timer.run(), name=f"client-timer-{self.client_id}"),
         ]
+        if not await self._deployment():
+            log.warning(
+                "no deployment configuration on %s within %g s: is the anonymizer running?"
+                " Location updates and requests fail until it arrives",
+                self.topics.config,
+                self.config_timeout_s,
+            )
         return self
 
     async def __aexit__(
@@ -153,6 +170,14 @@ class Client:
         await self.endpoints.aclose()
         await self._transport.__aexit__(exc_type, exc, tb)
 
+    async def _deployment(self) -> bool:
+        """Wait (at most ``config_timeout_s``) for the deployment configuration."""
+        if not self._configured.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config_timeout_s):
+                    await self._configured.wait()
+        return self._configured.is_set()
+
     @property
     def position(self) -> LonLat | None:
         """The last position sent with :meth:`update_location`."""
@@ -163,18 +188,14 @@ class Client:
     async def update_location(
         self, *, lon: float, lat: float, t: float | None = None, accuracy_m: float | None = None
     ) -> None:
-        """Publish the user's exact position (degrees) to the anonymizer."""
-        update = LocationUpdate(
-            user_id=self.user_id,
-            lat=lat,
-            lon=lon,
-            t=self.clock() if t is None else t,
-            accuracy_m=accuracy_m,
+        """Publish the user's exact position (degrees) to the anonymizer of its tile."""
+        await self._deployment()
+        here = LonLat(lon, lat)
+        send = self.machine.location_update(
+            user_id=self.user_id, position=here, now=self.clock(), t=t, accuracy_m=accuracy_m
         )
-        await self._transport.publish(
-            self.topics.location(self.user_id), encode(update), qos=self.location_qos
-        )
-        self._position = LonLat(lon, lat)
+        await self._transport.publish(send.topic, encode(send.message), qos=self.location_qos)
+        self._position = here
 
     def _here(self, lon: float | None, lat: float | None) -> LonLat:
         if lon is not None and lat is not None:
@@ -203,6 +224,7 @@ class Client:
         RequestTimeout."""
         profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s, session_s)
         position = LonLat(lon, lat) if lon is not None and lat is not None else None
+        await self._deployment()
         rid, effects = self.machine.cloak(
             user_id=self.user_id,
             position=position,
@@ -235,6 +257,7 @@ class Client:
         (refined locally for 1 and 3). ``attributes`` (P1/P2) are stripped by the mediator."""
         here = self._here(lon, lat)
         profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s, session_s)
+        await self._deployment()
         rid, effects = self.machine.query(
             query,
             protocol=protocol,
@@ -290,6 +313,11 @@ class Client:
             message = decode(received.payload, max_bytes=REPLY_MAX_BYTES)
         except LocprivError as exc:
             log.debug("undecodable reply dropped: %s", exc)
+            return
+        if received.topic == self.topics.config:
+            if isinstance(message, DeploymentConfig):
+                self.machine.configure(message)
+                self._configured.set()
             return
         cid = getattr(message, "correlation_id", None)
         direct = self._plain.get(cid or "")

@@ -8,6 +8,9 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     lat0_deg = 41.3874
     lon0_deg = 2.1686
 
+    [tiles]                            # sharding: square tiles of the projection's plane
+    side_m = 0.0                       # tile side, metres (e.g. 2000-10000); 0: one tile
+
     [cloak]                            # operator bounds and defaults of cloaking requests
     k_min = 2
     k_max = 100
@@ -62,7 +65,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from locpriv.core.cloak.cloaker import CloakConfig, CloakParams
 from locpriv.core.geo import LocalProjection
+from locpriv.core.tiles import Tiling
 from locpriv.errors import ConfigError
+from locpriv.wire.messages import DeploymentConfig
 from locpriv.wire.topics import Topics
 
 __all__ = [
@@ -72,6 +77,7 @@ __all__ = [
     "ProjectionSection",
     "ServiceConfig",
     "StateSection",
+    "TilesSection",
     "load_config",
 ]
 
@@ -85,6 +91,15 @@ class ProjectionSection(_Section):
 
     lat0_deg: float = Field(41.3874, ge=-90, le=90)
     lon0_deg: float = Field(2.1686, ge=-180, le=180)
+
+
+class TilesSection(_Section):
+    """Square tiles of the local projection's plane (metres); ``side_m = 0``: one tile.
+
+    Cloaks use the users of the requester's tile only; ``locpriv serve anonymizer --shard I/N``
+    serves the tiles rendezvous hashing gives shard I (docs/operations.md, "Sharding")."""
+
+    side_m: float = Field(0.0, ge=0, le=1e6)
 
 
 class CloakSection(_Section):
@@ -152,6 +167,7 @@ class ServiceConfig(_Section):
 
     prefix: str = "locpriv"
     projection: ProjectionSection = ProjectionSection()
+    tiles: TilesSection = TilesSection()
     cloak: CloakSection = CloakSection()
     limits: LimitsSection = LimitsSection()
     mqtt: MqttSection = MqttSection()
@@ -165,6 +181,26 @@ class ServiceConfig(_Section):
     def make_projection(self) -> LocalProjection:
         """The deployment's local projection (metres)."""
         return LocalProjection(self.projection.lat0_deg, self.projection.lon0_deg)
+
+    def tiling(self) -> Tiling:
+        """The deployment's tiles (one tile when ``[tiles] side_m`` is 0)."""
+        return Tiling(self.tiles.side_m or None)
+
+    def deployment_config(self) -> DeploymentConfig:
+        """The retained message telling clients the projection and the tile side."""
+        return DeploymentConfig(
+            lat0_deg=self.projection.lat0_deg,
+            lon0_deg=self.projection.lon0_deg,
+            tile_m=self.tiles.side_m or None,
+        )
+
+    def check_tiles(self) -> None:
+        """Raise ConfigError when a tile cannot hold the default profile's ``a_min_m2``."""
+        side = self.tiles.side_m
+        if side and side * side <= self.cloak.default_a_min_m2:
+            raise ConfigError(
+                f"[tiles] side_m = {side:g} m: a tile must be larger than default_a_min_m2"
+            )
 
     def cloak_config(self) -> CloakConfig:
         """The cloaking core's configuration (raises ConfigError if inconsistent)."""
@@ -212,6 +248,7 @@ def load_config(path: str | Path | None) -> ServiceConfig:
     try:
         Topics(config.prefix)
         config.cloak_config()
+        config.check_tiles()
     except ValueError as exc:
         raise ConfigError(f"{p}: {exc}") from None
     return config

@@ -266,7 +266,8 @@ def fuzz_cases(
 def stray_topics(topics: Topics, seen: Mapping[str, int], sent: Mapping[str, int]) -> list[str]:
     """Topics the services published on outside their namespaces: every topic an observer of
     ``{root}/#`` saw more often (``seen``) than the test itself published there (``sent``),
-    except replies, error topics, status and the mediator's DS hop."""
+    except replies, error topics, status, the retained deployment configuration and the
+    mediator's DS hop."""
     return sorted(
         topic
         for topic, n in seen.items()
@@ -275,6 +276,6 @@ def stray_topics(topics: Topics, seen: Mapping[str, int], sent: Mapping[str, int
             topic.startswith(topics.reply_prefix)
             or matches(topics.errors_filter, topic)
             or matches(f"{topics.root}/status/+", topic)
-            or topic == topics.ds_query
+            or topic in (topics.ds_query, topics.config)
         )
     )

@@ -129,4 +129,10 @@ messages: st.SearchStrategy[m.Message] = st.one_of(
         reason=st.text(max_size=50),
         field=st.none() | st.text(max_size=10),
     ),
+    st.builds(
+        m.DeploymentConfig,
+        lat0_deg=lat,
+        lon0_deg=lon,
+        tile_m=st.none() | st.floats(1.0, 1e7, allow_nan=False),
+    ),
 )

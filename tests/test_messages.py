@@ -46,6 +46,7 @@ def test_union_covers_every_message_type() -> None:
         "peer_request",
         "peer_reply",
         "error",
+        "deployment_config",
     }
 
 

@@ -36,7 +36,7 @@ def _dispatcher(**limits: float) -> Dispatcher:
     return Dispatcher(
         name="anonymizer",
         machine=core,
-        routes=anonymizer_routes(TOPICS, MEDIATOR),
+        routes=anonymizer_routes(TOPICS, MEDIATOR, anonymizer=core.anonymizer),
         topics=TOPICS,
         max_payload=65536,
     )

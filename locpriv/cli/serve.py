@@ -9,6 +9,11 @@ the password comes from ``--password-file FILE`` (its first line) or the environ
 ``LOCPRIV_BROKER_PASSWORD``, so that it never shows in the process list. URLs are printed and
 logged with any password replaced by ``***``. ``--ca-file`` (or ``[mqtt] ca_file``) verifies a
 TLS broker's certificate and host name.
+
+Scaling out: ``--shard I/N`` runs shard I of N anonymizer processes, each serving the tiles
+(``[tiles] side_m``) rendezvous hashing gives it; no ``$share`` needed, any MQTT 3.1.1 broker.
+``--metrics-port P`` serves Prometheus metrics on ``http://127.0.0.1:P/metrics`` (``serve all``:
+the anonymizer on P, DS on P+1; 0: free ports, printed).
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from locpriv.config import load_config
 from locpriv.core.poi import DEFAULT_POIS
+from locpriv.core.tiles import Shard
 from locpriv.errors import ConfigError
 from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.broker import EmbeddedBroker
@@ -65,9 +72,13 @@ async def serve(
     stop: asyncio.Event | None = None,
     password: str | None = None,
     ca_file: str | None = None,
+    shard: Shard | None = None,
+    metrics_port: int | None = None,
+    metrics_addr: str = "127.0.0.1",
 ) -> None:
     """Run ``what`` (``anonymizer``, ``ds`` or ``all``) until ``stop`` is set or a signal;
-    ``password`` and ``ca_file`` (else ``[mqtt] ca_file``) are used for the broker."""
+    ``password`` and ``ca_file`` (else ``[mqtt] ca_file``) are used for the broker; ``shard``
+    is the anonymizer's share of the tiles; ``metrics_port`` serves Prometheus metrics."""
     config = load_config(config_file)
     if ca_file:
         config = config.model_copy(
@@ -96,10 +107,20 @@ async def serve(
             url = embedded.url
             print(f"embedded amqtt broker: {url}", flush=True)
         services: list[ServiceDriver] = []
-        if what in ("ds", "all"):
-            services.append(DSService(url, config, pois=pois or DEFAULT_POIS, password=password))
+
+        def metrics(offset: int) -> dict[str, Any]:
+            if metrics_port is None:
+                return {}
+            port = metrics_port + offset if metrics_port else 0
+            return {"metrics_port": port, "metrics_addr": metrics_addr}
+
         if what in ("anonymizer", "all"):
-            services.append(AnonymizerService(url, config, password=password))
+            services.append(
+                AnonymizerService(url, config, password=password, shard=shard, **metrics(0))
+            )
+        if what in ("ds", "all"):
+            ds = DSService(url, config, pois=pois or DEFAULT_POIS, password=password, **metrics(1))
+            services.insert(0, ds)
         tasks = [asyncio.create_task(s.run(), name=s.name) for s in services]
         for s in services:
             ready = asyncio.create_task(s.ready.wait())
@@ -108,7 +129,11 @@ async def serve(
             for t in tasks:
                 if t.done():
                     t.result()  # a service that failed to start raises here
-        print(f"serving {', '.join(s.name for s in services)} on {redact_url(url)}", flush=True)
+        for s in services:
+            if s.metrics is not None:
+                print(f"metrics of {s.status_name}: http://{metrics_addr}:{s.metrics_port}/metrics")
+        names = ", ".join(s.status_name for s in services)
+        print(f"serving {names} on {redact_url(url)}", flush=True)
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
         for s in services:
@@ -133,10 +158,20 @@ def _run(args: argparse.Namespace) -> int:
             config_file=args.config,
             password=read_password(args.password_file),
             ca_file=args.ca_file,
+            shard=args.shard,
+            metrics_port=args.metrics_port,
+            metrics_addr=args.metrics_addr,
         )
     )
     print("stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _shard(text: str) -> Shard:
+    try:
+        return Shard.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -163,4 +198,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--pois", type=Path, help="POIs for DS, CSV or GeoJSON (default: demo set)")
     p.add_argument("--config", type=Path, help="service configuration TOML")
+    p.add_argument(
+        "--shard",
+        type=_shard,
+        help="I/N: serve shard I of N (the tiles rendezvous hashing gives it); needs tiles",
+    )
+    p.add_argument(
+        "--metrics-port", type=int, help="serve Prometheus metrics on this port (0: a free one)"
+    )
+    p.add_argument("--metrics-addr", default="127.0.0.1", help="address of the metrics endpoint")
     p.set_defaults(func=_run)

@@ -65,7 +65,8 @@ class Route:
     log them (DS replies). ``max_bytes`` overrides the payload limit (DS replies are larger).
     ``overload_errors``: also answer queue overflow and shutdown (requests; not location
     updates, which are dropped and counted). ``check`` may reject a decoded message with
-    ``(code, reason, field)``.
+    ``(code, reason, field)``. ``subscriptions``: the filters a driver subscribes to for this
+    route when narrower than ``topic_filter`` (a shard's tiles); empty: ``topic_filter``.
     """
 
     topic_filter: str
@@ -75,6 +76,14 @@ class Route:
     overload_errors: bool = True
     max_bytes: int | None = None
     check: Check | None = None
+    subscriptions: tuple[str, ...] = ()
+    label: str = ""
+    """Short name of what arrives here (``location``, ``p1``, ``ds``, ...), for metrics."""
+
+    @property
+    def filters(self) -> tuple[str, ...]:
+        """What a driver subscribes to for this route."""
+        return self.subscriptions or (self.topic_filter,)
 
 
 def salvage_reply(payload: bytes, topics: Topics) -> tuple[str | None, str | None]:

@@ -68,4 +68,4 @@ class DSCore:
 
 def ds_routes(topics: Topics) -> list[Route]:
     """DS's one subscription: ``ds/query``."""
-    return [Route(topics.ds_query, (DSQuery,))]
+    return [Route(topics.ds_query, (DSQuery,), label="ds")]

@@ -1,7 +1,8 @@
 """Protocol 3 (anonymisation without mediation) and the cloaking half of Protocol 1.
 
 The anonymizer keeps every user's latest position (from :class:`LocationUpdate` messages,
-projected to local metres) in a :class:`~locpriv.core.cloak.cloaker.Cloaker`. On a
+projected to local metres) in the :class:`~locpriv.core.cloak.cloaker.Cloaker` of her tile
+(:class:`~locpriv.core.cloak.tiled.TileCloakers`; one cloaker for the world without tiles). On a
 :class:`CloakRequest` it
 returns only the cloaked region (:class:`CloakReply`: region in WGS84, ``area_m2``, ``users``,
 ``[t1, t2]``) and never contacts DS; the user queries DS herself. Temporal cloaking: a request the
@@ -22,6 +23,7 @@ from collections.abc import Callable, Hashable
 from shapely.geometry import Polygon
 
 from locpriv.core.cloak.cloaker import Cloaker, CloakOutcome, CloakParams
+from locpriv.core.cloak.tiled import TileCloakers
 from locpriv.core.geo import LocalProjection, region_to_wire
 from locpriv.errors import ConfigError, ErrorCode, ServiceUnavailable
 from locpriv.protocols.effects import Send, error_send
@@ -58,12 +60,19 @@ def profile_to_params(profile: PrivacyProfile | None) -> CloakParams | None:
 
 
 class Anonymizer:
-    """Location updates in, cloaked regions out (sans-I/O)."""
+    """Location updates in, cloaked regions out (sans-I/O); ``cloakers`` per tile, or one
+    :class:`Cloaker` for an untiled world."""
 
     def __init__(
-        self, cloaker: Cloaker, projection: LocalProjection, *, prepare_epochs: bool = True
+        self,
+        cloakers: TileCloakers | Cloaker,
+        projection: LocalProjection,
+        *,
+        prepare_epochs: bool = True,
     ) -> None:
-        self.cloaker = cloaker
+        if isinstance(cloakers, Cloaker):
+            cloakers = TileCloakers.of(cloakers)
+        self.cloakers = cloakers
         self.projection = projection
         self.prepare_epochs = prepare_epochs
         """Pre-build each epoch's snapshot and partitions at the epoch boundary (a timer
@@ -86,10 +95,18 @@ class Anonymizer:
 
     # ----------------------------------------------------------------- inputs
 
-    def update(self, user_id: str, *, lon: float, lat: float, now: float) -> list[Send]:
-        """Absorb a position (degrees); returns effects of cloaks it completed."""
+    def tile_at(self, lon: float, lat: float) -> str | None:
+        """The tile of a position (degrees), None when it projects to no finite point."""
         x, y = self.projection.point_to_xy(lon, lat)
-        return self._dispatch(self.cloaker.update(user_id, x, y, now), now)
+        return self.cloakers.tiling.tile_of(x, y)
+
+    def update(self, user_id: str, *, lon: float, lat: float, now: float) -> list[Send]:
+        """Absorb a position (degrees) in its tile; returns effects of cloaks it completed."""
+        x, y = self.projection.point_to_xy(lon, lat)
+        tile = self.cloakers.tiling.tile_of(x, y)
+        if tile is None:
+            return []  # beyond the projection's domain; the route's tile check rejects it
+        return self._dispatch(self.cloakers.update(user_id, x, y, now, tile), now)
 
     def cloak(
         self,
@@ -109,7 +126,7 @@ class Anonymizer:
         listed by :meth:`in_flight` while it waits."""
         out: list[Send] = []
         try:
-            params = self.cloaker.validate(profile_to_params(profile))
+            params = self.cloakers.validate(profile_to_params(profile))
         except ConfigError as exc:
             return [
                 error_send(reply_to, correlation_id, ErrorCode.BAD_PARAMETERS, str(exc), "profile")
@@ -118,7 +135,7 @@ class Anonymizer:
             out += self.update(user_id, lon=lon, lat=lat, now=now)
         rid = next(self._seq)
         self._waiting[rid] = then
-        outcome = self.cloaker.request(rid, user_id, params, now)
+        outcome = self.cloakers.request(rid, user_id, params, now)
         if outcome is not None:
             out += self._dispatch([outcome], now)
         else:
@@ -168,18 +185,18 @@ class Anonymizer:
     def on_deadline(self, now: float) -> list[Send]:
         """Prepare a new epoch, expire users, retry pending cloaks, time out overdue ones."""
         outcomes = []
-        epoch = math.floor(now / self.cloaker.config.epoch_s)
-        if self.prepare_epochs and len(self.cloaker) and epoch != self._prepared_epoch:
+        epoch = math.floor(now / self.cloakers.config.epoch_s)
+        if self.prepare_epochs and self.cloakers.has_users and epoch != self._prepared_epoch:
             self._prepared_epoch = epoch
-            outcomes += self.cloaker.prepare(now)
-        outcomes += self.cloaker.on_deadline(now)
+            outcomes += self.cloakers.prepare(now)
+        outcomes += self.cloakers.on_deadline(now)
         return self._dispatch(outcomes, now)
 
     def next_deadline(self) -> float | None:
         """When :meth:`on_deadline` has work next (s), or None."""
-        deadline = self.cloaker.next_deadline()
-        if self.prepare_epochs and len(self.cloaker):
-            epoch_s = self.cloaker.config.epoch_s
+        deadline = self.cloakers.next_deadline()
+        if self.prepare_epochs and self.cloakers.has_users:
+            epoch_s = self.cloakers.config.epoch_s
             boundary = (
                 (self._prepared_epoch + 1) * epoch_s if self._prepared_epoch is not None else 0.0
             )
@@ -193,7 +210,7 @@ class Anonymizer:
         self._addresses.clear()
         self.revision += 1
         for rid, then in waiting.items():
-            self.cloaker.cancel(rid)
+            self.cloakers.cancel(rid)
             err = ServiceUnavailable("the anonymizer is shutting down")
             out += then(CloakOutcome(rid, None, err), None, now)
         return out

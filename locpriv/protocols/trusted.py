@@ -11,12 +11,18 @@ ACL, and :func:`check_identity` rejects a message whose ``user_id`` differs from
 (``invalid_field``, ``field: "user_id"``), so the machines act for the topic's user only.
 Abuse limits: with :class:`~locpriv.protocols.limits.RequestLimits`, each user's requests pass
 a token bucket and a bound on her unanswered requests, else ``rate_limited``.
+
+Tiles: the segment before the user (``loc/{tile}/{user}``, ...) must be the tile of the
+message's position (:func:`check_tile`, ``invalid_field`` with ``field: "tile"``) and one the
+process serves (else ``unavailable``); a shard (:class:`~locpriv.core.tiles.Shard`) subscribes
+to its own tiles only (:func:`shard_tiles`).
 """
 
 from __future__ import annotations
 
 from locpriv.config import ServiceConfig
-from locpriv.core.cloak.cloaker import Cloaker
+from locpriv.core.cloak.tiled import TileCloakers
+from locpriv.core.tiles import Shard
 from locpriv.errors import ErrorCode
 from locpriv.protocols.dispatch import Check, Route
 from locpriv.protocols.effects import Send, error_send
@@ -37,7 +43,14 @@ from locpriv.wire.messages import (
 )
 from locpriv.wire.topics import Topics
 
-__all__ = ["TrustedCore", "anonymizer_routes", "build_trusted_core", "check_identity"]
+__all__ = [
+    "TrustedCore",
+    "anonymizer_routes",
+    "build_trusted_core",
+    "check_identity",
+    "check_tile",
+    "shard_tiles",
+]
 
 
 class TrustedCore:
@@ -92,6 +105,15 @@ class TrustedCore:
         return self.anonymizer.pending + self.mediator.pending
 
     @property
+    def pending_cloaks(self) -> int:
+        """Cloak requests waiting for enough users (temporal cloaking)."""
+        return self.anonymizer.pending
+
+    def users_per_tile(self) -> dict[str, int]:
+        """Current users of every tile this machine has a cloaker for."""
+        return self.anonymizer.cloakers.users_per_tile()
+
+    @property
     def revision(self) -> int:
         """Changes whenever :meth:`in_flight` may have."""
         return self.anonymizer.revision + self.mediator.revision
@@ -121,7 +143,8 @@ class TrustedCore:
 
 def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
     """The P1/P2/P3 machine for ``config``; DS answers are expected on ``reply_to``."""
-    anonymizer = Anonymizer(Cloaker(config.cloak_config()), config.make_projection())
+    cloakers = TileCloakers(config.cloak_config(), config.tiling())
+    anonymizer = Anonymizer(cloakers, config.make_projection())
     mediator = Mediator(
         ds_topic=config.topics.ds_query,
         reply_to=reply_to,
@@ -152,6 +175,51 @@ def check_identity(topics: Topics) -> Check:
     return check
 
 
+def shard_tiles(config: ServiceConfig, shard: Shard) -> list[str] | None:
+    """The tiles ``shard`` serves: those of the configured world (``[cloak] world_half_m``)
+    that rendezvous hashing gives it; None without tiles (the one tile covers everything)."""
+    if not config.tiles.side_m:
+        return None
+    h = config.cloak.world_half_m
+    return [t for t in config.tiling().covering((-h, -h, h, h)) if shard.owns(t)]
+
+
+def check_tile(topics: Topics, anonymizer: Anonymizer, tiles: list[str] | None) -> Check:
+    """The topic's tile must hold the message's position (when it has one) and be one of
+    ``tiles`` (None: any tile)."""
+    served = None if tiles is None else frozenset(tiles)
+
+    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
+        tile = topics.tile_of(received.topic)
+        if tile is None:
+            return ErrorCode.INVALID_FIELD, "no tile in the topic", "tile"
+        if served is not None and tile not in served:
+            return ErrorCode.UNAVAILABLE, f"tile {tile} is not served here", "tile"
+        lon, lat = getattr(message, "lon", None), getattr(message, "lat", None)
+        if lon is not None and lat is not None:
+            actual = anonymizer.tile_at(lon, lat)
+            if actual != tile:
+                return (
+                    ErrorCode.INVALID_FIELD,
+                    f"the position lies in tile {actual}, not in the topic's tile {tile}"
+                    f" (see {topics.config})",
+                    "tile",
+                )
+        return None
+
+    return check
+
+
+def _both(first: Check, second: Check | None) -> Check:
+    if second is None:
+        return first
+
+    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
+        return first(received, message) or second(received, message)
+
+    return check
+
+
 def _check_request(topics: Topics, protocol: int) -> Check:
     """Identity, then (``protocol`` 1 or 2) the query's protocol field against the topic."""
     identity = check_identity(topics)
@@ -169,8 +237,25 @@ def _check_request(topics: Topics, protocol: int) -> Check:
     return check
 
 
-def anonymizer_routes(topics: Topics, reply_to: str) -> list[Route]:
-    """Subscriptions of the anonymizer/mediator service."""
+def anonymizer_routes(
+    topics: Topics,
+    reply_to: str,
+    *,
+    anonymizer: Anonymizer | None = None,
+    tiles: list[str] | None = None,
+    subscribe_tiles: bool = False,
+) -> list[Route]:
+    """Subscriptions of the anonymizer/mediator service. With ``anonymizer`` the tile of every
+    location and request topic is checked (:func:`check_tile`) after the identity: it must
+    hold the position and be one of ``tiles`` (None: any). ``subscribe_tiles``: subscribe to
+    those tiles' topics only (a shard), not to every tile's."""
+    tile_check = None if anonymizer is None else check_tile(topics, anonymizer, tiles)
+
+    def subs(i: int) -> tuple[str, ...]:
+        if tiles is None or not subscribe_tiles:
+            return ()
+        return tuple(topics.tile_filters(t)[i] for t in tiles)
+
     return [
         Route(
             topics.location_filter,
@@ -178,16 +263,37 @@ def anonymizer_routes(topics: Topics, reply_to: str) -> list[Route]:
             answer_errors=True,
             shareable=False,
             overload_errors=False,
-            check=check_identity(topics),
+            check=_both(check_identity(topics), tile_check),
+            subscriptions=subs(0),
+            label="location",
         ),
-        Route(topics.p1_query_filter, (QueryRequest,), check=_check_request(topics, 1)),
-        Route(topics.p2_query_filter, (QueryRequest,), check=_check_request(topics, 2)),
-        Route(topics.p3_cloak_filter, (CloakRequest,), check=_check_request(topics, 3)),
+        Route(
+            topics.p1_query_filter,
+            (QueryRequest,),
+            check=_both(_check_request(topics, 1), tile_check),
+            subscriptions=subs(1),
+            label="p1",
+        ),
+        Route(
+            topics.p2_query_filter,
+            (QueryRequest,),
+            check=_both(_check_request(topics, 2), tile_check),
+            subscriptions=subs(2),
+            label="p2",
+        ),
+        Route(
+            topics.p3_cloak_filter,
+            (CloakRequest,),
+            check=_both(_check_request(topics, 3), tile_check),
+            subscriptions=subs(3),
+            label="p3",
+        ),
         Route(
             reply_to,
             (QueryAnswer, ErrorReply),
             answer_errors=False,
             shareable=False,
             max_bytes=REPLY_MAX_BYTES,
+            label="ds_answer",
         ),
     ]

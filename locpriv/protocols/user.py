@@ -11,8 +11,12 @@ concurrent requests, of one user or many (a simulator's shard):
   the answer is exact) or Protocol 3 (cloak, then ask DS with the region from a **fresh reply
   topic of its own**, so DS cannot link a session's queries, then refine).
 
-Requests travel on the user's own topics (``p1/query/{user_id}``, ``p2/query/{user_id}``,
-``p3/cloak/{user_id}``), which a broker's ACL lets only that authenticated user publish on.
+Requests and location updates travel on the user's own topics in the tile of her position
+(``loc/{tile}/{user_id}``, ``p1/query/{tile}/{user_id}``, ...), which a broker's ACL lets only
+that authenticated user publish on. The tile comes from the deployment's retained
+:class:`~locpriv.wire.messages.DeploymentConfig` (:meth:`UserMachine.configure`, or received
+like a reply); until it is known, anything needing a tile raises ``LocalProtocolError``. A
+request without a position goes to the tile of the user's last :meth:`location_update`.
 A DS-hop topic is ``reply/<fresh id>``: under the shipped ACL an app reads only
 ``reply/<its client id>``, so the driver receives it on a connection of its own whose client id
 is that fresh id (:class:`locpriv.transport.endpoints.ReplyEndpoints`).
@@ -37,8 +41,9 @@ from typing import Any, Literal
 
 from shapely.geometry import Polygon
 
-from locpriv.core.geo import LonLat, region_from_wire
+from locpriv.core.geo import LocalProjection, LonLat, region_from_wire
 from locpriv.core.poi import refine
+from locpriv.core.tiles import Tiling
 from locpriv.errors import LocalProtocolError, RequestTimeout, remote_error
 from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
 from locpriv.protocols.ids import IdSource, new_id
@@ -46,8 +51,10 @@ from locpriv.wire.messages import (
     POI,
     CloakReply,
     CloakRequest,
+    DeploymentConfig,
     DSQuery,
     ErrorReply,
+    LocationUpdate,
     Message,
     PrivacyProfile,
     Query,
@@ -55,7 +62,7 @@ from locpriv.wire.messages import (
     QueryRequest,
     RegionLocation,
 )
-from locpriv.wire.topics import Topics
+from locpriv.wire.topics import WORLD_TILE, Topics
 
 __all__ = ["Answer", "Cloak", "ProfileBounds", "UserMachine"]
 
@@ -121,12 +128,18 @@ class UserMachine:
         profile: PrivacyProfile | None = None,
         bounds: ProfileBounds | None = None,
         ids: IdSource = new_id,
+        deployment: DeploymentConfig | None = None,
     ) -> None:
         self.topics = topics
         self.reply_to = reply_to
         self.profile = profile
         self.bounds = bounds
         self.ids = ids
+        self.deployment: DeploymentConfig | None = None
+        self._projection: LocalProjection | None = None
+        self._user_tile: dict[str, str] = {}
+        if deployment is not None:
+            self.configure(deployment)
         self._open: dict[str, _Open] = {}
         self._by_cid: dict[str, str] = {}
         self._heap: list[tuple[float, str]] = []
@@ -139,6 +152,73 @@ class UserMachine:
     def request_of(self, correlation_id: str | None) -> str | None:
         """The open request a message with ``correlation_id`` belongs to (request or reply)."""
         return self._by_cid.get(correlation_id or "")
+
+    # -------------------------------------------------------------------- tiles
+
+    def configure(self, deployment: DeploymentConfig) -> None:
+        """Use ``deployment``'s projection and tile side from now on."""
+        if deployment == self.deployment:
+            return
+        old = self.deployment
+        self.deployment = deployment
+        if deployment.tile_m is None:
+            self._projection = None
+        elif old is None or (old.lat0_deg, old.lon0_deg) != (
+            deployment.lat0_deg,
+            deployment.lon0_deg,
+        ):
+            self._projection = LocalProjection(deployment.lat0_deg, deployment.lon0_deg)
+        self._user_tile.clear()
+
+    def tile_at(self, position: LonLat) -> str:
+        """The tile of ``position``; raises LocalProtocolError before the deployment is known
+        or for a position the projection cannot place."""
+        d = self.deployment
+        if d is None:
+            raise LocalProtocolError(
+                f"no deployment configuration yet (retained on {self.topics.config}, published"
+                " by the anonymizer): is the anonymizer running?"
+            )
+        if d.tile_m is None:
+            return WORLD_TILE
+        assert self._projection is not None
+        x, y = self._projection.point_to_xy(position.lon, position.lat)
+        tile = Tiling(d.tile_m).tile_of(x, y)
+        if tile is None:
+            raise LocalProtocolError("the position lies outside the deployment's projection")
+        return tile
+
+    def location_update(
+        self,
+        *,
+        user_id: str,
+        position: LonLat,
+        now: float,
+        t: float | None = None,
+        accuracy_m: float | None = None,
+    ) -> Send:
+        """The :class:`LocationUpdate` of ``user_id`` at ``position`` (taken at ``t``, default
+        ``now``), on her tile's topic; later requests without a position go to that tile."""
+        tile = self.tile_at(position)
+        self._user_tile[user_id] = tile
+        update = LocationUpdate(
+            user_id=user_id,
+            lat=position.lat,
+            lon=position.lon,
+            t=now if t is None else t,
+            accuracy_m=accuracy_m,
+        )
+        return Send(self.topics.location(user_id, tile=tile), update)
+
+    def _tile_for(self, user_id: str, position: LonLat | None) -> str:
+        if position is not None:
+            here = self._user_tile[user_id] = self.tile_at(position)
+            return here
+        tile = self._user_tile.get(user_id)
+        if tile is None:
+            self.tile_at(LonLat(0.0, 0.0))  # raises when the deployment is unknown
+            raise LocalProtocolError("no position: send a location update first or pass one")
+        return tile
 
     # ------------------------------------------------------------------ profiles
 
@@ -187,8 +267,9 @@ class UserMachine:
     ) -> tuple[str, list[Effect]]:
         """Protocol 3: ask for a region around ``position`` (None: the user's last update).
         ``timeout_s`` is counted from ``now`` and extended by the profile's ``max_delay_s``."""
+        tile = self._tile_for(user_id, position)
         req = self._new("cloak", 3, position, None, now, timeout_s, profile)
-        return req.id, [self._cloak_request(req, user_id, position, profile)]
+        return req.id, [self._cloak_request(req, user_id, position, profile, tile)]
 
     def query(
         self,
@@ -206,10 +287,11 @@ class UserMachine:
         ``attributes`` are key attributes for the mediator to strip, P1/P2)."""
         if protocol not in (1, 2, 3):
             raise LocalProtocolError(f"unknown protocol {protocol!r} (1, 2 or 3)")
+        tile = self._tile_for(user_id, position)
         use = profile if protocol != 2 else None
         req = self._new("query", protocol, position, query, now, timeout_s, use)
         if protocol == 3:
-            return req.id, [self._cloak_request(req, user_id, position, use)]
+            return req.id, [self._cloak_request(req, user_id, position, use, tile)]
         message = QueryRequest(
             correlation_id=req.cid,
             reply_to=self.reply_to,
@@ -222,10 +304,14 @@ class UserMachine:
             attributes=attributes or {},
         )
         topic = self.topics.p1_query if protocol == 1 else self.topics.p2_query
-        return req.id, [Send(topic(user_id), message)]
+        return req.id, [Send(topic(user_id, tile=tile), message)]
 
     def receive(self, message: Message, now: float) -> list[Effect]:
-        """A reply on :attr:`reply_to` or on a DS-hop topic; unrelated messages are ignored."""
+        """A reply on :attr:`reply_to` or on a DS-hop topic, or the deployment configuration;
+        unrelated messages are ignored."""
+        if isinstance(message, DeploymentConfig):
+            self.configure(message)
+            return []
         cid = getattr(message, "correlation_id", None)
         rid = self._by_cid.get(cid or "")
         req = self._open.get(rid or "")
@@ -322,6 +408,7 @@ class UserMachine:
         user_id: str,
         position: LonLat | None,
         profile: PrivacyProfile | None,
+        tile: str,
     ) -> Send:
         message = CloakRequest(
             correlation_id=req.cid,
@@ -331,7 +418,7 @@ class UserMachine:
             lon=position.lon if position else None,
             profile=profile,
         )
-        return Send(self.topics.p3_cloak(user_id), message)
+        return Send(self.topics.p3_cloak(user_id, tile=tile), message)
 
     def _ds_hop(self, req: _Open, cloak: Cloak, reply: CloakReply) -> list[Effect]:
         """Protocol 3's second hop: DS with the region, from a fresh reply topic."""

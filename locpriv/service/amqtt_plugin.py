@@ -12,7 +12,9 @@ amqtt broker config (YAML; see deploy/amqtt-broker.yaml and docs/operations.md):
 The plugin sees every message clients publish (``on_broker_message_received``), runs the same
 sans-I/O :class:`~locpriv.protocols.p1.TrustedCore` and
 :class:`~locpriv.service.driver.Dispatcher` as the standalone service, and publishes replies with
-``context.broadcast_message``. Protocol 3 and location updates need nothing else; Protocols 1 and
+``context.broadcast_message``; it keeps the deployment configuration retained on
+``{prefix}/v1/config`` (clients compute their tile from it) and serves every tile.
+Protocol 3 and location updates need nothing else; Protocols 1 and
 2 need a DS connected to the broker (``locpriv serve ds``): DS answers on the plugin's reply
 topic ``reply/{client_id}``, which the plugin sees like any other message.
 
@@ -35,9 +37,10 @@ from amqtt.plugins.base import BasePlugin
 
 from locpriv.config import ServiceConfig, load_config
 from locpriv.core.cloak.partition import warm_up as cloak_warm_up
+from locpriv.core.tiles import Shard
 from locpriv.protocols.dispatch import Dispatcher
 from locpriv.protocols.effects import Send
-from locpriv.protocols.trusted import anonymizer_routes, build_trusted_core
+from locpriv.protocols.trusted import anonymizer_routes, build_trusted_core, shard_tiles
 from locpriv.transport import Received
 from locpriv.transport.deadlines import Clock, DeadlineTimer
 from locpriv.wire.messages import encode
@@ -87,7 +90,12 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
         self.dispatcher = Dispatcher(
             name="anonymizer",
             machine=self.core,
-            routes=anonymizer_routes(topics, reply_to),
+            routes=anonymizer_routes(
+                topics,
+                reply_to,
+                anonymizer=self.core.anonymizer,
+                tiles=shard_tiles(self.service_config, Shard()),
+            ),
             topics=topics,
             max_payload=self.service_config.limits.max_payload_bytes,
         )
@@ -100,8 +108,12 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
     # ------------------------------------------------------------------ events
 
     async def on_broker_post_start(self) -> None:
-        """Compile the cloaking kernels, then start the deadline timer (temporal cloaking,
-        DS timeouts, user expiry)."""
+        """Retain the deployment configuration for clients, compile the cloaking kernels, then
+        start the deadline timer (temporal cloaking, DS timeouts, user expiry)."""
+        config = self.service_config
+        await self.context.retain_message(
+            config.topics.config, encode(config.deployment_config()), qos=1
+        )
         await asyncio.to_thread(cloak_warm_up)
         self._timer = asyncio.create_task(self._deadlines.run(), name="locpriv-plugin-timer")
         log.info("locpriv anonymizer plugin active (prefix %s)", self.service_config.prefix)

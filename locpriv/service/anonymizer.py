@@ -1,4 +1,11 @@
-"""The trusted anonymizer/mediator (Protocols 1, 2, 3) as an MQTT client process."""
+"""The trusted anonymizer/mediator (Protocols 1, 2, 3) as an MQTT client process.
+
+With ``shard=Shard(I, N)`` (``locpriv serve anonymizer --shard I/N``) the process serves the
+tiles rendezvous hashing gives shard I (:func:`~locpriv.protocols.trusted.shard_tiles`) and
+subscribes to their topics only; its client id, reply topic and status topic get the suffix
+``-s{I}of{N}``. Every process publishes the retained deployment configuration on
+``{prefix}/v1/config`` after each (re)connection, from which clients compute their tile.
+"""
 
 from __future__ import annotations
 
@@ -6,27 +13,54 @@ from typing import Any
 
 from locpriv.config import ServiceConfig
 from locpriv.core.cloak.partition import warm_up as cloak_warm_up
-from locpriv.protocols.trusted import anonymizer_routes, build_trusted_core
+from locpriv.core.tiles import Shard
+from locpriv.errors import ConfigError
+from locpriv.protocols.trusted import anonymizer_routes, build_trusted_core, shard_tiles
 from locpriv.service.driver import ServiceDriver
+from locpriv.wire.messages import encode
 
 __all__ = ["AnonymizerService"]
 
 
 class AnonymizerService(ServiceDriver):
     """The trusted anonymizer/mediator (Protocols 1, 2, 3) as an MQTT client; ``**driver``
-    go to ServiceDriver (``clock=``, ``transport=``)."""
+    go to ServiceDriver (``clock=``, ``transport=``, ``metrics_port=``)."""
 
-    def __init__(self, url: str, config: ServiceConfig | None = None, **driver: Any) -> None:
+    def __init__(
+        self,
+        url: str,
+        config: ServiceConfig | None = None,
+        *,
+        shard: Shard | None = None,
+        **driver: Any,
+    ) -> None:
         config = config or ServiceConfig()
-        client_id = config.mqtt.client_id
+        shard = shard or Shard()
+        suffix = f"-s{shard.index}of{shard.count}" if shard.count > 1 else ""
+        if shard.count > 1 and not config.tiles.side_m:
+            raise ConfigError("--shard needs tiles: set [tiles] side_m in the configuration")
+        self.shard = shard
+        self.tiles = shard_tiles(config, shard)
+        """The tiles this process serves (None: every tile, no tiles configured)."""
+        client_id = config.mqtt.client_id + suffix
         reply_to = config.topics.reply(client_id)
+        machine = build_trusted_core(config, reply_to)
+        routes = anonymizer_routes(
+            config.topics,
+            reply_to,
+            anonymizer=machine.anonymizer,
+            tiles=self.tiles,
+            subscribe_tiles=shard.count > 1,
+        )
         super().__init__(
             url,
             name="anonymizer",
-            machine=build_trusted_core(config, reply_to),
-            routes=anonymizer_routes(config.topics, reply_to),
+            machine=machine,
+            routes=routes,
             config=config,
             client_id=client_id,
             warm_up=cloak_warm_up,
+            status_name="anonymizer" + suffix,
+            retained=[(config.topics.config, encode(config.deployment_config()))],
             **driver,
         )

@@ -38,6 +38,7 @@ from locpriv.protocols.dispatch import Dispatcher, Machine, Route
 from locpriv.protocols.effects import Send, error_send
 from locpriv.service.health import PublishHealth
 from locpriv.service.journal import Journal
+from locpriv.service.metrics import ServiceMetrics
 from locpriv.transport import Received, Transport, connect, redact_url
 from locpriv.transport.deadlines import Clock, DeadlineTimer
 from locpriv.wire.messages import encode
@@ -77,8 +78,16 @@ class ServiceDriver:
         clock: Clock = time.time,
         transport: Transport | None = None,
         password: str | None = None,
+        status_name: str | None = None,
+        retained: list[tuple[str, bytes]] | None = None,
+        metrics_port: int | None = None,
+        metrics_addr: str = "127.0.0.1",
     ) -> None:
         self.url = url
+        self.status_name = status_name or name
+        """The ``status/{...}`` segment (one per process: shards have their own)."""
+        self.retained = retained or []
+        """Retained ``(topic, payload)`` published after every (re)connection."""
         self._password = password
         self.clock = clock
         self._given_transport = transport
@@ -120,8 +129,25 @@ class ServiceDriver:
             machine, self._emit, clock=clock, name=name, on_error=self._count_internal
         )
         self._transport: Transport | None = None
+        self.metrics_port = metrics_port
+        """``--metrics-port`` (0: a free port; the bound one replaces it once serving)."""
+        self._metrics_addr = metrics_addr
+        self.metrics: ServiceMetrics | None = None
+        if metrics_port is not None:
+            self.metrics = ServiceMetrics(self)
 
     # ----------------------------------------------------------------- lifecycle
+
+    @property
+    def backlog(self) -> int:
+        """Received messages waiting to be handled."""
+        t = self._transport
+        return t.backlog if t is not None else 0
+
+    @property
+    def outbox_size(self) -> int:
+        """Effects waiting to be published."""
+        return self._outbox.qsize()
 
     @property
     def connected(self) -> bool:
@@ -144,7 +170,7 @@ class ServiceDriver:
         if self._warm_up is not None:  # compile kernels before taking any request
             await asyncio.to_thread(self._warm_up)
         mq = self.config.mqtt
-        status = self.topics.status(self.name)
+        status = self.topics.status(self.status_name)
         transport = self._given_transport or connect(
             self.url,
             client_id=self.client_id,
@@ -159,10 +185,13 @@ class ServiceDriver:
         async with transport:
             self._transport = transport
             for route in self.routes:
-                topic_filter = route.topic_filter
-                if mq.shared_group and route.shareable:
-                    topic_filter = shared(topic_filter, mq.shared_group)
-                await transport.subscribe(topic_filter, qos=1)
+                for filt in route.filters:
+                    share = mq.shared_group and route.shareable
+                    await transport.subscribe(shared(filt, mq.shared_group) if share else filt)
+            await self._publish_retained(transport)
+            if self.metrics is not None and self.metrics_port is not None:
+                self.metrics_port = self.metrics.serve(self.metrics_port, self._metrics_addr)
+                log.info("%s: metrics on %s:%d", self.name, self._metrics_addr, self.metrics_port)
             for effect in self._recover_journal():
                 self._outbox.put_nowait(effect)
             publishers = [
@@ -196,10 +225,19 @@ class ServiceDriver:
             with contextlib.suppress(TransportError):
                 await transport.publish(status, b"offline", qos=1, retain=True)
             self._transport = None
+            if self.metrics is not None:
+                self.metrics.close()
         if failure is not None:
             log.critical("%s failed: %s", self.name, failure)
             raise ServiceFailure(f"{self.name} failed: {failure}")
         log.info("%s stopped", self.name)
+
+    async def _publish_retained(self, transport: Transport) -> None:
+        for topic, payload in self.retained:
+            try:
+                await transport.publish(topic, payload, qos=1, retain=True)
+            except TransportError as exc:
+                log.error("%s: could not publish %s: %s", self.name, topic, exc)
 
     def _shutdown_pending(self) -> None:
         now = self.clock()
@@ -223,6 +261,8 @@ class ServiceDriver:
                 self._overloaded(received)
                 continue
             try:
+                if self.metrics is not None:
+                    self.metrics.handled(self._route(received.topic), received)
                 self._emit(self.dispatcher.handle(received, self.clock()))
             except Exception:  # the dispatcher never raises; a bug must not stop the reader
                 self.stats["internal"] += 1
@@ -249,6 +289,8 @@ class ServiceDriver:
             count = self.reconnects
             for _ in range(count - seen):
                 self.health.reconnected(now)
+            if count != seen and self._transport is not None:  # the broker may have lost them
+                await self._publish_retained(self._transport)
             seen = count
             self._write_journal()
             verdict = self.health.verdict(now)
@@ -325,11 +367,14 @@ class ServiceDriver:
         return self.dispatcher.route(topic)
 
     def _emit(self, effects: list[Send]) -> None:
+        metrics = self.metrics
         for effect in effects:
+            if metrics is not None:
+                metrics.sent(effect)
             self._outbox.put_nowait(effect)
 
     def _count_internal(self, exc: Exception) -> None:
         self.stats["internal"] += 1
 
     def _reject(self, received: Received, code: ErrorCode, reason: str) -> None:
-        self._outbox.put_nowait(self.dispatcher.reject(received, code, reason))
+        self._emit([self.dispatcher.reject(received, code, reason)])

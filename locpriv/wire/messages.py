@@ -334,6 +334,21 @@ class ErrorReply(Message):
     field: str | None = Field(default=None, max_length=256)
 
 
+class DeploymentConfig(Message):
+    """Services -> everyone, retained on ``{prefix}/v1/config``: what a client needs to put
+    its requests on the right topics. ``tile_m`` is the side of the square tiles of the local
+    azimuthal-equidistant projection centred on (``lat0_deg``, ``lon0_deg``); a position's
+    tile is ``t{floor(x / tile_m)}_{floor(y / tile_m)}`` of its projected metres (x east,
+    y north). Without ``tile_m`` every position is in tile ``t0_0``."""
+
+    type: Literal["deployment_config"] = "deployment_config"
+    lat0_deg: Lat = Field(description="Projection origin, latitude, WGS84 degrees")
+    lon0_deg: Lon = Field(description="Projection origin, longitude, WGS84 degrees")
+    tile_m: float | None = Field(
+        default=None, gt=0.0, le=1.0e7, allow_inf_nan=False, description="Tile side, metres"
+    )
+
+
 AnyMessage: TypeAlias = Annotated[
     LocationUpdate
     | CloakRequest
@@ -343,7 +358,8 @@ AnyMessage: TypeAlias = Annotated[
     | DSQuery
     | PeerRequest
     | PeerReply
-    | ErrorReply,
+    | ErrorReply
+    | DeploymentConfig,
     Field(discriminator="type"),
 ]
 """The discriminated union of every wire message."""
@@ -360,6 +376,7 @@ MESSAGE_TYPES: Final[dict[str, type[Message]]] = {
         PeerRequest,
         PeerReply,
         ErrorReply,
+        DeploymentConfig,
     )
 }
 
@@ -498,6 +515,7 @@ __all__ = [
     "CloakRequest",
     "DSLocation",
     "DSQuery",
+    "DeploymentConfig",
     "ErrorReply",
     "LocationUpdate",
     "Message",

@@ -7,10 +7,11 @@ that support it (mosquitto) so that several service processes split the load.
 ==========================  ====================================  =====  ========
 topic                       payload                               QoS    retained
 ==========================  ====================================  =====  ========
-``loc/{user_id}``           LocationUpdate (user -> anonymizer)   0/1    no
-``p1/query/{user_id}``      QueryRequest protocol=1               1      no
-``p2/query/{user_id}``      QueryRequest protocol=2               1      no
-``p3/cloak/{user_id}``      CloakRequest                          1      no
+``loc/{tile}/{user_id}``    LocationUpdate (user -> anonymizer)   0/1    no
+``p1/query/{tile}/{user}``  QueryRequest protocol=1               1      no
+``p2/query/{tile}/{user}``  QueryRequest protocol=2               1      no
+``p3/cloak/{tile}/{user}``  CloakRequest                          1      no
+``config``                  DeploymentConfig (services -> all)    1      yes
 ``ds/query``                DSQuery                               1      no
 ``reply/{client_id}``       replies: CloakReply, QueryAnswer,     1      no
                             ErrorReply, PeerReply
@@ -20,8 +21,11 @@ topic                       payload                               QoS    retaine
 ==========================  ====================================  =====  ========
 
 Every topic that names a user ends with her id, the segment a broker ACL binds to the
-authenticated username (mosquitto ``pattern write .../%u``); the services take the identity
-from that segment (:meth:`Topics.user_of`), and a payload ``user_id`` must equal it.
+authenticated username (mosquitto ``pattern write .../+/%u``); the services take the identity
+from that segment (:meth:`Topics.user_of`), and a payload ``user_id`` must equal it. The segment
+before it is the **tile** of the position (:mod:`locpriv.core.tiles`; ``t0_0`` when the
+deployment has no tiles), which lets the broker route a tile's traffic to the shard owning it;
+clients compute it from the retained ``config`` message (:meth:`Topics.config`).
 
 Protocol 4 uses a fresh ``reply/p4-<random>`` per query and purpose (peer replies, DS
 answer); ``{cell}`` is ``g{side_m}_{row}_{col}`` from :mod:`locpriv.core.cells` (docs/peer.md).
@@ -37,6 +41,9 @@ DEFAULT_PREFIX: Final = "locpriv"
 VERSION_SEGMENT: Final = "v1"
 _SEGMENT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 _TOPIC = re.compile(r"^[A-Za-z0-9_.:@-]+(?:/[A-Za-z0-9_.:@-]+)*$")
+WORLD_TILE: Final = "t0_0"
+"""The tile segment of a deployment without tiles (see :mod:`locpriv.core.tiles`)."""
+_REQUEST_HEADS: Final = ("loc", "p1/query", "p2/query", "p3/cloak")
 MAX_TOPIC_CHARS: Final = 512
 """Longest topic locpriv publishes on (characters, all ASCII)."""
 
@@ -74,51 +81,75 @@ class Topics:
         """``{prefix}/v1``."""
         return f"{self.prefix}/{VERSION_SEGMENT}"
 
-    def location(self, user_id: str) -> str:
-        """Where a user publishes her location updates."""
-        return f"{self.root}/loc/{_segment(user_id, 'user id')}"
+    def location(self, user_id: str, *, tile: str = WORLD_TILE) -> str:
+        """Where a user in ``tile`` publishes her location updates."""
+        return f"{self.root}/loc/{_segment(tile, 'tile')}/{_segment(user_id, 'user id')}"
 
     @property
     def location_filter(self) -> str:
-        """Subscription filter for every user's location updates."""
-        return f"{self.root}/loc/+"
+        """Subscription filter for every user's location updates, in every tile."""
+        return f"{self.root}/loc/+/+"
 
-    def p1_query(self, user_id: str) -> str:
-        """Where ``user_id`` sends Protocol 1 requests (mediator with cloaking)."""
-        return f"{self.root}/p1/query/{_segment(user_id, 'user id')}"
+    def p1_query(self, user_id: str, *, tile: str = WORLD_TILE) -> str:
+        """Where ``user_id`` in ``tile`` sends Protocol 1 requests (mediator with cloaking)."""
+        return f"{self.root}/p1/query/{_segment(tile, 'tile')}/{_segment(user_id, 'user id')}"
 
-    def p2_query(self, user_id: str) -> str:
-        """Where ``user_id`` sends Protocol 2 requests (mediator without cloaking)."""
-        return f"{self.root}/p2/query/{_segment(user_id, 'user id')}"
+    def p2_query(self, user_id: str, *, tile: str = WORLD_TILE) -> str:
+        """Where ``user_id`` in ``tile`` sends Protocol 2 requests (mediator without cloaking)."""
+        return f"{self.root}/p2/query/{_segment(tile, 'tile')}/{_segment(user_id, 'user id')}"
 
-    def p3_cloak(self, user_id: str) -> str:
-        """Where ``user_id`` sends Protocol 3 requests (anonymizer only returns a region)."""
-        return f"{self.root}/p3/cloak/{_segment(user_id, 'user id')}"
+    def p3_cloak(self, user_id: str, *, tile: str = WORLD_TILE) -> str:
+        """Where ``user_id`` in ``tile`` sends Protocol 3 requests (the anonymizer returns a
+        region only)."""
+        return f"{self.root}/p3/cloak/{_segment(tile, 'tile')}/{_segment(user_id, 'user id')}"
 
     @property
     def p1_query_filter(self) -> str:
         """Subscription filter for every user's Protocol 1 requests."""
-        return f"{self.root}/p1/query/+"
+        return f"{self.root}/p1/query/+/+"
 
     @property
     def p2_query_filter(self) -> str:
         """Subscription filter for every user's Protocol 2 requests."""
-        return f"{self.root}/p2/query/+"
+        return f"{self.root}/p2/query/+/+"
 
     @property
     def p3_cloak_filter(self) -> str:
         """Subscription filter for every user's Protocol 3 requests."""
-        return f"{self.root}/p3/cloak/+"
+        return f"{self.root}/p3/cloak/+/+"
+
+    def tile_filters(self, tile: str) -> list[str]:
+        """The filters of one tile's location updates and P1-P3 requests (a shard's share)."""
+        t = _segment(tile, "tile")
+        return [f"{self.root}/{head}/{t}/+" for head in _REQUEST_HEADS]
+
+    def _split(self, topic: str) -> tuple[str, str] | None:
+        """``(tile, user)`` of a location or request topic, or None."""
+        for head in _REQUEST_HEADS:
+            prefix = f"{self.root}/{head}/"
+            if topic.startswith(prefix):
+                tile, sep, user = topic[len(prefix) :].partition("/")
+                if sep and _SEGMENT.fullmatch(tile) and _SEGMENT.fullmatch(user):
+                    return tile, user
+                return None
+        return None
 
     def user_of(self, topic: str) -> str | None:
         """The user a location or request topic belongs to (its last segment), or None when
         ``topic`` is not one of them. The broker's ACL binds that segment to the username."""
-        for head in ("loc", "p1/query", "p2/query", "p3/cloak"):
-            prefix = f"{self.root}/{head}/"
-            if topic.startswith(prefix):
-                user = topic[len(prefix) :]
-                return user if _SEGMENT.fullmatch(user) else None
-        return None
+        parts = self._split(topic)
+        return None if parts is None else parts[1]
+
+    def tile_of(self, topic: str) -> str | None:
+        """The tile segment of a location or request topic, or None."""
+        parts = self._split(topic)
+        return None if parts is None else parts[0]
+
+    @property
+    def config(self) -> str:
+        """Retained :class:`~locpriv.wire.messages.DeploymentConfig` published by the services:
+        what clients need to compute their tile."""
+        return f"{self.root}/config"
 
     @property
     def ds_query(self) -> str:
@@ -181,4 +212,12 @@ def matches(topic_filter: str, topic: str) -> bool:
     return len(f_parts) == len(t_parts)
 
 
-__all__ = ["DEFAULT_PREFIX", "MAX_TOPIC_CHARS", "Topics", "is_topic_name", "matches", "shared"]
+__all__ = [
+    "DEFAULT_PREFIX",
+    "MAX_TOPIC_CHARS",
+    "WORLD_TILE",
+    "Topics",
+    "is_topic_name",
+    "matches",
+    "shared",
+]

@@ -4,8 +4,10 @@ A :class:`Shard` holds the devices ``i`` with ``i % shards == shard`` and **one*
 connection for all of them. Scenario time is wall time since the start ``t0`` (Unix seconds).
 Per device the shard:
 
-* publishes a :class:`~locpriv.wire.messages.LocationUpdate` on ``loc/{user_id}`` every
-  ``update_interval_s`` (QoS ``update_qos``, random phase; everyone once before the start);
+* publishes a :class:`~locpriv.wire.messages.LocationUpdate` on ``loc/{tile}/{user_id}`` every
+  ``update_interval_s`` (QoS ``update_qos``, random phase; everyone once before the start),
+  the tile from the deployment configuration the anonymizer keeps retained (waited for up to
+  ``config_wait_s``; without it, as for a Protocol 4 run with no anonymizer, one tile);
 * runs the scenario's queries at their instants: Protocols 1-3 through one
   :class:`~locpriv.protocols.user.UserMachine` for the shard (the same requester an app's
   :class:`~locpriv.client.Client` drives: requests, P3's DS hop from a fresh reply topic,
@@ -135,7 +137,7 @@ class Shard:
         async for rc in self.transport.messages():
             self.progress.messages += 1
             self.bytes += len(rc.payload)
-            if rc.topic == reply_to or rc.topic in self.hops:
+            if rc.topic == reply_to or rc.topic in self.hops or rc.topic == self.topics.config:
                 self.receive_reply(rc)
                 continue
             try:
@@ -207,8 +209,9 @@ class Shard:
         wall = time.time()
         for j, i in enumerate(users):
             uid = self.traj.user_ids[i]
-            upd = m.LocationUpdate(user_id=uid, lat=float(lat[j]), lon=float(lon[j]), t=wall)
-            await self.publish(self.topics.location(uid), upd, self.opts.update_qos)
+            where = LonLat(float(lon[j]), float(lat[j]))
+            upd = self.requester.location_update(user_id=uid, position=where, now=wall)
+            await self.publish(upd.topic, upd.message, self.opts.update_qos)
             await self.hub.set_location(i, float(lon[j]), float(lat[j]), wall)
         self.progress.updates += len(users)
 
@@ -309,6 +312,16 @@ class Shard:
         answer = await self.hub.query(ev, rec, xy)
         score_peer(rec, answer, exact=self.exact(ev, xy), proj=self.proj, xy=xy)
 
+    async def await_deployment(self, wait_s: float = 5.0) -> None:
+        """Wait (bounded) for the retained deployment configuration; without one, one tile."""
+        deadline = time.monotonic() + wait_s
+        while self.requester.deployment is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if self.requester.deployment is None:
+            log.info("no deployment configuration on %s: one tile", self.topics.config)
+            p = self.proj
+            self.requester.configure(m.DeploymentConfig(lat0_deg=p.lat0_deg, lon0_deg=p.lon0_deg))
+
     # -------------------------------------------------------------------- run
     async def run(self, report: Callable[[Progress], None] | None = None) -> dict[str, Any]:
         """Connect, report everyone's location, run the queries, drain; returns diagnostics."""
@@ -318,11 +331,13 @@ class Shard:
             if not self.opts.p4_reply_wildcard:  # else reply/+ covers it (no duplicates)
                 await transport.subscribe(self.requester.reply_to, qos=1)
             await self.hub.attach(transport)
+            await transport.subscribe(self.topics.config, qos=1)
             tasks = [
                 asyncio.create_task(self.dispatch()),
                 asyncio.create_task(self.timer.run()),
                 *self.hub.workers(),
             ]
+            await self.await_deployment()
             await self.send_updates(self.users, 0.0)  # everyone reports before t = 0
             await self.sleep_until(0.0)
             upd = asyncio.create_task(self.updates())

@@ -174,7 +174,7 @@ class _Runner(PeerNodes):
         self.core_dispatch = Dispatcher(
             name="anonymizer",
             machine=self.core,
-            routes=anonymizer_routes(self.topics, core_reply),
+            routes=anonymizer_routes(self.topics, core_reply, anonymizer=anonymizer),
             topics=self.topics,
             max_payload=REPLY_MAX_BYTES,
         )
@@ -196,6 +196,7 @@ class _Runner(PeerNodes):
             self.topics.reply("sim-users"),
             bounds=ProfileBounds(k_min=cc.k_min, k_max=cc.k_max, max_delay_s=cc.max_delay_s_bound),
             ids=counter_ids("u"),
+            deployment=m.DeploymentConfig(lat0_deg=self.proj.lat0_deg, lon0_deg=self.proj.lon0_deg),
         )
         self.request_rid: dict[str, int] = {}
         """Requester request id -> index of the query (record)."""
@@ -359,8 +360,9 @@ class _Runner(PeerNodes):
         ids = self.traj.user_ids
         for j, i in enumerate(idx.tolist()):
             uid = ids[i]
-            u = m.LocationUpdate(user_id=uid, lat=float(lat[j]), lon=float(lon[j]), t=now)
-            self.bus.publish(self.topics.location(uid), u, now, label="updates")
+            where = LonLat(float(lon[j]), float(lat[j]))
+            u = self.requester.location_update(user_id=uid, position=where, now=now)
+            self.bus.publish(u.topic, u.message, now, label="updates")
         self.updates += len(idx)
 
     def run(self) -> VirtualResult:

@@ -39,7 +39,7 @@ async def test_client_on_memory_bus(topics: Topics) -> None:
     anonymizer = AnonymizerService(url, config)
     async with running(anonymizer, DSService(url, config)):
         await _seed(url, topics, 12)
-        await wait_until(lambda: len(anonymizer.machine.anonymizer.cloaker) >= 12)  # type: ignore[attr-defined]
+        await wait_until(lambda: len(anonymizer.machine.anonymizer.cloakers) >= 12)  # type: ignore[attr-defined]
         lon, lat = PROJ.point_to_lonlat(150.0, -80.0)
         async with Client(url, user_id="hana", prefix=topics.prefix, timeout_s=5) as hana:
             with pytest.raises(LocalProtocolError):
@@ -68,6 +68,15 @@ async def test_client_on_memory_bus(topics: Topics) -> None:
 @pytest.mark.asyncio
 async def test_request_timeout_without_services(topics: Topics) -> None:
     url = f"memory://{uuid.uuid4().hex}"
-    async with Client(url, user_id="ivy", prefix=topics.prefix, timeout_s=0.2) as ivy:
+    query = NearestQuery(category="atm", n=1)
+    kw = {"prefix": topics.prefix, "timeout_s": 0.2, "config_timeout_s": 0.2}
+    # no anonymizer ever ran here: no deployment configuration, and the client says so
+    async with Client(url, user_id="ivy", **kw) as ivy:
+        with pytest.raises(LocalProtocolError, match=f"{topics.config}.*anonymizer running"):
+            await ivy.query(query, protocol=2, lat=41.0, lon=2.0)
+    # the configuration is retained but no service answers: the request times out
+    async with connect(url) as t:
+        await t.publish(topics.config, encode(make_config(topics).deployment_config()), retain=True)
+    async with Client(url, user_id="ivy", **kw) as ivy:
         with pytest.raises(RequestTimeout):
-            await ivy.query(NearestQuery(category="atm", n=1), protocol=2, lat=41.0, lon=2.0)
+            await ivy.query(query, protocol=2, lat=41.0, lon=2.0)

@@ -43,6 +43,8 @@ from _deploy import (
 from _svc_helpers import PROJ
 
 from locpriv.client import Client
+from locpriv.config import load_config
+from locpriv.core.geo import LonLat
 from locpriv.core.noise import offset_lonlat
 from locpriv.core.poi import load_pois, refine
 from locpriv.errors import (
@@ -56,6 +58,7 @@ from locpriv.protocols.p4.types import PeerConfig
 from locpriv.transport import Received, connect
 from locpriv.wire.messages import (
     CloakRequest,
+    DeploymentConfig,
     ErrorReply,
     Message,
     NearestQuery,
@@ -72,6 +75,8 @@ POIS = load_pois(DEPLOY.parent / "locpriv" / "data" / "pois.csv")
 QUERY = NearestQuery(category="cafe", n=2)
 HOME = PROJ.point_to_lonlat(120.0, -80.0)  # alice, (lon, lat)
 PROFILE = {"k": 3, "a_min_m2": 1e4, "a_max_m2": 5e7, "max_delay_s": 3.0}
+SHIPPED = load_config(DEPLOY / "locpriv.toml")
+HOME_TILE = SHIPPED.tiling().tile_of(120.0, -80.0) or ""  # alice's tile under the shipped tiles
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +269,11 @@ async def test_a_user_reads_no_location_request_ds_query_or_other_reply(dep: Dep
             await asyncio.sleep(0.5)
     assert p2.pois and p3.pois  # the traffic happened
     # a denied subscription is acknowledged all the same; nothing but status reaches mallory
-    assert {m.topic for m in seen} <= {TOPICS.status("anonymizer"), TOPICS.status("ds")}
+    assert {m.topic for m in seen} <= {
+        TOPICS.status("anonymizer"),
+        TOPICS.status("ds"),
+        TOPICS.config,  # readable by every app: how to compute a tile
+    }
 
 
 @pytest.mark.asyncio
@@ -285,17 +294,23 @@ async def test_no_one_acts_in_another_users_name(dep: Deployment) -> None:
         # mallory moves "alice" 40 km away on alice's topic: the broker drops it (acknowledged)
         far_lon, far_lat = offset_lonlat(HOME[0], HOME[1], 40_000.0, 0.0)
         await mallory._transport.publish(
-            TOPICS.location("alice"),
+            TOPICS.location("alice", tile=HOME_TILE),
             f'{{"type":"location_update","user_id":"alice","lat":{far_lat},"lon":{far_lon},"t":1}}'.encode(),
         )
         # ... nor does her request on alice's topic get alice's region (nothing comes back) ...
         profile = PrivacyProfile(**PROFILE)
         theft = await _raw_request(
-            dep, "mallory", TOPICS.p3_cloak("alice"), 3.0, user_id="alice", profile=profile
+            dep,
+            "mallory",
+            TOPICS.p3_cloak("alice", tile=HOME_TILE),
+            3.0,
+            user_id="alice",
+            profile=profile,
         )
         assert theft is None
         # ... and on her own topic, naming alice, she is told no
-        reply = await _raw_request(dep, "mallory", TOPICS.p3_cloak("mallory"), 8.0, user_id="alice")
+        mine = TOPICS.p3_cloak("mallory", tile=HOME_TILE)
+        reply = await _raw_request(dep, "mallory", mine, 8.0, user_id="alice")
         assert isinstance(reply, ErrorReply)
         assert reply.code == ErrorCode.INVALID_FIELD and reply.field == "user_id"
         # alice is still where she is, and only she gets her region
@@ -344,10 +359,46 @@ async def test_shared_subscriptions_follow_the_plain_read_rule(dep: Deployment) 
     flt = f"$share/anonymizers/{TOPICS.p3_cloak_filter}"
     async with watching(dep.plain_url("locpriv-anonymizer"), [flt], **anon) as seen:
         async with app(dep, "alice") as alice:
+            await alice.update_location(lon=HOME[0], lat=HOME[1])
             with contextlib.suppress(Exception):
                 await alice.cloak(**PROFILE, timeout_s=2.0)
         await asyncio.sleep(0.3)
-    assert [m.topic for m in seen] == [TOPICS.p3_cloak("alice")]
+    assert [m.topic for m in seen] == [TOPICS.p3_cloak("alice", tile=HOME_TILE)]
+
+
+@pytest.mark.asyncio
+async def test_the_tile_segment_is_free_the_user_segment_bound(dep: Deployment) -> None:
+    """mosquitto 2.0 takes `+` in `pattern` lines: `loc/+/%u` lets a user publish in any tile
+    in her own name and in nobody else's."""
+    assert HOME_TILE.startswith("t") and SHIPPED.tiles.side_m > 0  # tiles as shipped
+    anon = {"password": dep.passwords["locpriv-anonymizer"], "client_id": "probe-tiles"}
+    lon, lat = HOME
+    body = '{{"type":"location_update","user_id":"{u}","lat":{lat},"lon":{lon},"t":1}}'
+    async with watching(
+        dep.plain_url("locpriv-anonymizer"), [TOPICS.location_filter], **anon
+    ) as seen:
+        auth = {"password": dep.passwords["mallory"], "ca_file": str(dep.ca_file)}
+        async with connect(dep.app_url("mallory"), **auth) as t:
+            for user in ("alice", "mallory"):
+                for tile in (HOME_TILE, "t7_-3"):
+                    payload = body.format(u=user, lat=lat, lon=lon).encode()
+                    await t.publish(TOPICS.location(user, tile=tile), payload)
+        await asyncio.sleep(0.5)
+    assert sorted(m.topic for m in seen) == sorted(
+        TOPICS.location("mallory", tile=tile) for tile in (HOME_TILE, "t7_-3")
+    )
+
+
+@pytest.mark.asyncio
+async def test_apps_read_the_deployment_config_and_cannot_forge_it(dep: Deployment) -> None:
+    forged = DeploymentConfig(lat0_deg=0.0, lon0_deg=0.0, tile_m=1.0)
+    auth = {"password": dep.passwords["mallory"], "ca_file": str(dep.ca_file)}
+    async with connect(dep.app_url("mallory"), **auth) as t:
+        await t.publish(TOPICS.config, encode(forged), retain=True)  # acknowledged, dropped
+    async with app(dep, "alice") as alice:
+        assert alice.machine.deployment == SHIPPED.deployment_config()
+        await alice.update_location(lon=HOME[0], lat=HOME[1])
+        assert alice.machine.tile_at(LonLat(*HOME)) == HOME_TILE
 
 
 # ---------------------------------------------------------------------- the protocols work

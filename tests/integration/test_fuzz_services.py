@@ -70,5 +70,5 @@ async def test_fuzzed_requests_on_mosquitto(mosquitto_url: str, topics: Topics) 
             while anonymizer.machine.pending:  # type: ignore[attr-defined]
                 await asyncio.sleep(0.1)
         assert len(anonymizer.dispatcher._route_cache) <= 100_000
-        assert len(anonymizer.machine.anonymizer.cloaker) <= 30 + 50 + 1  # type: ignore[attr-defined]
+        assert len(anonymizer.machine.anonymizer.cloakers) <= 30 + 50 + 1  # type: ignore[attr-defined]
     assert sum(expected.values()) > CASES // 3

@@ -1,0 +1,179 @@
+"""One :class:`~locpriv.core.cloak.cloaker.Cloaker` per tile: the cloaking state of a shard.
+
+A cloak uses the users of the requester's tile only, and its region stays inside the tile
+(each tile's cloaker partitions the tile's square, :class:`~locpriv.core.tiles.Tiling`).
+Without tiles there is one cloaker over the configured world, exactly as before tiles existed.
+
+Handover: a user whose update lands in another tile of the same :class:`TileCloakers` is
+removed from her old tile at once; a tile served by another process forgets her by its TTL
+(``CloakConfig.user_ttl_s``), since it does not see her updates any more.
+
+Cloakers are made on a tile's first update. Deadlines are cached per tile and recomputed only
+for the tiles touched since (a heap with lazy entries), so a driver's ``next_deadline()`` after
+each message costs O(log tiles), not O(tiles). Units: metres, m², seconds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Hashable
+from dataclasses import replace
+
+from locpriv.core.cloak.cloaker import Cloaker
+from locpriv.core.cloak.types import CloakConfig, CloakOutcome, CloakParams, check_params
+from locpriv.core.tiles import Tiling
+from locpriv.errors import UnknownUser
+from locpriv.wire.topics import WORLD_TILE
+
+__all__ = ["TileCloakers"]
+
+
+class TileCloakers:
+    """Cloakers by tile id for ``config`` (its ``world`` is used without tiles only)."""
+
+    def __init__(self, config: CloakConfig, tiling: Tiling | None = None) -> None:
+        self.tiling = tiling or Tiling()
+        self.config = config
+        rect = self.tiling.rect("t0_0")
+        self._tile_config = replace(config, world=rect) if rect is not None else config
+        self.cloakers: dict[str, Cloaker] = {}
+        self.tile_of_user: dict[str, str] = {}
+        self._tile_of_request: dict[Hashable, str] = {}
+        self._due: dict[str, float | None] = {}
+        self._heap: list[tuple[float, str]] = []
+        self._dirty: set[str] = set()
+
+    @classmethod
+    def of(cls, cloaker: Cloaker) -> TileCloakers:
+        """An untiled set holding ``cloaker`` as its one (world) tile."""
+        tc = cls(cloaker.config)
+        tc.cloakers[WORLD_TILE] = cloaker
+        tc._dirty.add(WORLD_TILE)
+        return tc
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self.cloakers.values())
+
+    @property
+    def has_users(self) -> bool:
+        """True when some tile knows a user (stops at the first one)."""
+        return any(len(c) for c in self.cloakers.values())
+
+    def users_per_tile(self) -> dict[str, int]:
+        """Current users of every tile that has a cloaker."""
+        return {t: len(c) for t, c in self.cloakers.items()}
+
+    def pending(self) -> int:
+        """Requests waiting in every tile (temporal cloaking)."""
+        return sum(c.pending() for c in self.cloakers.values())
+
+    def cloaker(self, tile: str) -> Cloaker:
+        """The cloaker of ``tile`` (made on first use; its world is the tile's square)."""
+        c = self.cloakers.get(tile)
+        if c is None:
+            rect = self.tiling.rect(tile)
+            cfg = self.config if rect is None else replace(self._tile_config, world=rect)
+            c = self.cloakers[tile] = Cloaker(cfg)
+        self._dirty.add(tile)
+        return c
+
+    def validate(self, params: CloakParams | None) -> CloakParams:
+        """``params`` (or the default) checked against the bounds; raises ConfigError."""
+        p = self._tile_config.default if params is None else params
+        check_params(self._tile_config, p)
+        return p
+
+    # ------------------------------------------------------------------ users
+
+    def update(
+        self, user_id: str, x_m: float, y_m: float, now: float, tile: str
+    ) -> list[CloakOutcome]:
+        """Absorb a position (metres) in ``tile``; a user leaving another tile of this set is
+        removed from it at once. Returns outcomes of pending requests it completed."""
+        old = self.tile_of_user.get(user_id)
+        if old is not None and old != tile:
+            prev = self.cloakers.get(old)
+            if prev is not None:
+                prev.remove(user_id)
+                self._dirty.add(old)
+        self.tile_of_user[user_id] = tile
+        return self._finished(self.cloaker(tile).update(user_id, x_m, y_m, now))
+
+    def tile_of(self, user_id: str) -> str | None:
+        """The tile of the user's latest update, while her tile still knows her."""
+        tile = self.tile_of_user.get(user_id)
+        if tile is None:
+            return None
+        c = self.cloakers.get(tile)
+        return tile if c is not None and user_id in c.table else None
+
+    # --------------------------------------------------------------- requests
+
+    def request(
+        self, request_id: Hashable, user_id: str, params: CloakParams | None, now: float
+    ) -> CloakOutcome | None:
+        """Cloak ``user_id`` in the tile of her latest update (None: pending)."""
+        tile = self.tile_of(user_id)
+        if tile is None:
+            return CloakOutcome(request_id, None, UnknownUser("no current location for this user"))
+        outcome = self.cloaker(tile).request(request_id, user_id, params, now)
+        if outcome is None:
+            self._tile_of_request[request_id] = tile
+        return self._finished([outcome])[0] if outcome is not None else None
+
+    def cancel(self, request_id: Hashable) -> None:
+        """Drop a pending request; unknown ids are ignored."""
+        tile = self._tile_of_request.pop(request_id, None)
+        if tile is not None:
+            self.cloaker(tile).cancel(request_id)
+
+    def _finished(self, outcomes: list[CloakOutcome]) -> list[CloakOutcome]:
+        for o in outcomes:
+            self._tile_of_request.pop(o.request_id, None)
+        return outcomes
+
+    # ------------------------------------------------------------------ time
+
+    def prepare(self, now: float) -> list[CloakOutcome]:
+        """:meth:`Cloaker.prepare` of every tile with users."""
+        out: list[CloakOutcome] = []
+        for tile, c in self.cloakers.items():
+            if len(c):
+                out += c.prepare(now)
+                self._dirty.add(tile)
+        return self._finished(out)
+
+    def on_deadline(self, now: float) -> list[CloakOutcome]:
+        """Run the deadlines of every tile that has one due."""
+        self._refresh()
+        out: list[CloakOutcome] = []
+        while self._heap and self._heap[0][0] <= now:
+            due, tile = heapq.heappop(self._heap)
+            if self._due.get(tile) != due:
+                continue  # a stale entry
+            out += self.cloakers[tile].on_deadline(now)
+            del self._due[tile]  # recomputed by the next _refresh (drops duplicate entries)
+            self._dirty.add(tile)
+        if len(self.tile_of_user) > 2 * len(self) + 1024:  # forget users expired by TTL
+            self.tile_of_user = {u: t for u in list(self.tile_of_user) if (t := self.tile_of(u))}
+        return self._finished(out)
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of any tile (s), or None."""
+        self._refresh()
+        while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def _refresh(self) -> None:
+        for tile in self._dirty:
+            due = self.cloakers[tile].next_deadline() if tile in self.cloakers else None
+            if due != self._due.get(tile):
+                self._due[tile] = due
+                if due is not None and not math.isinf(due):
+                    heapq.heappush(self._heap, (due, tile))
+        self._dirty.clear()
+        if len(self._heap) > 4 * len(self.cloakers) + 64:
+            self._heap = [(d, t) for t, d in self._due.items() if d is not None]
+            heapq.heapify(self._heap)

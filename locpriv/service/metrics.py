@@ -1,0 +1,155 @@
+"""Prometheus metrics of a service process (``--metrics-port``): a thin driver-side module.
+
+The driver reports what it handles and publishes (:meth:`ServiceMetrics.handled`,
+:meth:`ServiceMetrics.sent`); everything else is read from the driver and its machine when
+Prometheus scrapes (:class:`_StateCollector`), so the machines stay pure and pay nothing.
+
+=====================================  =========  ============================================
+metric                                 type       labels
+=====================================  =========  ============================================
+``locpriv_messages_total``             counter    ``service``, ``kind`` (route: location,
+                                                  p1, p2, p3, ds, ds_answer)
+``locpriv_errors_total``               counter    ``service``, ``kind``, ``code``
+``locpriv_request_seconds``            histogram  ``service``, ``kind``: receipt to reply
+``locpriv_queue_depth``                gauge      ``service``, ``queue`` (inbound, outbound)
+``locpriv_reconnects_total``           counter    ``service``
+``locpriv_pending_requests``           gauge      ``service`` (waiting for DS or a cloak)
+``locpriv_pending_cloaks``             gauge      ``service`` (temporal cloaking)
+``locpriv_users``                      gauge      ``service``, ``tile`` (tiles this process
+                                                  serves only: bounded)
+=====================================  =========  ============================================
+
+Labels never hold a user id, a correlation id or a position. Latencies are monotonic seconds
+from the message's receipt to the confirmed publish of its answer (or error).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from locpriv.protocols.dispatch import Route, salvage_reply
+from locpriv.protocols.effects import Send
+from locpriv.wire.envelope import Received
+from locpriv.wire.messages import ErrorReply
+
+if TYPE_CHECKING:
+    from locpriv.service.driver import ServiceDriver
+
+__all__ = ["ServiceMetrics"]
+
+_MAX_TRACKED = 100_000
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class ServiceMetrics:
+    """The metrics of one service driver, in a registry of their own."""
+
+    def __init__(self, driver: ServiceDriver) -> None:
+        self.driver = driver
+        self.service = driver.status_name
+        self.registry = CollectorRegistry()
+        self.messages = Counter(
+            "locpriv_messages",
+            "Messages handled, by route",
+            ["service", "kind"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "locpriv_errors",
+            "Error replies published, by route and code",
+            ["service", "kind", "code"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "locpriv_request_seconds",
+            "Seconds from a request's receipt to the publish of its answer",
+            ["service", "kind"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_StateCollector(driver))
+        self._open: dict[tuple[str, str], tuple[float, str]] = {}
+        self._server: Any = None
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> int:
+        """Start the HTTP endpoint (``/metrics``) in a thread; returns the bound port."""
+        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        self._server = server
+        return int(server.server_port)
+
+    def close(self) -> None:
+        """Stop the HTTP endpoint."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def handled(self, route: Route | None, received: Received) -> None:
+        """A message taken from the broker (before its effects are emitted)."""
+        if route is None:
+            return
+        kind = route.label or route.topic_filter
+        self.messages.labels(self.service, kind).inc()
+        if route.answer_errors and route.overload_errors:  # a request: time its answer
+            reply_to, cid = salvage_reply(received.payload, self.driver.topics)
+            if reply_to is not None and cid is not None:
+                if len(self._open) >= _MAX_TRACKED:
+                    self._open.pop(next(iter(self._open)))
+                self._open[(reply_to, cid)] = (time.monotonic(), kind)
+
+    def sent(self, effect: Send) -> None:
+        """An effect about to be published: an answer ends its request's timing."""
+        cid = getattr(effect.message, "correlation_id", None)
+        opened = self._open.pop((effect.topic, cid), None) if cid is not None else None
+        kind = opened[1] if opened is not None else "other"
+        if isinstance(effect.message, ErrorReply):
+            self.errors.labels(self.service, kind, effect.message.code.value).inc()
+        if opened is not None:
+            self.latency.labels(self.service, kind).observe(time.monotonic() - opened[0])
+
+
+class _StateCollector(Collector):
+    """Gauges read from the driver and its machine at scrape time."""
+
+    def __init__(self, driver: ServiceDriver) -> None:
+        self.driver = driver
+
+    def collect(self) -> Iterator[Any]:
+        d = self.driver
+        name = d.status_name
+        queue = GaugeMetricFamily(
+            "locpriv_queue_depth", "Messages waiting in the process", labels=["service", "queue"]
+        )
+        queue.add_metric([name, "inbound"], d.backlog)
+        queue.add_metric([name, "outbound"], d.outbox_size)
+        yield queue
+        reconnects = CounterMetricFamily(
+            "locpriv_reconnects", "Broker connections re-established", labels=["service"]
+        )
+        reconnects.add_metric([name], d.reconnects)
+        yield reconnects
+        machine: Any = d.machine
+        pending = GaugeMetricFamily(
+            "locpriv_pending_requests", "Requests waiting for DS or a cloak", labels=["service"]
+        )
+        pending.add_metric([name], float(getattr(machine, "pending", 0)))
+        yield pending
+        if hasattr(machine, "pending_cloaks"):
+            cloaks = GaugeMetricFamily(
+                "locpriv_pending_cloaks", "Temporal cloaks waiting", labels=["service"]
+            )
+            cloaks.add_metric([name], float(machine.pending_cloaks))
+            yield cloaks
+        if hasattr(machine, "users_per_tile"):
+            users = GaugeMetricFamily(
+                "locpriv_users", "Current users by tile", labels=["service", "tile"]
+            )
+            for tile, n in sorted(machine.users_per_tile().items()):
+                users.add_metric([name, tile], float(n))
+            yield users

@@ -1,0 +1,229 @@
+"""Tile-sharded anonymizers on one mosquitto, as operators run them (``locpriv serve anonymizer
+--shard I/N`` processes): two shards give the same valid, reciprocal cloaks as one process for
+the same population; a killed shard affects only its tiles; every process's Prometheus
+endpoint is scraped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import shapely
+from _svc_helpers import PROJ
+
+from locpriv.client import Client, Cloak
+from locpriv.core.tiles import Shard, Tiling
+from locpriv.errors import RequestTimeout
+from locpriv.service.broker import MosquittoProcess, free_port
+from locpriv.transport import connect
+
+pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeout(180)]
+
+SIDE = 2000.0
+TILES = ("t-1_-1", "t0_-1", "t-1_0", "t0_0")  # around the origin
+PROFILE = {"k": 3, "a_min_m2": 1e4, "a_max_m2": 5e7, "max_delay_s": 2.0}
+CONFIG = f"""
+[tiles]
+side_m = {SIDE}
+[cloak]
+epoch_s = 0.5
+[limits]
+requests_per_s = 100.0
+burst = 100.0
+"""
+
+
+@dataclass
+class Proc:
+    """One ``locpriv serve anonymizer`` process and its metrics port."""
+
+    popen: subprocess.Popen[bytes]
+    metrics_port: int
+    log: Path
+
+
+def _start(url: str, prefix: str, config: Path, shard: str | None, workdir: Path) -> Proc:
+    port = free_port()
+    text = f'prefix = "{prefix}"\n' + config.read_text()
+    cfg = workdir / f"{prefix}-{(shard or 'all').replace('/', 'of')}.toml"
+    cfg.write_text(text + f'[mqtt]\nclient_id = "{prefix}-anon"\n')
+    exe = Path(sys.executable).parent / "locpriv"
+    argv = [str(exe), "serve", "anonymizer", "--broker", url, "--config", str(cfg)]
+    argv += ["--metrics-port", str(port)] + (["--shard", shard] if shard else [])
+    log = cfg.with_suffix(".out")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCPRIV_")}
+    with log.open("wb") as out:
+        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    return Proc(popen, port, log)
+
+
+def _wait_serving(proc: Proc, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while b"serving " not in proc.log.read_bytes():
+        if proc.popen.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"no start (exit {proc.popen.poll()}): {proc.log.read_text()}")
+        time.sleep(0.05)
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def _metric(text: str, name: str, **labels: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, Proc]]]:
+    """mosquitto with two shard processes on prefix ``sh`` and one unsharded process on ``one``
+    (same tiles)."""
+    from conftest import _require_mosquitto
+
+    _require_mosquitto()
+    work = tmp_path_factory.mktemp("shards")
+    broker = MosquittoProcess(str(work))
+    broker.start()
+    config = work / "base.toml"
+    config.write_text(CONFIG)
+    procs = {
+        "s0": _start(broker.url, "sh", config, "0/2", work),
+        "s1": _start(broker.url, "sh", config, "1/2", work),
+        "one": _start(broker.url, "one", config, None, work),
+    }
+    try:
+        for p in procs.values():
+            _wait_serving(p)
+        yield broker.url, procs
+    finally:
+        for p in procs.values():
+            if p.popen.poll() is None:
+                p.popen.send_signal(signal.SIGTERM)
+        for p in procs.values():
+            try:
+                p.popen.wait(20)
+            except subprocess.TimeoutExpired:
+                p.popen.kill()
+                p.popen.wait()
+        broker.stop()
+
+
+def _population() -> dict[str, tuple[float, float]]:
+    """Ten users in each of the four tiles around the origin, (lon, lat)."""
+    rng = np.random.default_rng(13)
+    tiling = Tiling(SIDE)
+    users: dict[str, tuple[float, float]] = {}
+    for tile in TILES:
+        x0, y0, x1, y1 = tiling.rect(tile) or (0.0, 0.0, 0.0, 0.0)
+        for i in range(10):
+            x, y = rng.uniform(x0 + 50, x1 - 50), rng.uniform(y0 + 50, y1 - 50)
+            users[f"{tile.replace('-', 'm')}u{i}"] = PROJ.point_to_lonlat(float(x), float(y))
+    return users
+
+
+async def _cloak_everyone(
+    url: str, prefix: str, users: dict[str, tuple[float, float]], timeout_s: float = 10.0
+) -> dict[str, Cloak | BaseException]:
+    clients = {u: Client(url, user_id=u, prefix=prefix, timeout_s=timeout_s) for u in users}
+    for c in clients.values():
+        await c.__aenter__()
+    try:
+        await asyncio.gather(
+            *(c.update_location(lon=users[u][0], lat=users[u][1]) for u, c in clients.items())
+        )
+        await asyncio.sleep(1.2)  # past an epoch boundary: everyone is in the snapshot
+        outcomes = await asyncio.gather(
+            *(c.cloak(**PROFILE) for c in clients.values()), return_exceptions=True
+        )
+    finally:
+        for c in clients.values():
+            await c.__aexit__(None, None, None)
+    return dict(zip(clients, outcomes, strict=True))
+
+
+def _tile_of(lonlat: tuple[float, float]) -> str:
+    x, y = PROJ.point_to_xy(*lonlat)
+    return Tiling(SIDE).tile_of(x, y) or ""
+
+
+@pytest.mark.asyncio
+async def test_two_shards_cloak_like_one_process(cluster: tuple[str, dict[str, Proc]]) -> None:
+    url, procs = cluster
+    users = _population()
+    sharded = await _cloak_everyone(url, "sh", users)
+    single = await _cloak_everyone(url, "one", users)
+    tiling = Tiling(SIDE)
+    for u, where in users.items():
+        a, b = sharded[u], single[u]
+        assert isinstance(a, Cloak) and isinstance(b, Cloak), (u, a, b)
+        # valid: she is inside, with k users, in the window, inside her tile
+        assert a.region.covers(shapely.Point(*where))
+        assert a.users is not None and a.users >= PROFILE["k"]
+        assert PROFILE["a_min_m2"] < a.area_m2 < PROFILE["a_max_m2"]
+        rect = tiling.rect(_tile_of(where)) or (0.0, 0.0, 0.0, 0.0)
+        assert shapely.box(*rect).buffer(0.01).covers(PROJ.geometry_to_xy(a.region))
+        # the same region and count as the one process serving every tile
+        assert a.region.equals_exact(b.region, 1e-9) and a.users == b.users, u
+    # reciprocal: everyone inside a region got that very region
+    for u in users:
+        a = sharded[u]
+        assert isinstance(a, Cloak)
+        for v, there in users.items():
+            other = sharded[v]
+            if a.region.contains(shapely.Point(*there)):
+                assert isinstance(other, Cloak) and other.region.equals_exact(a.region, 1e-9)
+    # each shard holds its own tiles' users only, as its metrics say
+    for name, index in (("s0", 0), ("s1", 1)):
+        text = _scrape(procs[name].metrics_port)
+        service = f"anonymizer-s{index}of2"
+        for tile in TILES:
+            count = _metric(text, "locpriv_users", service=service, tile=tile)
+            assert count == (10.0 if Shard(index, 2).owns(tile) else None), (name, tile)
+        handled = _metric(text, "locpriv_messages_total", service=service, kind="location")
+        owned = sum(Shard(index, 2).owns(t) for t in TILES)
+        assert handled == 10.0 * owned
+        assert _metric(text, "locpriv_request_seconds_count", service=service, kind="p3") == (
+            10.0 * owned
+        )
+        assert _metric(text, "locpriv_queue_depth", service=service, queue="inbound") == 0.0
+        assert "locpriv_reconnects_total" in text and "locpriv_pending_cloaks" in text
+
+
+@pytest.mark.asyncio
+async def test_a_killed_shard_affects_only_its_tiles(cluster: tuple[str, dict[str, Proc]]) -> None:
+    url, procs = cluster
+    users = _population()
+    procs["s0"].popen.send_signal(signal.SIGKILL)
+    procs["s0"].popen.wait(10)
+    outcomes = await _cloak_everyone(url, "sh", users, timeout_s=2.0)
+    for u, where in users.items():
+        if Shard(0, 2).owns(_tile_of(where)):
+            assert isinstance(outcomes[u], RequestTimeout), u
+        else:
+            assert isinstance(outcomes[u], Cloak), (u, outcomes[u])
+    # the broker says so: the dead shard's retained status is its last will
+    async with connect(url) as t:
+        await t.subscribe("sh/v1/status/+")
+        seen: dict[str, bytes] = {}
+        async with asyncio.timeout(5):
+            async for m in t.messages():
+                seen[m.topic.rsplit("/", 1)[1]] = m.payload
+                if len(seen) == 2:
+                    break
+    assert seen == {"anonymizer-s0of2": b"offline", "anonymizer-s1of2": b"online"}
+    errors = _metric(_scrape(procs["s1"].metrics_port), "locpriv_errors_total")
+    assert errors is None  # the surviving shard answered everything it got
