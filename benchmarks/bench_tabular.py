@@ -24,7 +24,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "bench_tabular.json"
-METHODS = ("mdav", "mdav-seed", "random-seed", "enhanced-pk", "k-increase")
+METHODS = ("mdav", "mdav-seed", "random-seed", "sec-pk", "enhanced-pk", "k-increase")
 
 
 def _one(method: str, n: int, d: int, k: int, p: int) -> dict[str, Any]:

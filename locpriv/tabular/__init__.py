@@ -2,12 +2,13 @@
 
 Modules by concern: k-anonymity (:mod:`.microaggregation` for MDAV, :mod:`.improve`,
 :mod:`.univariate`), p-sensitive methods (:mod:`.psensitive`, :mod:`.seeded`,
-:mod:`.enhanced_pk`, :mod:`.psearch`, :mod:`.hierarchy`), input checks (:mod:`.checks`), key
-encoding (:mod:`.categorical`), metrics (:mod:`.metrics`), audit of partitions and releases
-(:mod:`.validate`), the estimator (:mod:`.estimators`), the pandas front (:mod:`.frame`), files
-(:mod:`.io`) and the command (:mod:`.cli`); the numba kernels are in the private subpackage
-:mod:`._kernels`. No public name shadows a module: ``locpriv.tabular.mdav`` is the MDAV function,
-whose module is ``locpriv.tabular.microaggregation``.
+:mod:`.enhanced_pk`, :mod:`.sec_pk`, :mod:`.psearch`, :mod:`.hierarchy`), input checks
+(:mod:`.checks`), key encoding (:mod:`.categorical`), metrics (:mod:`.metrics`), audit of
+partitions and releases (:mod:`.validate`), the estimator (:mod:`.estimators`), the pandas
+front (:mod:`.frame`), files (:mod:`.io`) and the command (:mod:`.cli`); the numba kernels are
+in the private subpackage :mod:`._kernels`. No public name shadows a module:
+``locpriv.tabular.mdav`` is the MDAV function, whose module is
+``locpriv.tabular.microaggregation``.
 """
 
 from __future__ import annotations

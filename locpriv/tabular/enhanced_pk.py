@@ -1,33 +1,27 @@
-"""EnhancedPKClustering (Truta, Campan & Meyer 2007) for p-sensitive k-anonymity, numba core.
+"""EnhancedPKClustering (Truta, Campan & Meyer 2007) for p-sensitive k-anonymity, as printed.
 
-The paper's full text was not available while writing this module; it follows the paper's
-published outline and its named ingredients, with the details below (see docs/tabular.md):
+The algorithm of the paper's Section 3.2 (text in ``shared/seeds``, pseudocode transcribed line
+by line in :mod:`locpriv.tabular.enhanced_pk_trace`, which gives the same labels as this module's
+numba kernel):
 
-* **SECs** (sensitive equivalence classes): records with the same tuple of confidential values.
-* **maxClusters / iValue**: Condition 2 of Truta & Vinay (:func:`locpriv.tabular.psensitive.
-  conditions`); the partition has ``nc = maxClusters`` (<= n // k) clusters.
-* **Harder-to-make-sensitive order**: SECs by decreasing number of still unassigned records.
-* **Split**: each new cluster takes one record from each of p distinct SECs. The invariant
-  ``sum_v min(r_v, C) >= C * p`` (``r_v`` unassigned records of SEC v, ``C`` clusters still to
-  build) is what the remaining clusters need to be p-sensitive; a SEC with ``r_v > C - 1`` loses
-  a unit of that sum whether taken or not, so all but ``slack`` of those *saturated* SECs must be
-  taken, the first ones in the order (this is where iValue binds). The remaining SECs of the
-  cluster are free: the records nearest to the seed from distinct SECs.
-* **BestMatch** with **Div** and **Hom**: the cluster is filled to k records from the nearest
-  candidates, best first by Div (number of confidential attributes whose value the record adds
-  to the cluster, larger first) and Hom (increase of the cluster's IL, smaller first), never
-  spending a record whose SEC the later clusters need (the invariant's slack).
-* Records left after ``nc`` clusters join, by BestMatch, the cluster with the smallest Hom.
-* **IL** (Definitions 9-10): ``IL(cl) = |cl| * sum_j (max_j - min_j) / range_j``.
-* A final safety net merges a cluster that is too small or (with several confidential
-  attributes, where p distinct SECs need not give p distinct values per attribute) not
-  p-sensitive into its nearest cluster; with one confidential attribute it never fires.
+1. order the confidential attributes, hardest to make sensitive first (Definition 13: smallest
+   Condition 2 bound alone), and compute ``maxClusters`` (Condition 2) and ``iValue``;
+2. **Split**: the tuples of the hardest attribute's ``iValue`` least frequent p-sensitive
+   equivalence classes go round robin into ``maxClusters`` clusters (BestMatch: largest Div, then
+   smallest IL increase) until each holds ``iValue`` of them;
+3. each of the other ``p - iValue`` classes, most frequent last, gives every cluster one tuple
+   (best pair first), so every cluster has p values of the hardest attribute;
+4. the clusters, most diverse first, take free tuples by BestMatch until p-sensitive for every
+   confidential attribute; when no tuple is free, the least diverse cluster is dissolved;
+5. the clusters, largest first: those of at least k stay, as many of the others as the free
+   tuples can fill are filled to k by least IL, the rest dissolved; the free tuples left join the
+   cluster whose IL grows least.
 
-Each cluster costs a seed search (a sorted shell of records around a pivot; a full pass only
-when the pivot is rebuilt or SECs are forced) and one candidate pass (a block index with box
-bounds when d > 2, rings of a grid when d <= 2, else a pass pruned by a partial distance); all
-give exactly the plain passes' results. The kernel is :mod:`locpriv.tabular._kernels.enhanced_pk`
-(its grid pass ``_kernels.knn_grid._grid_pass``); SEC ids and the safety-net merge are here.
+IL is Definition 9 (numerical attributes by their range, categorical by the level of the lowest
+common ancestor in their hierarchy); Div and Hom are Definitions 11-12 with equal weights. The
+readings of what the printed text leaves open are listed in :mod:`.enhanced_pk_trace`. The
+algorithm maximises the number of clusters (AVG, DM), not SSE; ``sec-pk``
+(:mod:`locpriv.tabular.sec_pk`) is locpriv's earlier, SSE-oriented variant.
 """
 
 from __future__ import annotations
@@ -39,7 +33,10 @@ import numpy.typing as npt
 
 from locpriv.tabular._kernels.enhanced_pk import _epk_kernel
 from locpriv.tabular.checks import as_codes, check_matrix
-from locpriv.tabular.psensitive import group_is_p_sensitive, require_feasible
+from locpriv.tabular.gen_hierarchy import KeyTable
+from locpriv.tabular.psensitive import require_feasible
+
+__all__ = ["enhanced_pk_clustering", "enhanced_pk_keys", "intervals", "plan"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,85 +44,79 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-def _sec_ids(codes: IntArray) -> tuple[IntArray, int]:
-    """SEC of every record and the number of SECs: the inverse of
-    ``np.unique(codes, axis=0, return_inverse=True)`` (SECs in lexicographic order of their
-    tuples), from a mixed-radix key of the codes (each in 0..nv_j-1), ranked through a table
-    of the keys present when it is small, else by a 1-D ``np.unique`` of the keys."""
-    n, m = codes.shape
-    nv = codes.max(axis=0) + 1
-    total = 1
-    for j in range(m):
-        total *= int(nv[j])
-    if total > 2**62:  # pragma: no cover - the key would overflow
-        _, inv = np.unique(codes, axis=0, return_inverse=True)
-        sec = np.asarray(inv, dtype=np.int64).ravel()
-        return sec, int(sec.max()) + 1
-    key = codes[:, 0].astype(np.int64)
-    for j in range(1, m):
-        key = key * int(nv[j]) + codes[:, j]
-    if total <= 4 * n + 4096:
-        present = np.zeros(total, dtype=np.int64)
-        present[key] = 1
-        rank = np.cumsum(present) - 1
-        return rank[key], int(rank[-1]) + 1
-    uniq, inv = np.unique(key, return_inverse=True)
-    return np.asarray(inv, dtype=np.int64).ravel(), int(uniq.size)
+def plan(codes: IntArray, p: int) -> tuple[IntArray, int, int, IntArray, IntArray]:
+    """Step 1 on confidential codes (n × r): ``(attribute order, maxClusters, iValue, SEC rows,
+    SEC starts)``; rows of ``SEC^1_{j+1}`` (hardest attribute, j-th most frequent value; equal
+    frequencies: lower code first) are ``rows[starts[j]:starts[j+1]]``, ascending."""
+    n, r = codes.shape
+    cfs = np.zeros((r, p), dtype=np.int64)  # cf_0 .. cf_{p-1} of each attribute
+    ranks = []
+    for a in range(r):
+        cnt = np.bincount(codes[:, a])
+        vals = np.flatnonzero(cnt)
+        by_freq = vals[np.lexsort((vals, -cnt[vals]))]
+        cfs[a, 1:] = np.cumsum(cnt[by_freq])[: p - 1]
+        rank = np.empty(cnt.size, dtype=np.int64)
+        rank[by_freq] = np.arange(by_freq.size)
+        ranks.append((rank, cnt[by_freq]))
+    i = np.arange(1, p + 1)
+    alone = np.array([int(np.min((n - cfs[a, p - i]) // i)) for a in range(r)])
+    order = np.argsort(alone, kind="stable")
+    cf = cfs.max(axis=0)
+    bounds = (n - cf[p - i]) // i
+    max_clusters = int(bounds.min())
+    i_value = int(i[np.flatnonzero(bounds == max_clusters)[0]])
+    rank, freq = ranks[int(order[0])]
+    key = rank[codes[:, order[0]]]
+    rows = np.argsort(key, kind="stable").astype(np.int64)
+    starts = np.concatenate(([0], np.cumsum(freq))).astype(np.int64)
+    return order.astype(np.int64), max_clusters, i_value, rows, starts
 
 
-def _merge_repair(X: FloatArray, codes: IntArray, labels: IntArray, k: int, p: int) -> IntArray:
-    """Merge any group below k records or p distinct values into its nearest group."""
-    lab = np.asarray(labels, dtype=np.int64)
-    if (
-        lab.size
-        and int(lab.min()) >= 0
-        and int(np.bincount(lab).min()) >= k  # labels 0..g-1, all used (k >= 1)
-        and group_is_p_sensitive(lab, codes, p)
-    ):
-        return lab  # the kernel's usual output: the loop would return it unchanged
-    return _merge_loop(X, codes, lab, k, p)
+def enhanced_pk_keys(keys: KeyTable, S: npt.ArrayLike, k: int, p: int) -> IntArray:
+    """EnhancedPKClustering labels (0..v-1) of the records of ``keys`` (numerical and
+    categorical key attributes, IL by Definition 9); ``S``: n confidential values or n × r.
 
-
-def _merge_loop(X: FloatArray, codes: IntArray, labels: IntArray, k: int, p: int) -> IntArray:
-    """Renumber the groups 0..g-1, then merge the first group below k records or p distinct
-    values into the group with the nearest centroid, until none is left."""
-    labels = labels.copy()
-    while True:
-        uniq, labels = np.unique(labels, return_inverse=True)
-        g = uniq.size
-        if g <= 1:
-            return np.asarray(labels, dtype=np.int64)
-        cnt = np.bincount(labels, minlength=g)
-        bad = cnt < k
-        for j in range(codes.shape[1]):
-            nv = int(codes[:, j].max()) + 1
-            pairs = np.unique(labels * nv + codes[:, j])
-            bad |= np.bincount(pairs // nv, minlength=g) < p
-        if not bad.any():
-            return np.asarray(labels, dtype=np.int64)
-        cent = np.zeros((g, X.shape[1]))
-        np.add.at(cent, labels, X)
-        cent /= cnt[:, None]
-        b = int(np.flatnonzero(bad)[0])
-        dist = np.sum((cent - cent[b]) ** 2, axis=1)
-        dist[b] = np.inf
-        labels[labels == b] = int(np.argmin(dist))
+    Raises :class:`~locpriv.errors.InfeasibleError` when p > k, n < k or Condition 1 fails.
+    """
+    n = keys.n
+    codes = as_codes(S, n)
+    require_feasible(codes, k, p)
+    order, max_clusters, i_value, rows, starts = plan(codes, p)
+    logger.debug("enhanced-pk: maxClusters=%d, iValue=%d", max_clusters, i_value)
+    hier = keys.hierarchies
+    width = max((len(h.labels[0]) for h in hier), default=1)
+    lca = np.zeros((len(hier), width, width), dtype=np.int64)
+    for j, h in enumerate(hier):
+        m = len(h.labels[0])
+        lca[j, :m, :m] = h.lca_levels()
+    out: IntArray = _epk_kernel(
+        np.ascontiguousarray(keys.numeric, dtype=np.float64),
+        1.0 / keys.numeric_spans(),
+        np.ascontiguousarray(keys.leaves, dtype=np.int64).reshape(n, len(hier)),
+        lca,
+        np.array([1.0 / float(h.height) for h in hier]),
+        np.ascontiguousarray(codes[:, order]),
+        rows,
+        starts,
+        max_clusters,
+        i_value,
+        k,
+        p,
+    )
+    return out
 
 
 def enhanced_pk_clustering(X: FloatArray, S: npt.ArrayLike, k: int, p: int) -> IntArray:
-    """EnhancedPKClustering labels (0..g-1) of a p-sensitive k-anonymous partition of ``X``.
+    """EnhancedPKClustering labels (0..v-1) of a p-sensitive k-anonymous partition of the
+    numerical key attributes ``X`` (n × d; IL by their ranges).
 
     Raises :class:`~locpriv.errors.InfeasibleError` when p > k, n < k, or Condition 1 fails,
     :class:`~locpriv.errors.DataError` when ``X`` is not a finite 2-D real array.
     """
-    X = check_matrix(X)  # finite, as the block index's box bounds assume
-    codes = as_codes(S, X.shape[0])
-    cond = require_feasible(codes, k, p)
-    sec, nsec = _sec_ids(codes)
-    nc = max(1, min(cond.max_clusters, X.shape[0] // k))
-    logger.debug("enhanced-pk: %d SECs, maxClusters=%d, iValue=%d", nsec, nc, cond.i_value)
-    labels = _epk_kernel(X, np.ascontiguousarray(codes), sec, nsec, k, p, nc, True)
-    return _merge_repair(X, codes, np.asarray(labels, dtype=np.int64), k, p)
+    X = check_matrix(X)
+    keys = KeyTable(numeric=X, leaves=np.zeros((X.shape[0], 0), dtype=np.int64), hierarchies=())
+    return enhanced_pk_keys(keys, S, k, p)
 
 
 def intervals(X: FloatArray, labels: IntArray) -> tuple[FloatArray, FloatArray]:

@@ -1,6 +1,6 @@
 """Large-neighbourhood search for p-sensitive k-anonymous partitions (method ``"best-p"``).
 
-The p-sensitive heuristics (:mod:`~locpriv.tabular.seeded`, :mod:`~locpriv.tabular.enhanced_pk`,
+The p-sensitive heuristics (:mod:`~locpriv.tabular.seeded`, :mod:`~locpriv.tabular.sec_pk`,
 k-increase) build their groups greedily and never revisit them. :func:`ruin_recreate_p`
 revisits them: each round dissolves a few neighbouring groups and re-partitions their records
 from scratch with the seeded heuristic (MDAV-like or random seeds, at random); the new groups
@@ -19,10 +19,10 @@ import numpy.typing as npt
 
 from locpriv.errors import InfeasibleError
 from locpriv.tabular.checks import as_codes, check_k, check_matrix
-from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.improve import _canonical, _neighbours, lns_rounds
 from locpriv.tabular.metrics import sse
 from locpriv.tabular.psensitive import group_is_p_sensitive, require_feasible
+from locpriv.tabular.sec_pk import sec_pk_clustering
 from locpriv.tabular.seeded import seeded_groups
 
 __all__ = ["best_p_sensitive", "ruin_recreate_p"]
@@ -99,7 +99,7 @@ def best_p_sensitive(
     """A p-sensitive k-anonymous partition with lower SSE than the greedy heuristics'.
 
     Starts from ``start`` (a p-sensitive k-anonymous partition) or from the lower-SSE one of
-    ``mdav-seed`` and ``enhanced-pk``, then runs ``rounds`` rounds of :func:`ruin_recreate_p`
+    ``mdav-seed`` and ``sec-pk``, then runs ``rounds`` rounds of :func:`ruin_recreate_p`
     (default ``min(2 n, 5000)``). Deterministic for a given ``seed`` (unless the time budget
     cuts it short). Raises ``InfeasibleError`` as the other p-sensitive methods do.
     """
@@ -110,7 +110,7 @@ def best_p_sensitive(
     require_feasible(codes, k, p)
     if start is None:
         tries = [seeded_groups(Xf, codes, k, p, seed_mode="mdav")]
-        tries.append(enhanced_pk_clustering(Xf, codes, k, p))
+        tries.append(sec_pk_clustering(Xf, codes, k, p))
         begin = min(tries, key=lambda lab: sse(Xf, lab))
     else:
         begin = np.asarray(start, dtype=np.int64)

@@ -15,7 +15,8 @@ int matrix ``S`` (n × m) of category codes ``0..c_j-1``; key attributes as a re
   privacy": MDAV with k, k+1, ... until every group is p-sensitive.
 
 The other p-sensitive methods are in :mod:`~locpriv.tabular.seeded` (Solanas, Sebé &
-Domingo-Ferrer 2008), :mod:`~locpriv.tabular.enhanced_pk` and :mod:`~locpriv.tabular.psearch`.
+Domingo-Ferrer 2008), :mod:`~locpriv.tabular.enhanced_pk`, :mod:`~locpriv.tabular.sec_pk` and
+:mod:`~locpriv.tabular.psearch`.
 """
 
 from __future__ import annotations

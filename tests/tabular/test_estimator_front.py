@@ -59,7 +59,7 @@ def test_auto_method_keeps_lowest_sse() -> None:
     S = rng.integers(0, 6, 200)
     est = Microaggregator(k=4, p=3).fit(X, S)
     tried = est.report_["candidates_sse"]
-    assert set(tried) == {"k-increase", "mdav-seed", "random-seed", "enhanced-pk", "best-p"}
+    assert set(tried) == {"k-increase", "mdav-seed", "random-seed", "sec-pk", "best-p"}
     assert est.method_ == min(tried, key=tried.get)
     # best-p starts from the best greedy partition and only lowers its SSE
     greedy = min(v for m, v in tried.items() if m != "best-p")

@@ -3,7 +3,7 @@
 ``_knn._bk_query`` (k-d tree blocks with bounding boxes, used when d > 2 and n >= _BK_MIN) must
 return exactly what the plain pruned pass ``_knn._knn`` returns, ties included (the key is the
 compact position, not the layout), also after records leave; the kernels of ``seeded.py`` and
-``enhanced_pk.py`` must give identical labels with the index on and off, and the seeded walk
+``sec_pk.py`` must give identical labels with the index on and off, and the seeded walk
 (k+1 nearest, then 4k+4, then everything sorted) must match a plain-Python version of the
 algorithm when it has to widen.
 """
@@ -15,12 +15,12 @@ import pytest
 
 from locpriv.tabular._kernels.block_index import _BK_MIN, _bk_build, _bk_remove
 from locpriv.tabular._kernels.block_query import _bk_knn, _bk_query
-from locpriv.tabular._kernels.enhanced_pk import _epk_kernel
 from locpriv.tabular._kernels.knn import _knn
+from locpriv.tabular._kernels.sec_pk import _epk_kernel
 from locpriv.tabular._kernels.seeded import _seeded_kernel
 from locpriv.tabular.checks import as_codes
-from locpriv.tabular.enhanced_pk import _merge_loop, _merge_repair, _sec_ids
 from locpriv.tabular.psensitive import conditions
+from locpriv.tabular.sec_pk import _merge_loop, _merge_repair, _sec_ids
 from locpriv.tabular.seeded import seeded_groups
 
 
@@ -131,7 +131,7 @@ def test_seeded_kernel_block_index_on_and_off(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_epk_kernel_block_index_on_and_off(seed: int) -> None:
+def test_sec_pk_kernel_block_index_on_and_off(seed: int) -> None:
     rng = np.random.default_rng(10 + seed)
     n = int(rng.integers(_BK_MIN + 200, 4 * _BK_MIN))
     d = int(rng.integers(3, 14))

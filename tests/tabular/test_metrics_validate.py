@@ -86,6 +86,7 @@ def _released(method: str, k: int, p: int, seed: int) -> tuple[pd.DataFrame, dic
         ("mdav-seed", 3, 2),
         ("random-seed", 4, 3),
         ("enhanced-pk", 5, 3),
+        ("sec-pk", 4, 2),
         ("k-increase", 3, 2),
         ("mdav", 4, 1),
         ("best", 3, 1),

@@ -9,13 +9,13 @@ import pytest
 from locpriv.errors import InfeasibleError
 from locpriv.tabular import (
     best_p_sensitive,
-    enhanced_pk_clustering,
     is_p_sensitive,
     mdav_seed,
     sse,
 )
 from locpriv.tabular.categorical import zscore
 from locpriv.tabular.psearch import ruin_recreate_p
+from locpriv.tabular.sec_pk import sec_pk_clustering
 from tests.tabular._mdav_helpers import CENSUS
 
 
@@ -32,7 +32,7 @@ def _data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize(("k", "p"), [(3, 2), (4, 3), (5, 3)])
 def test_best_p_is_p_sensitive_and_below_the_greedy_heuristics(k: int, p: int) -> None:
     X, S = _data(900, k)
-    greedy = min(sse(X, mdav_seed(X, S, k, p)), sse(X, enhanced_pk_clustering(X, S, k, p)))
+    greedy = min(sse(X, mdav_seed(X, S, k, p)), sse(X, sec_pk_clustering(X, S, k, p)))
     labels = best_p_sensitive(X, S, k, p, seed=1)
     assert labels.shape == (len(X),)
     assert is_p_sensitive(labels, S, k, p)  # the independent validator

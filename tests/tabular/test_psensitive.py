@@ -30,6 +30,7 @@ from locpriv.tabular import (
 from locpriv.tabular.categorical import zscore
 from locpriv.tabular.microaggregation import mdav_p_sensitive
 from locpriv.tabular.psensitive import group_is_p_sensitive
+from locpriv.tabular.sec_pk import sec_pk_clustering
 
 CENSUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "census.csv"
 
@@ -68,8 +69,8 @@ def test_condition2_is_an_upper_bound_on_groups() -> None:
             continue
         X = rng.normal(size=(n, 2))
         cond = conditions(s, k, p)
-        for labels in (mdav_seed(X, s, k, p), enhanced_pk_clustering(X, s, k, p)):
-            assert labels.max() + 1 <= cond.max_clusters
+        for fn in (mdav_seed, enhanced_pk_clustering, sec_pk_clustering):
+            assert fn(X, s, k, p).max() + 1 <= cond.max_clusters
 
 
 @pytest.mark.parametrize(
@@ -92,7 +93,7 @@ def test_require_feasible_errors(
 def test_methods_raise_on_infeasible() -> None:
     X = np.arange(12.0)[:, None]
     s = np.array([0, 1] * 6)
-    for fn in (mdav_seed, random_seed, enhanced_pk_clustering):
+    for fn in (mdav_seed, random_seed, enhanced_pk_clustering, sec_pk_clustering):
         with pytest.raises(InfeasibleError, match="p=3 is larger than k=2"):
             fn(X, s, 2, 3)
         with pytest.raises(InfeasibleError, match="fewer than p=3"):
@@ -145,6 +146,7 @@ def test_every_method_is_p_sensitive_k_anonymous(prob: tuple) -> None:  # type: 
         "mdav-seed": mdav_seed(X, S, k, p),
         "random-seed": random_seed(X, S, k, p, np.random.default_rng(prob[0])),
         "enhanced-pk": enhanced_pk_clustering(X, S, k, p),
+        "sec-pk": sec_pk_clustering(X, S, k, p),
     }
     if n <= 40:
         outs["k-increase"] = k_increase(X, S, k, p)[0]
@@ -263,7 +265,8 @@ def test_census_methods_valid_and_il_ordered() -> None:
     Z, s = _census()
     for k, p in ((3, 2), (5, 3)):
         il_m = il_percent(Z, np.asarray(mdav(Z, k), dtype=np.int64))
-        for labels in (mdav_seed(Z, s, k, p), enhanced_pk_clustering(Z, s, k, p)):
+        for fn in (mdav_seed, enhanced_pk_clustering, sec_pk_clustering):
+            labels = fn(Z, s, k, p)
             assert is_p_sensitive(labels, s, k, p)
             # p-sensitivity costs information: never below plain MDAV by a wide margin
             assert il_percent(Z, labels) > 0.8 * il_m
@@ -343,9 +346,7 @@ def test_grid_index_gives_the_plain_pass_results(d: int) -> None:
     X3 = np.hstack([X, np.zeros((n, 3 - d))])
     s = np.minimum(rng.geometric(0.3, n) - 1, 6)
     for k, p in ((3, 2), (5, 4)):
-        assert np.array_equal(
-            enhanced_pk_clustering(X, s, k, p), enhanced_pk_clustering(X3, s, k, p)
-        )
+        assert np.array_equal(sec_pk_clustering(X, s, k, p), sec_pk_clustering(X3, s, k, p))
         assert np.array_equal(mdav_seed(X, s, k, p), mdav_seed(X3, s, k, p))
         # random-seed draws (n // k + 1) x d numbers, so it is compared with the plain
         # version in test_seeded_kernel_equals_plain_python_many_chunks (n >= 2048) instead
@@ -362,6 +363,7 @@ def test_p_sensitive_methods_reject_non_finite_keys(bad: float) -> None:
         lambda: mdav_seed(X, S, 3, 2),
         lambda: random_seed(X, S, 3, 2, np.random.default_rng(1)),
         lambda: enhanced_pk_clustering(X, S, 3, 2),
+        lambda: sec_pk_clustering(X, S, 3, 2),
         lambda: k_increase(X, S, 3, 2),
     )
     for call in calls:

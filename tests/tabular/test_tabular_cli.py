@@ -65,7 +65,7 @@ def test_anonymize_file_round_trip(
         assert key in report
     assert report["n"] == 200 and report["k"] == 4 and report["p"] == 3
     assert report["p_achieved"]["disease"] >= 3
-    assert report["method"] in ("k-increase", "mdav-seed", "random-seed", "enhanced-pk", "best-p")
+    assert report["method"] in ("k-increase", "mdav-seed", "random-seed", "sec-pk", "best-p")
     assert report["il_percent"] == pytest.approx(100 * report["sse"] / report["sst"])
     assert not list(tmp_path.glob(".*.tmp"))
 

@@ -12,7 +12,8 @@ and call these). One module per concern, named for what it holds:
 ``block_index``     the block index of those queries (d > 2): k-d tree order, build, removal
 ``block_query``     the k-nearest queries on the block index
 ``seeded``          Solanas et al.'s seeded heuristic (``mdav-seed``, ``random-seed``)
-``enhanced_pk``     EnhancedPKClustering
+``enhanced_pk``     EnhancedPKClustering as printed (its cluster state and scans: ``epk_state``)
+``sec_pk``          ``sec-pk``, locpriv's SEC-split variant
 ``local_search``    moves, swaps and pair re-splits of the partition improver
 ``neighbours``      the improver's k-nearest-neighbour graph (exact, or a projection forest)
 ``vmdav``           V-MDAV

@@ -136,7 +136,7 @@ def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     With a non-empty ``top`` (SEC ids; ``sec[o]`` the SEC of original record o, ``rem[v]`` the
     live records of SEC v) also, for each SEC v of ``top``, the smallest (distance, position)
     pair of its live records (``self_o`` at -1) into ``near_d[v]``/``near_t[v]``, which the
-    caller set to (inf, -1): the candidate pass of :mod:`.enhanced_pk`.
+    caller set to (inf, -1): the candidate pass of :mod:`.sec_pk`.
 
     The plain pass keeps exactly these pairs (records arrive in position order and a later one
     wins only if strictly nearer); here records arrive block by block and win by the same

@@ -4,7 +4,7 @@ Sorted-buffer inserts, the pivot shell of the furthest-from-centroid search, chu
 partial-distance-pruned squared-distance passes and the k-nearest queries over a compacted
 column-major copy of the unassigned records. The indexes live beside: the grid (d <= 2) in
 :mod:`.knn_grid`, the block index (d > 2) in :mod:`.block_index` and :mod:`.block_query`.
-Callers: the kernels of :mod:`.seeded` and :mod:`.enhanced_pk` (numba cache: see
+Callers: the kernels of :mod:`.seeded` and :mod:`.sec_pk` (numba cache: see
 :mod:`locpriv.tabular._kernels`).
 """
 

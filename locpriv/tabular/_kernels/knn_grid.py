@@ -4,7 +4,7 @@ A grid over the data's box (about 8 records per cell) keeps per-cell lists of th
 positions, updated on swap-remove; a query walks rings of cells around the query point with the
 (distance, position) key of the plain pass until the records outside the rings are provably
 further than the kth. Answers equal :func:`.knn._knn`'s, ties included.
-:func:`_grid_pass` is enhanced-pk's candidate pass on the same grid (it also finds the nearest
+:func:`_grid_pass` is sec-pk's candidate pass on the same grid (it also finds the nearest
 record of every wanted SEC).
 
 numba cache: see the maintenance note of :mod:`locpriv.tabular._kernels`.
