@@ -45,6 +45,7 @@ def test_clone_get_params_and_set_params() -> None:
         "progress": None,
         "block_size": 32768,
         "scheduler": None,
+        "workers": 1,
     }
     twin = clone(est)
     assert twin is not est and twin.get_params() == params
