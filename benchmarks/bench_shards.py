@@ -18,12 +18,18 @@ Per shard count N, on a private mosquitto (127.0.0.1) with ``[tiles] side_m = 20
   each (users of every tile, no position: the last update is used) for ``duration_s``;
   replies/s and p50/p99 latency.
 
+While the updates drain, the CPU used by the whole machine (``/proc/stat``), mosquitto and each
+shard is recorded as cores busy (``cores_busy``): on two cores, two shards, mosquitto and the
+load generators compete, which bounds the speed-up whatever the services do.
+
 The ceiling of one process is then taken apart on the same machine (``bounds``): the raw MQTT
 client alone (a subscriber that only counts, same burst) and locpriv's handling alone (the
 dispatcher on pre-received updates, in-process), one by one and batched (all queued updates of
 a burst projected in one call and stored with ``Cloaker.update_many``).
 
-Timings on a shared machine are noisy: compare ratios within one run.
+Timings on a shared machine are noisy (the one-shard rate alone varied by 40 % between quiet
+runs): the shard counts run in ``--repeat`` interleaved rounds (default 3, so 1, 2, 1, 2, 1, 2)
+and ``runs`` holds the medians; ``samples`` holds every round.
 """
 
 from __future__ import annotations
@@ -247,7 +253,26 @@ def _go(procs: list[subprocess.Popen[str]]) -> None:
         p.stdin.flush()
 
 
-def ingest(port: int, prefix: str, users: int, updates: int, ports: list[int]) -> dict[str, Any]:
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _busy_s() -> float:
+    """CPU seconds all cores spent not idle so far (``/proc/stat``)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / _TICK
+
+
+def ingest(
+    port: int, prefix: str, users: int, updates: int, ports: list[int], *, pids: dict[str, int]
+) -> dict[str, Any]:
+    """Updates/s drained by the shards, and where the CPU went meanwhile: cores busy on the
+    whole machine and per process (``pids``: role -> pid), over the measured window."""
     me = [sys.executable, __file__]
     gens = [
         _spawn(
@@ -273,12 +298,14 @@ def ingest(port: int, prefix: str, users: int, updates: int, ports: list[int]) -
     ]
     _go(gens)
     samples: list[tuple[float, float]] = []
+    cpu: list[dict[str, float]] = []
     last_change = time.monotonic()
     prev = -1.0
     while time.monotonic() - last_change < 3.0:
         now = time.monotonic()
         total = sum(handled(ports))
         samples.append((now, total))
+        cpu.append({"machine": _busy_s()} | {role: _cpu_s(pid) for role, pid in pids.items()})
         if total != prev:
             prev, last_change = total, now
         if total >= updates:
@@ -288,9 +315,13 @@ def ingest(port: int, prefix: str, users: int, updates: int, ports: list[int]) -
     moving = [(t, c) for t, c in samples if c > 0]
     first = moving[0]
     final = next(s for s in moving if s[1] == moving[-1][1])
-    rate = (final[1] - first[1]) / max(final[0] - first[0], 1e-9)
+    span = max(final[0] - first[0], 1e-9)
+    rate = (final[1] - first[1]) / span
+    i0, i1 = samples.index(first), samples.index(final)
+    cores_busy = {role: (cpu[i1][role] - cpu[i0][role]) / span for role in cpu[0]}
     return {
         "updates_per_s": rate,
+        "cores_busy": cores_busy,
         "handled": moving[-1][1],
         "sent": sum(s["sent"] for s in sent),
         "send_s": max(s["send_s"] for s in sent),
@@ -337,6 +368,20 @@ def cloaks(url: str, prefix: str, users: int, conc: int, dur: float) -> dict[str
         "p99_ms": float(np.percentile(lat, 99)) if len(lat) else None,
         "errors": errors,
     }
+
+
+def _median_run(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One shard count's rounds summarised: medians of the rates, latencies and CPU figures."""
+    out = dict(rounds[0])
+    for key in ("updates_per_s", "cloaks_per_s", "p50_ms", "p99_ms", "send_s"):
+        values = [r[key] for r in rounds if r.get(key) is not None]
+        out[key] = float(np.median(values)) if values else None
+    out["cores_busy"] = {
+        role: float(np.median([r["cores_busy"][role] for r in rounds]))
+        for role in rounds[0]["cores_busy"]
+    }
+    out["rounds"] = len(rounds)
+    return out
 
 
 # ---------------------------------------------------------------- what bounds it
@@ -463,6 +508,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--duration-s", type=float, default=8.0)
     ap.add_argument("--shards", default="")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds over the shard counts")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
@@ -480,7 +526,7 @@ def main() -> None:
     counts = [int(x) for x in a.shards.split(",")] if a.shards else [1, 2]
     if not a.shards and cores >= 4:
         counts.append(4)
-    runs = []
+    samples: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         broker = MosquittoProcess(tmp)
@@ -490,27 +536,32 @@ def main() -> None:
                 "mqtt_client_only_per_s": bound_mqtt_client(broker.port, a.users, a.updates),
                 **bound_handling(a.users, min(a.updates, 100_000)),
             }
-            for n in counts:
-                prefix = f"b{n}x{os.getpid()}"
+            for n in [n for _ in range(a.repeat) for n in counts]:  # interleaved rounds
+                prefix = f"b{n}x{os.getpid()}x{len(samples)}"
                 cfg = _config_file(work, prefix)
                 shards = start_shards(broker.url, cfg, n, work)
                 try:
                     ports = [port for _, port in shards]
-                    ing = ingest(broker.port, prefix, a.users, a.updates, ports)
+                    pids = {"mosquitto": broker._proc.pid}
+                    pids |= {f"shard{i}": p.pid for i, (p, _) in enumerate(shards)}
+                    ing = ingest(broker.port, prefix, a.users, a.updates, ports, pids=pids)
                     clk = cloaks(broker.url, prefix, a.users, a.concurrency, a.duration_s)
                 finally:
                     stop([p for p, _ in shards])
                 share = [
                     sum(Shard(i, n).owns(t) for t in set(population(a.users)[3])) for i in range(n)
                 ]
-                runs.append({"shards": n, **ing, **clk, "tiles_per_shard": share})
-                print(json.dumps(runs[-1]), flush=True)
+                samples.append({"shards": n, **ing, **clk, "tiles_per_shard": share})
+                print(json.dumps(samples[-1]), flush=True)
         finally:
             broker.stop()
+    runs = [_median_run([r for r in samples if r["shards"] == n]) for n in counts]
     base = runs[0]
     for r in runs:
         r["updates_speedup"] = r["updates_per_s"] / base["updates_per_s"]
         r["cloaks_speedup"] = r["cloaks_per_s"] / base["cloaks_per_s"]
+    rounds = [samples[i : i + len(counts)] for i in range(0, len(samples), len(counts))]
+    pairwise = [r[1]["updates_per_s"] / r[0]["updates_per_s"] for r in rounds if len(r) > 1]
     result = {
         "machine": {"cores": cores, "python": platform.python_version()},
         "params": {
@@ -522,8 +573,11 @@ def main() -> None:
             "concurrency_each": a.concurrency,
             "duration_s": a.duration_s,
             "update_qos": 0,
+            "repeat": a.repeat,
         },
         "runs": runs,
+        "updates_speedup_2_per_round": pairwise,
+        "samples": samples,
         "bounds": bounds,
     }
     print()
@@ -535,6 +589,18 @@ def main() -> None:
             f"| {r['cloaks_per_s']:.0f} | {r['cloaks_speedup']:.2f} | {r['p50_ms']:.1f} "
             f"| {r['p99_ms']:.1f} | {r['tiles_per_shard']} |"
         )
+    print()
+    print(
+        "medians of",
+        a.repeat,
+        "interleaved rounds; 2 vs 1 shards per round:",
+        ", ".join(f"{x:.2f}" for x in pairwise),
+    )
+    print()
+    print("cores busy while the updates drained (machine, and per process):")
+    for r in runs:
+        busy = ", ".join(f"{k} {v:.2f}" for k, v in r["cores_busy"].items())
+        print(f"  {r['shards']} shard(s): {busy}")
     print()
     print("one process's ingest, taken apart (updates/s):")
     for k, v in bounds.items():
