@@ -55,7 +55,7 @@ class Tiling:
             return None
         if self.side_m is None:
             return 0, 0
-        return math.floor(x_m / self.side_m), math.floor(y_m / self.side_m)
+        return _cell(x_m, self.side_m), _cell(y_m, self.side_m)
 
     def tile_of(self, x_m: float, y_m: float) -> str | None:
         """The id of the tile holding a point (local metres); None for a non-finite point."""
@@ -80,6 +80,18 @@ class Tiling:
         for ix in range(math.floor(x0 / s), math.ceil(x1 / s)):
             for iy in range(math.floor(y0 / s), math.ceil(y1 / s)):
                 yield tile_id(ix, iy)
+
+
+def _cell(v: float, side: float) -> int:
+    """The ``i`` with ``i*side <= v < (i+1)*side`` (the products as :meth:`Tiling.rect`
+    computes them): ``floor(v / side)``, corrected by one where the division rounded across an
+    integer (e.g. ``v = -5e-324`` divides to ``-0.0``)."""
+    i = math.floor(v / side)
+    if v < i * side:
+        return i - 1
+    if v >= (i + 1) * side:
+        return i + 1
+    return i
 
 
 def _weight(tile: str, shard: int) -> bytes:

@@ -338,8 +338,10 @@ class DeploymentConfig(Message):
     """Services -> everyone, retained on ``{prefix}/v1/config``: what a client needs to put
     its requests on the right topics. ``tile_m`` is the side of the square tiles of the local
     azimuthal-equidistant projection centred on (``lat0_deg``, ``lon0_deg``); a position's
-    tile is ``t{floor(x / tile_m)}_{floor(y / tile_m)}`` of its projected metres (x east,
-    y north). Without ``tile_m`` every position is in tile ``t0_0``."""
+    tile is ``t{i}_{j}`` with ``i*tile_m <= x < (i+1)*tile_m`` and ``j*tile_m <= y <
+    (j+1)*tile_m`` in its projected metres (x east, y north): ``floor(x / tile_m)``, corrected
+    by one where the division rounds across an integer. Without ``tile_m`` every position is
+    in tile ``t0_0``."""
 
     type: Literal["deployment_config"] = "deployment_config"
     lat0_deg: Lat = Field(description="Projection origin, latitude, WGS84 degrees")
