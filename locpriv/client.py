@@ -51,8 +51,8 @@ from locpriv.errors import (
 from locpriv.protocols.effects import Effect
 from locpriv.protocols.user import Answer, Cloak, UserMachine
 from locpriv.transport import Received, ReplyEndpoints, Transport, connect, new_client_id
-from locpriv.transport.deadlines import Clock, DeadlineTimer
-from locpriv.transport.effects import EffectRunner
+from locpriv.transport.deadlines import Clock
+from locpriv.transport.host import MachineHost
 from locpriv.wire.messages import (
     POI,
     REPLY_MAX_BYTES,
@@ -112,21 +112,32 @@ class Client:
                 url, client_id=cid, password=password, ca_file=ca_file, **transport_options
             )
 
-        self._transport: Transport = transport or open_connection(client_id or new_client_id("c"))
-        self.client_id = self._transport.client_id
+        main = transport or open_connection(client_id or new_client_id("c"))
+        self.client_id = main.client_id
         self.machine = UserMachine(self.topics, self.topics.reply(self.client_id), profile=profile)
         self._configured = asyncio.Event()
-        self.endpoints = ReplyEndpoints(
-            self._transport, self.topics, opener=open_connection, deliver=self._handle
-        )
-        self._timer = DeadlineTimer(self.machine, self._spawn, clock=clock, name="client")
-        self._effects = EffectRunner(
-            self._transport, endpoints=self.endpoints, after=self._timer.poke
+        self._host = MachineHost(
+            self.machine,
+            main,
+            topics=self.topics,
+            opener=open_connection,
+            deliver=self._handle,
+            clock=clock,
+            name=f"client-{self.client_id}",
+            on_closed=self._closed,
         )
         self._plain: dict[str, asyncio.Future[Any]] = {}
         """Plain DS queries (:meth:`ds_query`) by correlation id."""
-        self._tasks: list[asyncio.Task[None]] = []
         self._position: LonLat | None = None
+
+    @property
+    def _transport(self) -> Transport:
+        return self._host.transport
+
+    @property
+    def endpoints(self) -> ReplyEndpoints:
+        """The connections of fresh reply topics (``opened``, ``active``: diagnostics)."""
+        return self._host.endpoints
 
     @property
     def profile(self) -> PrivacyProfile | None:
@@ -134,17 +145,7 @@ class Client:
         return self.machine.profile
 
     async def __aenter__(self) -> Self:
-        await self._transport.__aenter__()
-        try:
-            await self._transport.subscribe(self.machine.reply_to, qos=1)
-            await self._transport.subscribe(self.topics.config, qos=1)
-        except BaseException:
-            await self._transport.__aexit__(None, None, None)
-            raise
-        self._tasks = [
-            asyncio.create_task(self._read(), name=f"client-{self.client_id}"),
-            asyncio.create_task(self._timer.run(), name=f"client-timer-{self.client_id}"),
-        ]
+        await self._host.start([(self.machine.reply_to, 1), (self.topics.config, 1)])
         if not await self._deployment():
             log.warning(
                 "no deployment configuration on %s within %g s: is the anonymizer running?"
@@ -160,15 +161,8 @@ class Client:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
-        await self._effects.close()
-        await self.endpoints.aclose()
-        await self._transport.__aexit__(exc_type, exc, tb)
+        await self._host.stop(TransportError("client closed"), (exc_type, exc, tb))
+        self._closed()
 
     async def _deployment(self) -> bool:
         """Wait (at most ``config_timeout_s``) for the deployment configuration."""
@@ -300,12 +294,9 @@ class Client:
 
     async def _await(self, rid: str, effects: list[Effect]) -> Any:
         try:
-            return await self._effects.request(rid, effects)  # the machine times it out
+            return await self._host.request(rid, effects)  # the machine times it out
         finally:
-            await self._effects.run(self.machine.cancel(rid))  # no-op once it finished
-
-    def _spawn(self, effects: list[Effect]) -> None:
-        self._effects.spawn(effects)
+            await self._host.effects.run(self.machine.cancel(rid))  # no-op once it finished
 
     def _handle(self, received: Received) -> None:
         """One message from the main connection or a fresh reply topic's."""
@@ -327,12 +318,10 @@ class Client:
             else:
                 direct.set_result(message)
             return
-        self._spawn(self.machine.receive(message, self.clock()))
+        self._host.spawn(self.machine.receive(message, self.clock()))
 
-    async def _read(self) -> None:
-        async for received in self._transport.messages():
-            self._handle(received)
-        self._effects.fail_all(TransportError("transport closed"))
+    def _closed(self) -> None:
+        """The connection ended: plain DS queries still waiting fail."""
         for fut in self._plain.values():
             if not fut.done():
                 fut.set_exception(TransportError("transport closed"))

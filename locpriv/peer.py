@@ -29,8 +29,6 @@ with an error), :class:`~locpriv.errors.RequestTimeout` (DS silent, or the calle
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -48,12 +46,10 @@ from locpriv.errors import (
     LocalProtocolError,
     RequestTimeout,
 )
-from locpriv.protocols.effects import Effect
 from locpriv.protocols.p4.machine import PeerMachine
 from locpriv.protocols.p4.types import PeerAnswer, PeerConfig
 from locpriv.transport import Received, ReplyEndpoints, Transport, connect, new_client_id
-from locpriv.transport.deadlines import DeadlineTimer
-from locpriv.transport.effects import EffectRunner
+from locpriv.transport.host import MachineHost
 from locpriv.wire.messages import REPLY_MAX_BYTES, Query, decode
 from locpriv.wire.topics import Topics
 
@@ -120,28 +116,35 @@ class PeerClient:
         self._connection_pseudonym: str | None = None
         self.rotations = 0
         """Connections replaced so far (one per pseudonym period while the device is used)."""
-        self.transport: Transport = transport or open_connection(new_client_id("p4"))
-        self.endpoints = ReplyEndpoints(
-            self.transport, self.machine.topics, opener=open_connection, deliver=self._handle
+        self._host = MachineHost(
+            self.machine,
+            transport or open_connection(new_client_id("p4")),
+            topics=self.machine.topics,
+            opener=open_connection,
+            deliver=self._handle,
+            clock=clock,
+            name="p4",
+            on_timer_error=self._timer_failed,
         )
-        self._timer = DeadlineTimer(
-            self.machine, self._spawn, clock=clock, name="peer", on_error=self._timer_failed
-        )
-        self._effects = EffectRunner(
-            self.transport, endpoints=self.endpoints, after=self._timer.poke
-        )
-        self._runners: list[asyncio.Task[None]] = []
         self._open = False
+
+    @property
+    def transport(self) -> Transport:
+        """The main connection (replaced when the pseudonym changes)."""
+        return self._host.transport
+
+    @property
+    def endpoints(self) -> ReplyEndpoints:
+        """The connections of fresh reply topics."""
+        return self._host.endpoints
 
     # ----------------------------------------------------------------- lifecycle
 
     async def __aenter__(self) -> Self:
         warm_up()
-        await self.transport.__aenter__()
+        await self._host.start()
         self._open = True
         self._connection_pseudonym = self.machine.pseudonym(self.clock())
-        self._reader = asyncio.create_task(self._read(self.transport), name="p4-read")
-        self._runners = [asyncio.create_task(self._timer.run(), name="p4-timer")]
         log.debug("peer client %s open", self.user_id)
         return self
 
@@ -152,19 +155,7 @@ class PeerClient:
         tb: TracebackType | None,
     ) -> None:
         self._open = False
-        await self._effects.close()
-        tasks = {*self._runners, self._reader}
-        pending = set(tasks)
-        while pending:  # cancel until done: 3.11's wait_for may swallow one cancellation
-            for task in pending:
-                task.cancel()
-            _, pending = await asyncio.wait(pending, timeout=0.2)
-        for task in tasks:
-            if not task.cancelled() and task.exception() is not None:
-                log.debug("peer task ended with %r", task.exception())
-        self._effects.fail_all(RequestTimeout("peer client closed"))
-        await self.endpoints.aclose()
-        await self.transport.__aexit__(exc_type, exc, tb)
+        await self._host.stop(RequestTimeout("peer client closed"), (exc_type, exc, tb))
 
     # ------------------------------------------------------------------- public
 
@@ -175,11 +166,11 @@ class PeerClient:
 
     def set_location(self, *, lon: float, lat: float) -> None:
         """The device's true position (degrees). Never sent anywhere as such."""
-        self._spawn(self.machine.set_location(lon, lat, self.clock()))
+        self._host.spawn(self.machine.set_location(lon, lat, self.clock()))
 
     async def flush(self) -> None:
         """Wait until pending subscriptions and publications have gone out."""
-        await self._effects.flush()
+        await self._host.effects.flush()
 
     async def query(self, query: Query, *, timeout_s: float | None = None) -> PeerAnswer:
         """Run one Protocol 4 query; the refined answer with diagnostics."""
@@ -188,16 +179,13 @@ class PeerClient:
         await self._maybe_rotate()
         qid, effects = self.machine.start_query(query, self.clock())
         try:
-            answer = await self._effects.request(qid, effects, timeout_s)
+            answer = await self._host.request(qid, effects, timeout_s)
         finally:
-            self._spawn(self.machine.cancel(qid))  # no-op when the query has finished
+            self._host.spawn(self.machine.cancel(qid))  # no-op when the query has finished
         assert isinstance(answer, PeerAnswer)
         return answer
 
     # ------------------------------------------------------------------ driving
-
-    def _spawn(self, effects: list[Effect]) -> None:
-        self._effects.spawn(effects)
 
     def _handle(self, item: Received) -> None:
         """One message from the main connection or a fresh reply topic's."""
@@ -213,11 +201,7 @@ class PeerClient:
         except Exception:  # a bug must not stop the device from serving others
             log.exception("peer machine failed on a %s", type(message).__name__)
             return
-        self._spawn(effects)
-
-    async def _read(self, transport: Transport) -> None:
-        async for item in transport.messages():
-            self._handle(item)
+        self._host.spawn(effects)
 
     async def _maybe_rotate(self) -> None:
         """A new pseudonym gets a new connection: the broker sees a new client id, and what it
@@ -227,29 +211,14 @@ class PeerClient:
         pseudonym = self.machine.pseudonym(self.clock())
         if not self._rotates or pseudonym == self._connection_pseudonym or self.machine.pending:
             return
-        new = self._open_connection(new_client_id("p4"))
-        await new.__aenter__()
         cell = self.machine.cell_topic
-        if cell is not None:
-            await new.subscribe(cell, qos=0)
-        old, old_endpoints, old_reader = self.transport, self.endpoints, self._reader
-        self.transport = new
-        self.endpoints = ReplyEndpoints(
-            new, self.machine.topics, opener=self._open_connection, deliver=self._handle
-        )
-        self._effects.transport = new
-        self._effects.endpoints = self.endpoints
-        self._reader = asyncio.create_task(self._read(new), name="p4-read")
+        new = self._open_connection(new_client_id("p4"))
+        await self._host.replace(new, [(cell, 0)] if cell is not None else [])
         self._connection_pseudonym = pseudonym
         self.rotations += 1
-        old_reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await old_reader
-        await old_endpoints.aclose()
-        await old.__aexit__(None, None, None)
 
     def _timer_failed(self, exc: Exception) -> None:
         """A deadline raised: fail the queries in flight rather than leave them hanging."""
-        for qid in list(self._effects.futures):
-            self._spawn(self.machine.cancel(qid))
-        self._effects.fail_all(LocalProtocolError(f"internal error: {exc!r}"))
+        for qid in list(self._host.effects.futures):
+            self._host.spawn(self.machine.cancel(qid))
+        self._host.effects.fail_all(LocalProtocolError(f"internal error: {exc!r}"))

@@ -21,9 +21,25 @@ from locpriv.transport.base import Transport
 from locpriv.transport.endpoints import ReplyEndpoints
 from locpriv.wire.messages import encode
 
-__all__ = ["EffectRunner"]
+__all__ = ["EffectRunner", "settle_outcome"]
 
 log = logging.getLogger(__name__)
+
+
+def settle_outcome(
+    futures: dict[str, asyncio.Future[Any]], e: Effect, *, pop: bool = False
+) -> bool:
+    """Resolve ``futures[e.request_id]`` with a ``Done`` value or a ``Failed`` error (removing
+    it with ``pop``); False when ``e`` is not an outcome."""
+    if not isinstance(e, Done | Failed):
+        return False
+    fut = futures.pop(e.request_id, None) if pop else futures.get(e.request_id)
+    if fut is not None and not fut.done():
+        if isinstance(e, Done):
+            fut.set_result(e.value)
+        else:
+            fut.set_exception(e.error)
+    return True
 
 
 class EffectRunner:
@@ -46,15 +62,7 @@ class EffectRunner:
 
     def settle(self, e: Effect) -> bool:
         """Resolve the future of a ``Done``/``Failed`` outcome; False for other effects."""
-        if not isinstance(e, Done | Failed):
-            return False
-        fut = self.futures.get(e.request_id)
-        if fut is not None and not fut.done():
-            if isinstance(e, Done):
-                fut.set_result(e.value)
-            else:
-                fut.set_exception(e.error)
-        return True
+        return settle_outcome(self.futures, e)
 
     async def run(self, effects: list[Effect]) -> None:
         """Carry out ``effects`` in order (a run of subscriptions is acknowledged before what

@@ -33,10 +33,11 @@ import numpy as np
 from locpriv.core.geo import LonLat
 from locpriv.core.poi import POIIndex
 from locpriv.errors import DecodeError
-from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.effects import Effect, Send, Subscribe, Unsubscribe
 from locpriv.protocols.user import Answer, UserMachine
 from locpriv.transport import Received, connect
 from locpriv.transport.deadlines import DeadlineTimer
+from locpriv.transport.effects import settle_outcome
 from locpriv.wire import messages as m
 from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord
@@ -170,15 +171,7 @@ class Shard:
             asyncio.get_running_loop().create_task(self.run_effects(rest, rid))
 
     def settle(self, e: Effect) -> bool:
-        if not isinstance(e, Done | Failed):
-            return False
-        fut = self.waiting.pop(e.request_id, None)
-        if fut is not None and not fut.done():
-            if isinstance(e, Done):
-                fut.set_result(e.value)
-            else:
-                fut.set_exception(e.error)
-        return True
+        return settle_outcome(self.waiting, e, pop=True)
 
     async def run_effects(self, effects: list[Effect], rid: str | None) -> None:
         """Carry out the requester's effects in order; count what it sends per request."""
