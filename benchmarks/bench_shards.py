@@ -6,7 +6,11 @@ one process's ingest.
     .venv/bin/python benchmarks/bench_shards.py --quick    # smaller, for a smoke run
 
 Per shard count N, on a private mosquitto (127.0.0.1) with ``[tiles] side_m = 2000`` over a
-20 km x 20 km world (100 tiles) and ``users`` users spread uniformly:
+40 km x 40 km world (``--world-km``; 400 tiles, a city the size issue 13 describes) and ``users``
+users spread uniformly (80,000: 50 per km²). Rendezvous hashing gives each shard a share of the
+tiles that is random around 1/N (at 2 shards 48.7/51.3 % here; 44/56 % with the 100 tiles of a
+20 km world): the busiest shard bounds the speed-up at 1/share, so ``tiles_per_shard`` is reported
+beside every figure.
 
 * N processes ``locpriv serve anonymizer --shard I/N --metrics-port P`` (N = 1: no --shard);
 * **ingest**: two generator processes publish ``updates`` pre-encoded location updates (QoS 0,
@@ -63,7 +67,15 @@ from locpriv.wire.messages import LocationUpdate, encode  # noqa: E402
 from locpriv.wire.topics import Topics  # noqa: E402
 
 SIDE_M = 2000.0
-HALF_M = 10_000.0
+#: Side of the square world in km; subprocesses read it from the environment (``--world-km``).
+WORLD_ENV = "BENCH_SHARDS_WORLD_KM"
+
+
+def half_m() -> float:
+    """Half the world's side (metres), from ``--world-km`` as passed on to every subprocess."""
+    return float(os.environ.get(WORLD_ENV, "40")) * 500.0
+
+
 LAT0, LON0 = 41.3874, 2.1686
 OUT = ROOT / "benchmarks" / "results" / "bench_shards.json"
 
@@ -74,7 +86,7 @@ OUT = ROOT / "benchmarks" / "results" / "bench_shards.json"
 def population(users: int, seed: int = 7) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
     """User ids, (lon, lat) and tile of ``users`` users uniform over the world."""
     rng = np.random.default_rng(seed)
-    xy = rng.uniform(-HALF_M + 1, HALF_M - 1, size=(users, 2))
+    xy = rng.uniform(-half_m() + 1, half_m() - 1, size=(users, 2))
     proj = LocalProjection(LAT0, LON0)
     lon, lat = proj.to_lonlat(xy[:, 0], xy[:, 1])
     tiling = Tiling(SIDE_M)
@@ -186,7 +198,7 @@ def _config_file(work: Path, prefix: str) -> Path:
     path = work / f"{prefix}.toml"
     path.write_text(
         f'prefix = "{prefix}"\n[tiles]\nside_m = {SIDE_M}\n'
-        f"[cloak]\nworld_half_m = {HALF_M}\nepoch_s = 1.0\n"
+        f"[cloak]\nworld_half_m = {half_m()}\nepoch_s = 1.0\n"
         "[limits]\nmax_queue = 10000000\nrequests_per_s = 1e6\nburst = 1e6\n"
         f'max_pending_per_user = 1000\n[mqtt]\nclient_id = "{prefix}-anon"\n'
     )
@@ -448,7 +460,7 @@ def bound_handling(users: int, count: int) -> dict[str, float]:
     from locpriv.wire.messages import decode
 
     config = ServiceConfig.model_validate(
-        {"tiles": {"side_m": SIDE_M}, "cloak": {"world_half_m": HALF_M}}
+        {"tiles": {"side_m": SIDE_M}, "cloak": {"world_half_m": half_m()}}
     )
     topics = config.topics
     ids, lon, lat, tiles = population(users)
@@ -503,7 +515,10 @@ def main() -> None:
     ap.add_argument("--url", default="")
     ap.add_argument("--prefix", default="")
     ap.add_argument("--part", type=int, default=0)
-    ap.add_argument("--users", type=int, default=20_000)
+    ap.add_argument("--users", type=int, default=80_000)
+    ap.add_argument(
+        "--world-km", type=float, default=None, help="side of the square world (default 40)"
+    )
     ap.add_argument("--updates", type=int, default=90_000)  # below mosquitto's queue
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--duration-s", type=float, default=8.0)
@@ -512,6 +527,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
+    if a.world_km is not None:
+        os.environ[WORLD_ENV] = str(a.world_km)
     if a.role == "gen":
         generator(a.port, a.prefix, a.users, a.part, parts=2, count=a.updates)
         return
@@ -521,7 +538,7 @@ def main() -> None:
         )
         return
     if a.quick:
-        a.users, a.updates, a.duration_s = 4000, 40_000, 3.0
+        a.users, a.updates, a.duration_s = 16_000, 40_000, 3.0
     cores = os.cpu_count() or 1
     counts = [int(x) for x in a.shards.split(",")] if a.shards else [1, 2]
     if not a.shards and cores >= 4:
@@ -568,7 +585,7 @@ def main() -> None:
             "users": a.users,
             "updates": a.updates,
             "tile_side_m": SIDE_M,
-            "world_m": 2 * HALF_M,
+            "world_m": 2 * half_m(),
             "requesters": 2,
             "concurrency_each": a.concurrency,
             "duration_s": a.duration_s,

@@ -40,7 +40,7 @@ from _deploy import (
     unit_command,
     unit_service,
 )
-from _svc_helpers import PROJ
+from _svc_helpers import PROJ, wait_until
 
 from locpriv.client import Client
 from locpriv.config import load_config
@@ -416,8 +416,7 @@ async def test_p1_p2_p3_work_for_a_legitimate_user(dep: Deployment) -> None:
             assert [p.id for p in answer.pois] == [p.id for p in exact], protocol
         # P3's DS hop came back on one short-lived connection of its own, now closed
         assert alice.endpoints.opened == 1
-        await asyncio.sleep(0.2)
-        assert alice.endpoints.active == 0
+        await wait_until(lambda: alice.endpoints.active == 0, timeout=5.0)
 
 
 @pytest.mark.asyncio

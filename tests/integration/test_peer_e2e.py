@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _svc_helpers import wait_until
 
 import locpriv
 from locpriv.config import MqttSection, ServiceConfig
@@ -127,7 +128,7 @@ async def test_twenty_devices_end_to_end(broker_url: str, topics: Topics) -> Non
             assert a.group_size == K
             assert A_MIN < a.area_m2 < A_MAX
             assert a.rounds == 1 and a.replies >= K - 1
-        await asyncio.sleep(0.1)
+        await wait_until(lambda: len(ds_seen) >= len(askers), timeout=5.0)
         assert len(ds_seen) == len(askers)
         for item in ds_seen:
             msg = decode(item.payload)
