@@ -61,12 +61,30 @@ from locpriv.wire.messages import (
 )
 from locpriv.wire.topics import Topics
 
-__all__ = ["PeerMachine"]
+__all__ = ["PeerMachine", "device_point"]
 
 log = logging.getLogger(__name__)
 
 PROJECTION_GRID_DEG = 0.1
 """Spacing (degrees) of the origins of the local projections used for grouping."""
+
+
+def device_point(config: PeerConfig, secret: bytes | None = None) -> PerturbedPoint:
+    """The perturbed point a device publishes, with ``config``'s static-place defence.
+
+    With ``keyed_noise`` the place noise is keyed by ``secret`` (a fresh 32-byte secret when
+    ``None``); otherwise reuse radius/TTL and the per-place draw cap apply. The one place that
+    turns a :class:`PeerConfig` into a :class:`PerturbedPoint` (the device and the studies).
+    """
+    return PerturbedPoint(
+        config.mechanism,
+        reuse_radius_m=config.reuse_radius_m,
+        reuse_ttl_s=config.reuse_ttl_s,
+        max_draws_per_place=config.max_draws_per_place,
+        enabled=config.reuse_enabled,
+        secret=(secret or secrets.token_bytes(32)) if config.keyed_noise else None,
+        rekey_s=config.rekey_s,
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -97,15 +115,7 @@ class PeerMachine:
         """The noise generator (only noise: identifiers come from ``ids``)."""
         self.ids = ids
         self.grid = CellGrid(config.side_m)
-        self.point = PerturbedPoint(
-            config.mechanism,
-            reuse_radius_m=config.reuse_radius_m,
-            reuse_ttl_s=config.reuse_ttl_s,
-            max_draws_per_place=config.max_draws_per_place,
-            enabled=config.reuse_enabled,
-            secret=(secret or secrets.token_bytes(32)) if config.keyed_noise else None,
-            rekey_s=config.rekey_s,
-        )
+        self.point = device_point(config, secret)
         self.stats: Counter[str] = Counter()
         self._true: LonLat | None = None
         self._cell_topic: str | None = None
