@@ -3,12 +3,15 @@
 With ``shard=Shard(I, N)`` (``locpriv serve anonymizer --shard I/N``) the process serves the
 tiles rendezvous hashing gives shard I (:func:`~locpriv.protocols.trusted.shard_tiles`) and
 subscribes to their topics only; its client id, reply topic and status topic get the suffix
-``-s{I}of{N}``. Every process publishes the retained deployment configuration on
-``{prefix}/v1/config`` after each (re)connection, from which clients compute their tile.
+``-s{I}of{N}``, and so does its ``[state] journal_file`` (``pending.json`` ->
+``pending-s{I}of{N}.json``): shards on one host never overwrite each other's journal. Every
+process publishes the retained deployment configuration on ``{prefix}/v1/config`` after each
+(re)connection, from which clients compute their tile.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from locpriv.config import ServiceConfig
@@ -39,6 +42,11 @@ class AnonymizerService(ServiceDriver):
         suffix = f"-s{shard.index}of{shard.count}" if shard.count > 1 else ""
         if shard.count > 1 and not config.tiles.side_m:
             raise ConfigError("--shard needs tiles: set [tiles] side_m in the configuration")
+        if suffix and config.state.journal_file:
+            journal = Path(config.state.journal_file)
+            journal = journal.with_name(journal.stem + suffix + journal.suffix)
+            state = config.state.model_copy(update={"journal_file": str(journal)})
+            config = config.model_copy(update={"state": state})
         self.shard = shard
         self.tiles = shard_tiles(config, shard)
         """The tiles this process serves (None: every tile, no tiles configured)."""

@@ -171,15 +171,24 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 
 def unit_command(
-    name: str, paths: dict[str, str], credentials: dict[str, str], creds_dir: Path
+    name: str,
+    paths: dict[str, str],
+    credentials: dict[str, str],
+    creds_dir: Path,
+    *,
+    instance: str = "",
 ) -> tuple[list[str], dict[str, str]]:
     """The command line and environment systemd would start ``name`` with.
 
     ``paths`` maps shipped paths to test paths (applied to the unit and to its env files, which
     are read from ``deploy/systemd/<basename>``); ``credentials`` maps ``LoadCredential`` ids
-    to their content, written into ``creds_dir`` as systemd does.
+    to their content, written into ``creds_dir`` as systemd does; ``instance`` is a template
+    unit's ``%i`` (``name`` is then ``unit@.service``).
     """
-    settings = unit_service(name)
+    settings = {
+        key: [v.replace("%i", instance) for v in values]
+        for key, values in unit_service(name).items()
+    }
     env: dict[str, str] = {}
     for env_file in settings.get("EnvironmentFile", []):
         shipped = DEPLOY / "systemd" / Path(env_file).name

@@ -1,0 +1,192 @@
+"""The shipped shard template ``deploy/systemd/locpriv-anonymizer@.service`` run as systemd would:
+two instances (``%i`` = 0, 1) with the shipped env files, password credential, ACL and
+``locpriv.toml`` on a real mosquitto; users in tiles of either shard are served over TLS, each
+instance's metrics port answers, and each keeps its own journal file."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _deploy import (
+    DEPLOY,
+    Deployment,
+    build,
+    locpriv_paths,
+    read_env_file,
+    service_env,
+    start_mosquitto,
+    unit_command,
+)
+from _svc_helpers import PROJ
+
+from locpriv.client import Client
+from locpriv.config import load_config
+from locpriv.core.noise import offset_lonlat
+from locpriv.core.tiles import Shard
+from locpriv.service.broker import free_port
+from locpriv.wire.messages import NearestQuery
+
+pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeout(180)]
+
+SHIPPED = load_config(DEPLOY / "locpriv.toml")
+SHARDS = int(read_env_file(DEPLOY / "systemd" / "anonymizer.env")["LOCPRIV_SHARDS"])
+PROFILE = {"k": 3, "a_min_m2": 1e4, "a_max_m2": 5e7, "max_delay_s": 3.0}
+
+
+def _home_of_each_shard() -> dict[int, tuple[float, float]]:
+    """A (lon, lat) in a tile of every shard, near the projection origin."""
+    tiling = SHIPPED.tiling()
+    homes: dict[int, tuple[float, float]] = {}
+    side = SHIPPED.tiles.side_m
+    for ix in range(-3, 3):
+        for iy in range(-3, 3):
+            x, y = (ix + 0.5) * side, (iy + 0.5) * side
+            tile = tiling.tile_of(x, y) or ""
+            owner = next(i for i in range(SHARDS) if Shard(i, SHARDS).owns(tile))
+            homes.setdefault(owner, PROJ.point_to_lonlat(x, y))
+    assert sorted(homes) == list(range(SHARDS))
+    return homes
+
+
+def _wait_for_line(path: Path, needle: bytes, proc: subprocess.Popen[bytes], t: float) -> None:
+    deadline = time.monotonic() + t
+    while needle not in path.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            err = path.with_suffix(".err").read_text(errors="replace")[-3000:]
+            raise AssertionError(f"{path.name}: no {needle!r} (exit {proc.poll()}): {err}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def sharded() -> Iterator[tuple[Deployment, dict[str, Any]]]:
+    from conftest import _require_mosquitto
+
+    _require_mosquitto()
+    dep = build(Path(tempfile.gettempdir()))
+    broker = start_mosquitto(dep)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    ports = {f"920{i}": str(free_port()) for i in range(SHARDS)}
+    try:
+        paths = locpriv_paths(dep) | ports
+        units = [("locpriv-ds.service", "locpriv-ds", "", "ds")]
+        units += [
+            ("locpriv-anonymizer@.service", "locpriv-anonymizer", str(i), f"s{i}")
+            for i in range(SHARDS)
+        ]
+        for unit, user, instance, name in units:
+            argv, env = unit_command(
+                unit,
+                paths,
+                {"broker-password": dep.passwords[user]},
+                dep.root / f"creds-{name}",
+                instance=instance,
+            )
+            with (
+                (dep.root / f"{name}.out").open("wb") as out,
+                (dep.root / f"{name}.err").open("wb") as err,
+            ):
+                procs[name] = subprocess.Popen(argv, env=service_env(env), stdout=out, stderr=err)
+            _wait_for_line(dep.root / f"{name}.out", b"serving ", procs[name], 60)
+        yield dep, {"procs": procs, "metrics": [ports[f"920{i}"] for i in range(SHARDS)]}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        broker.terminate()
+        broker.wait(10)
+        if broker.stderr is not None:
+            broker.stderr.close()
+        shutil.rmtree(dep.root, ignore_errors=True)
+
+
+def _app(dep: Deployment, user: str) -> Client:
+    return Client(
+        dep.app_url(user),
+        user_id=user,
+        password=dep.passwords[user],
+        ca_file=str(dep.ca_file),
+        timeout_s=8.0,
+    )
+
+
+def test_the_template_names_its_shard_and_metrics_port(
+    sharded: tuple[Deployment, dict[str, Any]],
+) -> None:
+    dep, ctx = sharded
+    for i in range(SHARDS):
+        argv = ctx["procs"][f"s{i}"].args
+        assert argv[argv.index("--shard") + 1] == f"{i}/{SHARDS}"
+        assert argv[argv.index("--metrics-port") + 1] == ctx["metrics"][i]
+        out = (dep.root / f"s{i}.out").read_text()
+        assert f"serving anonymizer-s{i}of{SHARDS} on" in out
+        assert dep.passwords["locpriv-anonymizer"] not in out + " ".join(argv)
+
+
+@pytest.mark.asyncio
+async def test_users_of_every_shard_are_served_and_counted(
+    sharded: tuple[Deployment, dict[str, Any]],
+) -> None:
+    dep, ctx = sharded
+    homes = _home_of_each_shard()
+    rng = np.random.default_rng(3)
+    users = {0: ("alice", "bob", "carol", "dave"), 1: ("erin", "fay", "gus", "mallory")}
+    query = NearestQuery(category="cafe", n=2)
+    for shard, names in users.items():
+        home = homes[shard]
+        for user in names[1:]:
+            lon, lat = offset_lonlat(home[0], home[1], *rng.uniform(-300, 300, 2))
+            async with _app(dep, user) as c:
+                await c.update_location(lon=lon, lat=lat)
+        async with _app(dep, names[0]) as requester:
+            await requester.update_location(lon=home[0], lat=home[1])
+            cloak = await requester.cloak(**PROFILE)  # type: ignore[arg-type]
+            assert cloak.users is not None and cloak.users >= PROFILE["k"]
+            assert PROFILE["a_min_m2"] < cloak.area_m2 < PROFILE["a_max_m2"]
+            answer = await requester.query(query, protocol=2)
+            assert answer.pois
+    for i, port in enumerate(ctx["metrics"]):
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            text = r.read().decode()
+        service = f'service="anonymizer-s{i}of{SHARDS}"'
+        located = [
+            line
+            for line in text.splitlines()
+            if line.startswith("locpriv_messages_total{")
+            and service in line
+            and 'kind="location"' in line
+        ]
+        assert located and float(located[0].rsplit(" ", 1)[1]) >= len(users[i]), text[-2000:]
+
+
+def test_each_instance_keeps_its_own_journal(
+    sharded: tuple[Deployment, dict[str, Any]],
+) -> None:
+    from locpriv.service.anonymizer import AnonymizerService
+
+    dep, _ = sharded
+    config = load_config(dep.root / "etc-locpriv" / "locpriv.toml")  # as the instances read it
+    shipped = Path(config.state.journal_file)
+    services = [
+        AnonymizerService(dep.plain_url("x"), config, shard=Shard(i, SHARDS))
+        for i in range(SHARDS)
+    ]
+    paths = {s.journal.path for s in services if s.journal is not None}
+    expected = {shipped.with_name(f"{shipped.stem}-s{i}of{SHARDS}.json") for i in range(SHARDS)}
+    assert paths == expected
