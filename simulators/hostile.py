@@ -4,7 +4,9 @@
 field by field (deleted, extra, retyped, out of range, huge numbers, odd characters, a
 ``user_id`` other than the topic's), deep
 nesting, number bombs, invalid UTF-8, control characters and non-characters in ``reply_to``,
-``reply_to`` pointing at other services' topics, and plain garbage. Each :class:`FuzzCase` says
+``reply_to`` pointing at other services' topics, plain garbage, and - when the services cut
+the plane into tiles (``tile_of``) - topics whose tile segment is a neighbour's, a far one's or
+no tile at all. Each :class:`FuzzCase` says
 on which reply topic an answer must arrive (``expect_reply``: the services answer every request
 whose ``reply_to`` is a valid reply topic, else on their error topic).
 
@@ -22,9 +24,13 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from locpriv.wire.topics import Topics, matches
+from locpriv.core.tiles import parse_tile, tile_id
+from locpriv.wire.topics import WORLD_TILE, Topics, matches
 
-__all__ = ["FuzzCase", "fuzz_cases", "stray_topics"]
+__all__ = ["FuzzCase", "TileOf", "fuzz_cases", "stray_topics"]
+
+TileOf = Callable[[float, float], "str | None"]
+"""The services' tile of a position (lon, lat degrees), None where none is."""
 
 LAT0, LON0 = 41.3874, 2.1686
 """Around the default projection origin (Barcelona), degrees."""
@@ -216,6 +222,28 @@ def _mutations(topics: Topics) -> list[Callable[[dict[str, Any], random.Random],
     ]
 
 
+def _wrong_tile(tile: str, rng: random.Random) -> str:
+    """A tile segment other than ``tile``: a neighbour, a far tile, or one that names no tile
+    (every one a legal MQTT topic level: no ``+``, ``#`` or NUL)."""
+    ix, iy = parse_tile(tile) or (0, 0)
+    return rng.choice(
+        [
+            tile_id(ix + 1, iy),
+            tile_id(ix, iy - 1),
+            tile_id(ix + 10**6, iy - 10**6),
+            "t" + "9" * 40 + "_0",
+            "t1",
+            "T0_0",
+            "t0.5_0",
+            "t0_0_0",
+            "t-0_0",
+            "tile",
+            "é",
+            "",
+        ]
+    )
+
+
 def _encode(body: Any) -> bytes:
     if isinstance(body, bytes):
         return body
@@ -235,25 +263,40 @@ def _reply_of(payload: bytes, topics: Topics) -> str | None:
 
 
 def fuzz_cases(
-    topics: Topics, n: int, *, seed: int = 0, valid_share: float = 0.2
+    topics: Topics,
+    n: int,
+    *,
+    seed: int = 0,
+    valid_share: float = 0.2,
+    tile_of: TileOf | None = None,
+    wrong_tile_share: float = 0.1,
 ) -> Iterator[FuzzCase]:
     """``n`` seeded cases over every request topic; ``valid_share`` of them unmutated. Every
-    case has its own reply topic ``reply/fz<i>`` so that answers can be counted per case."""
+    case has its own reply topic ``reply/fz<i>`` so that answers can be counted per case.
+    With ``tile_of`` (services with tiles) requests travel on their position's tile topic, and
+    ``wrong_tile_share`` of them on a wrong or malformed tile segment instead."""
     rng = random.Random(seed)
     mutations = _mutations(topics)
-    routes: dict[str, Callable[[str], str]] = {
-        "loc": topics.location,
-        "p1": topics.p1_query,
-        "p2": topics.p2_query,
-        "p3": topics.p3_cloak,
-        "ds": lambda _user: topics.ds_query,
+    routes: dict[str, Callable[[str, str], str]] = {
+        "loc": lambda user, tile: topics.location(user, tile=tile),
+        "p1": lambda user, tile: topics.p1_query(user, tile=tile),
+        "p2": lambda user, tile: topics.p2_query(user, tile=tile),
+        "p3": lambda user, tile: topics.p3_cloak(user, tile=tile),
+        "ds": lambda _user, _tile: topics.ds_query,
     }
     for i in range(n):
         kind = rng.choice(list(routes))
         reply_to = topics.reply(f"fz{i}")
         body = _valid(kind, topics, reply_to, f"c{i}", rng)
+        tile, wrong = WORLD_TILE, None
+        if tile_of is not None and "lat" in body:
+            tile = tile_of(body["lon"], body["lat"]) or WORLD_TILE
+            if rng.random() < wrong_tile_share:
+                wrong = _wrong_tile(tile, rng)
         # published on the sender's own topic (all a broker ACL allows), whatever the payload says
-        topic = routes[kind](body.get("user_id", f"f{rng.randrange(50)}"))
+        topic = routes[kind](body.get("user_id", f"f{rng.randrange(50)}"), tile)
+        if wrong is not None:  # raw: Topics refuses to build a malformed segment
+            topic = topic.replace(f"/{tile}/", f"/{wrong}/", 1)
         if rng.random() >= valid_share:
             for _ in range(rng.choice([1, 1, 1, 2, 3])):
                 body = rng.choice(mutations)(body, rng)

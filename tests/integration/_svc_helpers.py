@@ -14,7 +14,7 @@ from locpriv.core.geo import LocalProjection
 from locpriv.service.driver import ServiceDriver
 from locpriv.transport import Received, connect
 from locpriv.wire.messages import LocationUpdate, encode
-from locpriv.wire.topics import Topics
+from locpriv.wire.topics import WORLD_TILE, Topics
 
 LAT0, LON0 = 41.3874, 2.1686
 PROJ = LocalProjection(LAT0, LON0)
@@ -61,17 +61,29 @@ async def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> No
             await asyncio.sleep(0.01)
 
 
-async def seed_population(url: str, topics: Topics, n: int = 40, seed: int = 1) -> None:
-    """``n`` users ``u0..`` scattered within 1.5 km of the origin publish one update each."""
+async def seed_population(
+    url: str,
+    topics: Topics,
+    n: int = 40,
+    seed: int = 1,
+    *,
+    tile_of: Callable[[float, float], str | None] | None = None,
+) -> list[str]:
+    """``n`` users ``u0..`` scattered within 1.5 km of the origin publish one update each
+    (on their tile's topic, with ``tile_of``); returns the topics published on."""
     rng = np.random.default_rng(seed)
     xy = rng.uniform(-1500, 1500, size=(n, 2))
     lon, lat = PROJ.to_lonlat(xy[:, 0], xy[:, 1])
+    published = []
     async with connect(url) as t:
         for i in range(n):
             update = LocationUpdate(
                 user_id=f"u{i}", lat=float(lat[i]), lon=float(lon[i]), t=time.time()
             )
-            await t.publish(topics.location(f"u{i}"), encode(update))
+            tile = (tile_of(float(lon[i]), float(lat[i])) if tile_of else None) or WORLD_TILE
+            published.append(topics.location(f"u{i}", tile=tile))
+            await t.publish(published[-1], encode(update))
+    return published
 
 
 class Spy:

@@ -184,8 +184,7 @@ def test_each_instance_keeps_its_own_journal(
     config = load_config(dep.root / "etc-locpriv" / "locpriv.toml")  # as the instances read it
     shipped = Path(config.state.journal_file)
     services = [
-        AnonymizerService(dep.plain_url("x"), config, shard=Shard(i, SHARDS))
-        for i in range(SHARDS)
+        AnonymizerService(dep.plain_url("x"), config, shard=Shard(i, SHARDS)) for i in range(SHARDS)
     ]
     paths = {s.journal.path for s in services if s.journal is not None}
     expected = {shipped.with_name(f"{shipped.stem}-s{i}of{SHARDS}.json") for i in range(SHARDS)}
