@@ -185,10 +185,11 @@ class Client:
         """Publish the user's exact position (degrees) to the anonymizer of its tile."""
         await self._deployment()
         here = LonLat(lon, lat)
-        send = self.machine.location_update(
+        sends = self.machine.location_update(
             user_id=self.user_id, position=here, now=self.clock(), t=t, accuracy_m=accuracy_m
         )
-        await self._transport.publish(send.topic, encode(send.message), qos=self.location_qos)
+        for send in sends:  # a LocationLeave for her old tile first, when she changed tiles
+            await self._transport.publish(send.topic, encode(send.message), qos=self.location_qos)
         self._position = here
 
     def _here(self, lon: float | None, lat: float | None) -> LonLat:

@@ -78,6 +78,12 @@ messages: st.SearchStrategy[m.Message] = st.one_of(
         t=seconds,
         accuracy_m=st.none() | metres,
     ),
+    st.builds(
+        m.LocationLeave,
+        user_id=ident,
+        tile=st.builds("t{}_{}".format, st.integers(-(10**9) + 1, 10**9 - 1), st.integers(-9, 9)),
+        t=seconds,
+    ),
     cloak_requests(),
     st.builds(
         m.CloakReply,

@@ -38,6 +38,7 @@ def test_every_type_has_version_and_is_frozen(msg: m.Message) -> None:
 def test_union_covers_every_message_type() -> None:
     assert set(m.MESSAGE_TYPES) == {
         "location_update",
+        "location_leave",
         "cloak_request",
         "cloak_reply",
         "query_request",

@@ -20,6 +20,8 @@ from locpriv.wire.messages import (
     CloakRequest,
     DeploymentConfig,
     ErrorReply,
+    LocationLeave,
+    NearestQuery,
     PrivacyProfile,
     encode,
 )
@@ -72,14 +74,14 @@ def test_the_requester_computes_her_tile_from_the_deployment() -> None:
     with pytest.raises(LocalProtocolError, match="deployment configuration"):
         um.location_update(user_id="al", position=_lonlat(0, 0), now=T0)
     assert um.receive(DEPLOYMENT, T0) == []
-    send = um.location_update(user_id="al", position=_lonlat(2500.0, -10.0), now=T0)
+    (send,) = um.location_update(user_id="al", position=_lonlat(2500.0, -10.0), now=T0)
     assert send.topic == TOPICS.location("al", tile="t1_-1")
     _, (req,) = um.cloak(user_id="al", position=None, profile=None, now=T0, timeout_s=1.0)
     assert isinstance(req, Send) and req.topic == TOPICS.p3_cloak("al", tile="t1_-1")
     with pytest.raises(LocalProtocolError, match="no position"):
         um.cloak(user_id="bo", position=None, profile=None, now=T0, timeout_s=1.0)
     um.receive(DeploymentConfig(lat0_deg=LAT0, lon0_deg=LON0), T0)  # no tiles
-    send = um.location_update(user_id="al", position=_lonlat(2500.0, -10.0), now=T0)
+    (send,) = um.location_update(user_id="al", position=_lonlat(2500.0, -10.0), now=T0)
     assert send.topic == TOPICS.location("al", tile=WORLD_TILE)
 
 
@@ -90,9 +92,10 @@ def test_cloaks_use_the_users_of_the_requesters_tile_and_stay_inside_it() -> Non
     west = [(1990.0, 100.0 + 10 * i) for i in range(3)]
     east = [(2010.0, 100.0 + 10 * i) for i in range(3)]
     updates = [
-        um.location_update(user_id=f"{side}{i}", position=_lonlat(*xy), now=T0)
+        send
         for side, pts in (("w", west), ("e", east))
         for i, xy in enumerate(pts)
+        for send in um.location_update(user_id=f"{side}{i}", position=_lonlat(*xy), now=T0)
     ]
     assert {s.topic.split("/")[3] for s in updates} == {"t0_0", "t1_0"}
     assert _run(d, updates) == []
@@ -109,21 +112,108 @@ def test_a_user_crossing_a_border_is_handed_over_at_once() -> None:
     d = _service()
     um = _user()
     sends = [
-        um.location_update(user_id=f"u{i}", position=_lonlat(500.0 + i, 500.0), now=T0)
+        send
         for i in range(4)
+        for send in um.location_update(user_id=f"u{i}", position=_lonlat(500.0 + i, 500.0), now=T0)
     ]
     _run(d, sends)
     anonymizer = d.machine.anonymizer  # type: ignore[attr-defined]
     assert anonymizer.cloakers.users_per_tile() == {"t0_0": 4}
-    _run(d, [um.location_update(user_id="u0", position=_lonlat(2500.0, 500.0), now=T0 + 1)])
+    _run(d, um.location_update(user_id="u0", position=_lonlat(2500.0, 500.0), now=T0 + 1))
     assert anonymizer.cloakers.users_per_tile() == {"t0_0": 3, "t1_0": 1}
+    assert anonymizer.cloakers.tile_of("u0") == "t1_0"
+
+
+def _owner(tile: str) -> int:
+    config = ServiceConfig.model_validate({"tiles": {"side_m": SIDE}})
+    return next(i for i in range(2) if tile in (shard_tiles(config, Shard(i, 2)) or []))
+
+
+def _two_tiles_of_two_shards() -> tuple[tuple[float, float], tuple[float, float]]:
+    """A point in a tile of shard 0 and one in a neighbouring tile of shard 1 (metres)."""
+    for ix in range(-5, 5):
+        a, b = (ix * SIDE + 500.0, 500.0), ((ix + 1) * SIDE + 500.0, 500.0)
+        tiles = [f"t{ix}_0", f"t{ix + 1}_0"]
+        if [_owner(t) for t in tiles] == [0, 1]:
+            return a, b
+    raise AssertionError("no neighbouring tiles of two shards")
+
+
+def test_a_user_moving_to_another_shards_tile_is_forgotten_by_the_old_one_at_once() -> None:
+    """Each shard sees its own tiles' topics only: the old shard learns that she left from the
+    LocationLeave her client sends on the old tile's topic, not from her next update."""
+    shards = [_service(Shard(i, 2)) for i in range(2)]
+    home, away = _two_tiles_of_two_shards()
+    um = _user()
+    tiling_of = {0: shards[0], 1: shards[1]}
+
+    def deliver(sends: list[Send], now: float) -> None:
+        for s in sends:
+            tile = TOPICS.tile_of(s.topic) or ""
+            assert _run(tiling_of[_owner(tile)], [s], now) == []  # accepted, nothing to answer
+
+    for i in range(3):
+        deliver(um.location_update(user_id=f"u{i}", position=_lonlat(*home), now=T0), T0)
+    old = shards[0].machine.anonymizer.cloakers  # type: ignore[attr-defined]
+    new = shards[1].machine.anonymizer.cloakers  # type: ignore[attr-defined]
+    assert sum(old.users_per_tile().values()) == 3
+    moved = um.location_update(user_id="u0", position=_lonlat(*away), now=T0 + 5)
+    assert [type(s.message).__name__ for s in moved] == ["LocationLeave", "LocationUpdate"]
+    deliver(moved, T0 + 5)
+    assert sum(old.users_per_tile().values()) == 2 and old.tile_of("u0") is None
+    assert new.tile_of("u0") is not None
+    # staying in the tile sends no leave; P2 (the mediator only relays) moves nobody
+    assert len(um.location_update(user_id="u0", position=_lonlat(*away), now=T0 + 6)) == 1
+    query = NearestQuery(category="cafe", n=1)
+    _, p2 = um.query(
+        query,
+        protocol=2,
+        user_id="u1",
+        position=_lonlat(*away),
+        profile=None,
+        now=T0 + 7,
+        timeout_s=1.0,
+    )
+    assert [type(e.message).__name__ for e in p2 if isinstance(e, Send)] == ["QueryRequest"]
+    # P1 and P3 with a position place the user there: they leave the old tile first
+    _, p3 = um.cloak(
+        user_id="u2", position=_lonlat(*away), profile=PROFILE, now=T0 + 8, timeout_s=1.0
+    )
+    assert [type(e.message).__name__ for e in p3 if isinstance(e, Send)] == [
+        "LocationLeave",
+        "CloakRequest",
+    ]
+
+
+def test_a_late_or_foreign_leave_changes_nothing() -> None:
+    d = _service()
+    um = _user()
+    anonymizer = d.machine.anonymizer  # type: ignore[attr-defined]
+    _run(d, um.location_update(user_id="u0", position=_lonlat(500.0, 500.0), now=T0))
+    leave, update = um.location_update(user_id="u0", position=_lonlat(2500.0, 500.0), now=T0 + 1)
+    _run(d, [update, leave])  # the leave arrives after her update in the new tile
+    assert anonymizer.cloakers.users_per_tile() == {"t0_0": 0, "t1_0": 1}
+    assert anonymizer.cloakers.tile_of("u0") == "t1_0"
+    # a leave must name the topic's tile
+    assert isinstance(leave.message, LocationLeave)
+    forged = Send(TOPICS.location("u0", tile="t1_0"), leave.message)
+    (err,) = _run(d, [forged])
+    assert isinstance(err.message, ErrorReply)
+    assert (err.message.code, err.message.field) == (ErrorCode.INVALID_FIELD, "tile")
+    assert anonymizer.cloakers.tile_of("u0") == "t1_0"
+    # and the topic's user: nobody leaves in another's name
+    other = Send(
+        TOPICS.location("mallory", tile="t1_0"), leave.message.model_copy(update={"tile": "t1_0"})
+    )
+    (err,) = _run(d, [other])
+    assert isinstance(err.message, ErrorReply) and err.message.field == "user_id"
     assert anonymizer.cloakers.tile_of("u0") == "t1_0"
 
 
 def test_the_topics_tile_must_hold_the_position_and_be_served() -> None:
     d = _service()
     um = _user()
-    right = um.location_update(user_id="al", position=_lonlat(2500.0, 10.0), now=T0)
+    (right,) = um.location_update(user_id="al", position=_lonlat(2500.0, 10.0), now=T0)
     wrong = Send(TOPICS.location("al", tile="t0_0"), right.message)
     (err,) = _run(d, [wrong])
     assert isinstance(err.message, ErrorReply)

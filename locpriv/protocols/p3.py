@@ -31,6 +31,7 @@ from locpriv.protocols.p2 import RegionInfo
 from locpriv.wire.messages import (
     CloakReply,
     CloakRequest,
+    LocationLeave,
     LocationUpdate,
     Message,
     PrivacyProfile,
@@ -144,9 +145,12 @@ class Anonymizer:
         return out
 
     def receive(self, message: Message, now: float) -> list[Send]:
-        """A :class:`LocationUpdate` or a Protocol 3 :class:`CloakRequest`."""
+        """A :class:`LocationUpdate`, :class:`LocationLeave` or Protocol 3 :class:`CloakRequest`."""
         if isinstance(message, LocationUpdate):
             return self.update(message.user_id, lon=message.lon, lat=message.lat, now=now)
+        if isinstance(message, LocationLeave):
+            self.cloakers.leave(message.user_id, message.tile)
+            return []
         if isinstance(message, CloakRequest):
             reply_to, cid = message.reply_to, message.correlation_id
 

@@ -13,9 +13,10 @@ Abuse limits: with :class:`~locpriv.protocols.limits.RequestLimits`, each user's
 a token bucket and a bound on her unanswered requests, else ``rate_limited``.
 
 Tiles: the segment before the user (``loc/{tile}/{user}``, ...) must be the tile of the
-message's position (:func:`check_tile`, ``invalid_field`` with ``field: "tile"``) and one the
-process serves (else ``unavailable``); a shard (:class:`~locpriv.core.tiles.Shard`) subscribes
-to its own tiles only (:func:`shard_tiles`).
+message's position, or the tile a :class:`LocationLeave` names (:func:`check_tile`,
+``invalid_field`` with ``field: "tile"``), and one the process serves (else ``unavailable``);
+a shard (:class:`~locpriv.core.tiles.Shard`) subscribes to its own tiles only
+(:func:`shard_tiles`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from locpriv.wire.messages import (
     REPLY_MAX_BYTES,
     CloakRequest,
     ErrorReply,
+    LocationLeave,
     LocationUpdate,
     Message,
     QueryAnswer,
@@ -89,7 +91,7 @@ class TrustedCore:
         return effects
 
     def _route(self, message: Message, now: float) -> list[Send]:
-        if isinstance(message, LocationUpdate | CloakRequest):
+        if isinstance(message, LocationUpdate | LocationLeave | CloakRequest):
             return self.anonymizer.receive(message, now)
         if isinstance(message, QueryRequest):
             if message.protocol == 1:
@@ -185,8 +187,8 @@ def shard_tiles(config: ServiceConfig, shard: Shard) -> list[str] | None:
 
 
 def check_tile(topics: Topics, anonymizer: Anonymizer, tiles: list[str] | None) -> Check:
-    """The topic's tile must hold the message's position (when it has one) and be one of
-    ``tiles`` (None: any tile)."""
+    """The topic's tile must hold the message's position (when it has one), equal the tile the
+    message names (a :class:`LocationLeave`), and be one of ``tiles`` (None: any tile)."""
     served = None if tiles is None else frozenset(tiles)
 
     def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
@@ -195,6 +197,9 @@ def check_tile(topics: Topics, anonymizer: Anonymizer, tiles: list[str] | None) 
             return ErrorCode.INVALID_FIELD, "no tile in the topic", "tile"
         if served is not None and tile not in served:
             return ErrorCode.UNAVAILABLE, f"tile {tile} is not served here", "tile"
+        named = getattr(message, "tile", None)
+        if named is not None and named != tile:
+            return ErrorCode.INVALID_FIELD, f"the topic's tile is {tile}, not {named}", "tile"
         lon, lat = getattr(message, "lon", None), getattr(message, "lat", None)
         if lon is not None and lat is not None:
             actual = anonymizer.tile_at(lon, lat)
@@ -259,7 +264,7 @@ def anonymizer_routes(
     return [
         Route(
             topics.location_filter,
-            (LocationUpdate,),
+            (LocationUpdate, LocationLeave),
             answer_errors=True,
             shareable=False,
             overload_errors=False,

@@ -54,6 +54,7 @@ from locpriv.wire.messages import (
     DeploymentConfig,
     DSQuery,
     ErrorReply,
+    LocationLeave,
     LocationUpdate,
     Message,
     PrivacyProfile,
@@ -138,6 +139,9 @@ class UserMachine:
         self.deployment: DeploymentConfig | None = None
         self._projection: LocalProjection | None = None
         self._user_tile: dict[str, str] = {}
+        self._placed: dict[str, str] = {}
+        """Per user, the tile whose owner holds her position (from her last location update or
+        P1/P3 request with a position): left with a :class:`LocationLeave` on a tile change."""
         if deployment is not None:
             self.configure(deployment)
         self._open: dict[str, _Open] = {}
@@ -169,6 +173,7 @@ class UserMachine:
         ):
             self._projection = LocalProjection(deployment.lat0_deg, deployment.lon0_deg)
         self._user_tile.clear()
+        self._placed.clear()
 
     def tile_at(self, position: LonLat) -> str:
         """The tile of ``position``; raises LocalProtocolError before the deployment is known
@@ -196,9 +201,11 @@ class UserMachine:
         now: float,
         t: float | None = None,
         accuracy_m: float | None = None,
-    ) -> Send:
+    ) -> list[Send]:
         """The :class:`LocationUpdate` of ``user_id`` at ``position`` (taken at ``t``, default
-        ``now``), on her tile's topic; later requests without a position go to that tile."""
+        ``now``) on her tile's topic, preceded by a :class:`LocationLeave` for her previous
+        tile when she changed tiles (its owner, maybe another shard, forgets her at once);
+        later requests without a position go to her tile."""
         tile = self.tile_at(position)
         self._user_tile[user_id] = tile
         update = LocationUpdate(
@@ -208,7 +215,19 @@ class UserMachine:
             t=now if t is None else t,
             accuracy_m=accuracy_m,
         )
-        return Send(self.topics.location(user_id, tile=tile), update)
+        return [
+            *self._moved(user_id, tile, now),
+            Send(self.topics.location(user_id, tile=tile), update),
+        ]
+
+    def _moved(self, user_id: str, tile: str, now: float) -> list[Send]:
+        """A :class:`LocationLeave` for the tile that held the user's position, if not ``tile``."""
+        previous = self._placed.get(user_id)
+        self._placed[user_id] = tile
+        if previous is None or previous == tile:
+            return []
+        leave = LocationLeave(user_id=user_id, tile=previous, t=now)
+        return [Send(self.topics.location(user_id, tile=previous), leave)]
 
     def _tile_for(self, user_id: str, position: LonLat | None) -> str:
         if position is not None:
@@ -269,7 +288,8 @@ class UserMachine:
         ``timeout_s`` is counted from ``now`` and extended by the profile's ``max_delay_s``."""
         tile = self._tile_for(user_id, position)
         req = self._new("cloak", 3, position, None, now, timeout_s, profile)
-        return req.id, [self._cloak_request(req, user_id, position, profile, tile)]
+        moved = [] if position is None else self._moved(user_id, tile, now)
+        return req.id, [*moved, self._cloak_request(req, user_id, position, profile, tile)]
 
     def query(
         self,
@@ -290,8 +310,10 @@ class UserMachine:
         tile = self._tile_for(user_id, position)
         use = profile if protocol != 2 else None
         req = self._new("query", protocol, position, query, now, timeout_s, use)
+        # P1 and P3 place the user at ``position`` in the anonymizer; P2 only relays it
+        moved: list[Effect] = [*self._moved(user_id, tile, now)] if protocol != 2 else []
         if protocol == 3:
-            return req.id, [self._cloak_request(req, user_id, position, use, tile)]
+            return req.id, [*moved, self._cloak_request(req, user_id, position, use, tile)]
         message = QueryRequest(
             correlation_id=req.cid,
             reply_to=self.reply_to,
@@ -304,7 +326,7 @@ class UserMachine:
             attributes=attributes or {},
         )
         topic = self.topics.p1_query if protocol == 1 else self.topics.p2_query
-        return req.id, [Send(topic(user_id, tile=tile), message)]
+        return req.id, [*moved, Send(topic(user_id, tile=tile), message)]
 
     def receive(self, message: Message, now: float) -> list[Effect]:
         """A reply on :attr:`reply_to` or on a DS-hop topic, or the deployment configuration;

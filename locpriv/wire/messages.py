@@ -214,6 +214,28 @@ class LocationUpdate(Message):
     accuracy_m: Metres | None = None
 
 
+TileId = Annotated[
+    str,
+    Field(
+        max_length=24,
+        pattern=r"^t-?[0-9]{1,9}_-?[0-9]{1,9}$",
+        description="A tile: t{i}_{j} (see DeploymentConfig)",
+    ),
+]
+
+
+class LocationLeave(Message):
+    """User -> anonymizer: the user has left ``tile``. Sent on that tile's location topic when
+    her next update goes to another tile, so the tile's owner (another shard, maybe) forgets
+    her at once rather than after ``user_ttl_s``; ``tile`` must equal the topic's tile. A leave
+    for a tile the user is not in (any more) changes nothing."""
+
+    type: Literal["location_leave"] = "location_leave"
+    user_id: UserId
+    tile: TileId
+    t: Seconds = Field(description="When the user left, Unix seconds")
+
+
 class CloakRequest(Message):
     """User -> anonymizer (Protocol 3): ask for a cloaked region around the user.
 
@@ -353,6 +375,7 @@ class DeploymentConfig(Message):
 
 AnyMessage: TypeAlias = Annotated[
     LocationUpdate
+    | LocationLeave
     | CloakRequest
     | CloakReply
     | QueryRequest
@@ -370,6 +393,7 @@ MESSAGE_TYPES: Final[dict[str, type[Message]]] = {
     m.model_fields["type"].default: m
     for m in (
         LocationUpdate,
+        LocationLeave,
         CloakRequest,
         CloakReply,
         QueryRequest,
@@ -519,6 +543,7 @@ __all__ = [
     "DSQuery",
     "DeploymentConfig",
     "ErrorReply",
+    "LocationLeave",
     "LocationUpdate",
     "Message",
     "NearestQuery",

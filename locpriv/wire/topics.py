@@ -8,6 +8,7 @@ that support it (mosquitto) so that several service processes split the load.
 topic                       payload                               QoS    retained
 ==========================  ====================================  =====  ========
 ``loc/{tile}/{user_id}``    LocationUpdate (user -> anonymizer)   0/1    no
+                            or LocationLeave (tile change)
 ``p1/query/{tile}/{user}``  QueryRequest protocol=1               1      no
 ``p2/query/{tile}/{user}``  QueryRequest protocol=2               1      no
 ``p3/cloak/{tile}/{user}``  CloakRequest                          1      no

@@ -203,8 +203,8 @@ class Shard:
         for j, i in enumerate(users):
             uid = self.traj.user_ids[i]
             where = LonLat(float(lon[j]), float(lat[j]))
-            upd = self.requester.location_update(user_id=uid, position=where, now=wall)
-            await self.publish(upd.topic, upd.message, self.opts.update_qos)
+            for upd in self.requester.location_update(user_id=uid, position=where, now=wall):
+                await self.publish(upd.topic, upd.message, self.opts.update_qos)
             await self.hub.set_location(i, float(lon[j]), float(lat[j]), wall)
         self.progress.updates += len(users)
 

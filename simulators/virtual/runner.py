@@ -361,8 +361,8 @@ class _Runner(PeerNodes):
         for j, i in enumerate(idx.tolist()):
             uid = ids[i]
             where = LonLat(float(lon[j]), float(lat[j]))
-            u = self.requester.location_update(user_id=uid, position=where, now=now)
-            self.bus.publish(u.topic, u.message, now, label="updates")
+            for u in self.requester.location_update(user_id=uid, position=where, now=now):
+                self.bus.publish(u.topic, u.message, now, label="updates")
         self.updates += len(idx)
 
     def run(self) -> VirtualResult:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import shapely
-from _svc_helpers import PROJ
+from _svc_helpers import PROJ, wait_until
 
 from locpriv.client import Client, Cloak
 from locpriv.core.tiles import Shard, Tiling
@@ -201,6 +201,33 @@ async def test_two_shards_cloak_like_one_process(cluster: tuple[str, dict[str, P
         )
         assert _metric(text, "locpriv_queue_depth", service=service, queue="inbound") == 0.0
         assert "locpriv_reconnects_total" in text and "locpriv_pending_cloaks" in text
+
+
+@pytest.mark.asyncio
+async def test_a_user_moving_to_the_other_shard_leaves_her_old_tile_at_once(
+    cluster: tuple[str, dict[str, Proc]],
+) -> None:
+    """The old shard never sees her new tile's topic: her client's location_leave on the old
+    tile's topic makes it forget her at once, not after ``user_ttl_s`` (300 s)."""
+    url, procs = cluster
+    old = next(t for t in TILES if Shard(0, 2).owns(t))
+    new = next(t for t in TILES if Shard(1, 2).owns(t))
+    tiling = Tiling(SIDE)
+
+    def centre(tile: str) -> tuple[float, float]:
+        x0, y0, x1, y1 = tiling.rect(tile) or (0.0, 0.0, 0.0, 0.0)
+        return PROJ.point_to_lonlat((x0 + x1) / 2, (y0 + y1) / 2)
+
+    def users(shard: str, tile: str) -> float | None:
+        text = _scrape(procs[shard].metrics_port)
+        return _metric(text, "locpriv_users", service=f"anonymizer-{shard}of2", tile=tile)
+
+    async with Client(url, user_id="mover", prefix="sh", timeout_s=10.0) as mover:
+        await mover.update_location(lon=centre(old)[0], lat=centre(old)[1])
+        await wait_until(lambda: users("s0", old) == 11.0, timeout=5.0)
+        await mover.update_location(lon=centre(new)[0], lat=centre(new)[1])
+        await wait_until(lambda: users("s1", new) == 11.0, timeout=5.0)
+        await wait_until(lambda: users("s0", old) == 10.0, timeout=5.0)
 
 
 @pytest.mark.asyncio

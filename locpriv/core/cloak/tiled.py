@@ -5,8 +5,9 @@ A cloak uses the users of the requester's tile only, and its region stays inside
 Without tiles there is one cloaker over the configured world, exactly as before tiles existed.
 
 Handover: a user whose update lands in another tile of the same :class:`TileCloakers` is
-removed from her old tile at once; a tile served by another process forgets her by its TTL
-(``CloakConfig.user_ttl_s``), since it does not see her updates any more.
+removed from her old tile at once; a tile served by another process forgets her when her
+:class:`~locpriv.wire.messages.LocationLeave` for it arrives (:meth:`TileCloakers.leave`; the
+client sends one on every tile change), else by its TTL (``CloakConfig.user_ttl_s``).
 
 Cloakers are made on a tile's first update. Deadlines are cached per tile and recomputed only
 for the tiles touched since (a heap with lazy entries), so a driver's ``next_deadline()`` after
@@ -99,6 +100,18 @@ class TileCloakers:
                 self._dirty.add(old)
         self.tile_of_user[user_id] = tile
         return self._finished(self.cloaker(tile).update(user_id, x_m, y_m, now))
+
+    def leave(self, user_id: str, tile: str) -> None:
+        """The user left ``tile``: forget her there at once. A no-op unless ``tile`` is the
+        tile of her latest update here (a leave that arrives after her next update in another
+        tile of this set, or for a tile she never reported, changes nothing)."""
+        if self.tile_of_user.get(user_id) != tile:
+            return
+        del self.tile_of_user[user_id]
+        c = self.cloakers.get(tile)
+        if c is not None and user_id in c.table:
+            c.remove(user_id)
+            self._dirty.add(tile)
 
     def tile_of(self, user_id: str) -> str | None:
         """The tile of the user's latest update, while her tile still knows her."""
