@@ -15,9 +15,14 @@ import pwd
 import re
 import secrets
 import shlex
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,9 +125,6 @@ def build(root: Path) -> Deployment:
 
 def start_mosquitto(dep: Deployment) -> subprocess.Popen[bytes]:
     """mosquitto on the deployment's config; returns once both listeners accept."""
-    import socket
-    import time
-
     proc = subprocess.Popen(
         [MOSQUITTO_BIN, "-c", str(dep.conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
@@ -230,3 +232,59 @@ def service_env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCPRIV_")}
     env.update(extra)
     return env
+
+
+def start_unit(
+    dep: Deployment,
+    unit: str,
+    user: str,
+    paths: dict[str, str],
+    *,
+    name: str = "",
+    instance: str = "",
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``unit`` (instance ``instance`` of a template) as systemd would, logged in as
+    ``user`` with her password credential; output in ``{name}.out``/``.err`` under the
+    deployment's root (``name`` defaults to ``user``); returns once it prints ``serving``."""
+    name = name or user
+    argv, unit_env = unit_command(
+        unit,
+        paths,
+        {"broker-password": dep.passwords[user]},
+        dep.root / f"creds-{name}",
+        instance=instance,
+    )
+    out_path = dep.root / f"{name}.out"
+    with out_path.open("wb") as out, out_path.with_suffix(".err").open("wb") as err:
+        proc = subprocess.Popen(
+            argv, env=service_env({**unit_env, **(env or {})}), stdout=out, stderr=err
+        )
+    deadline = time.monotonic() + 60
+    while b"serving " not in out_path.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = out_path.with_suffix(".err").read_text(errors="replace")[-3000:]
+            raise AssertionError(f"{name}: not serving (exit {proc.poll()}): {tail}")
+        time.sleep(0.05)
+    return proc
+
+
+def stop_deployment(
+    dep: Deployment, procs: Iterable[subprocess.Popen[bytes]], broker: subprocess.Popen[bytes]
+) -> None:
+    """SIGTERM the services (SIGKILL after 20 s), stop mosquitto, remove the deployment."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    broker.terminate()
+    broker.wait(10)
+    if broker.stderr is not None:
+        broker.stderr.close()
+    shutil.rmtree(dep.root, ignore_errors=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -36,8 +35,9 @@ from _deploy import (
     read_env_file,
     service_env,
     start_mosquitto,
+    start_unit,
+    stop_deployment,
     substitute,
-    unit_command,
     unit_service,
 )
 from _svc_helpers import PROJ, wait_until
@@ -101,45 +101,11 @@ def deployment(
             ("locpriv-ds.service", "locpriv-ds"),
             ("locpriv-anonymizer.service", "locpriv-anonymizer"),
         ):
-            argv, env = unit_command(
-                unit, paths, {"broker-password": dep.passwords[user]}, dep.root / f"creds-{user}"
-            )
             # the most verbose logging there is: a password must not show at any level
-            with (
-                (dep.root / f"{user}.out").open("wb") as out,
-                (dep.root / f"{user}.err").open("wb") as err,
-            ):
-                services[user] = subprocess.Popen(
-                    argv, env=service_env({**env, "LOCPRIV_LOG": "DEBUG"}), stdout=out, stderr=err
-                )
-            _wait_for_line(dep.root / f"{user}.out", b"serving ", services[user], 60)
+            services[user] = start_unit(dep, unit, user, paths, env={"LOCPRIV_LOG": "DEBUG"})
         yield dep, services
     finally:
-        for proc in services.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in services.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(20)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        broker.terminate()
-        broker.wait(10)
-        if broker.stderr is not None:
-            broker.stderr.close()
-        shutil.rmtree(dep.root, ignore_errors=True)
-
-
-def _wait_for_line(
-    path: Path, needle: bytes, proc: subprocess.Popen[bytes], timeout: float
-) -> None:
-    deadline = time.monotonic() + timeout
-    while needle not in path.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            err = path.with_suffix(".err").read_text(errors="replace")[-3000:]
-            raise AssertionError(f"{path.name}: no {needle!r} (exit {proc.poll()}): {err}")
-        time.sleep(0.05)
+        stop_deployment(dep, services.values(), broker)
 
 
 @pytest.fixture

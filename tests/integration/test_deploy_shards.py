@@ -5,11 +5,8 @@ instance's metrics port answers, and each keeps its own journal file."""
 
 from __future__ import annotations
 
-import shutil
-import signal
 import subprocess
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +20,9 @@ from _deploy import (
     build,
     locpriv_paths,
     read_env_file,
-    service_env,
     start_mosquitto,
-    unit_command,
+    start_unit,
+    stop_deployment,
 )
 from _svc_helpers import PROJ
 
@@ -58,15 +55,6 @@ def _home_of_each_shard() -> dict[int, tuple[float, float]]:
     return homes
 
 
-def _wait_for_line(path: Path, needle: bytes, proc: subprocess.Popen[bytes], t: float) -> None:
-    deadline = time.monotonic() + t
-    while needle not in path.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            err = path.with_suffix(".err").read_text(errors="replace")[-3000:]
-            raise AssertionError(f"{path.name}: no {needle!r} (exit {proc.poll()}): {err}")
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def sharded() -> Iterator[tuple[Deployment, dict[str, Any]]]:
     from conftest import _require_mosquitto
@@ -78,41 +66,19 @@ def sharded() -> Iterator[tuple[Deployment, dict[str, Any]]]:
     ports = {f"920{i}": str(free_port()) for i in range(SHARDS)}
     try:
         paths = locpriv_paths(dep) | ports
-        units = [("locpriv-ds.service", "locpriv-ds", "", "ds")]
-        units += [
-            ("locpriv-anonymizer@.service", "locpriv-anonymizer", str(i), f"s{i}")
-            for i in range(SHARDS)
-        ]
-        for unit, user, instance, name in units:
-            argv, env = unit_command(
-                unit,
+        procs["ds"] = start_unit(dep, "locpriv-ds.service", "locpriv-ds", paths)
+        for i in range(SHARDS):
+            procs[f"s{i}"] = start_unit(
+                dep,
+                "locpriv-anonymizer@.service",
+                "locpriv-anonymizer",
                 paths,
-                {"broker-password": dep.passwords[user]},
-                dep.root / f"creds-{name}",
-                instance=instance,
+                name=f"s{i}",
+                instance=str(i),
             )
-            with (
-                (dep.root / f"{name}.out").open("wb") as out,
-                (dep.root / f"{name}.err").open("wb") as err,
-            ):
-                procs[name] = subprocess.Popen(argv, env=service_env(env), stdout=out, stderr=err)
-            _wait_for_line(dep.root / f"{name}.out", b"serving ", procs[name], 60)
         yield dep, {"procs": procs, "metrics": [ports[f"920{i}"] for i in range(SHARDS)]}
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        broker.terminate()
-        broker.wait(10)
-        if broker.stderr is not None:
-            broker.stderr.close()
-        shutil.rmtree(dep.root, ignore_errors=True)
+        stop_deployment(dep, procs.values(), broker)
 
 
 def _app(dep: Deployment, user: str) -> Client:
