@@ -25,9 +25,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import trustme
 
+from locpriv.client import Client
 from locpriv.service.broker import MOSQUITTO_BIN, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -288,3 +290,15 @@ def stop_deployment(
     if broker.stderr is not None:
         broker.stderr.close()
     shutil.rmtree(dep.root, ignore_errors=True)
+
+
+def app(dep: Deployment, user: str, **kw: Any) -> Client:
+    """An app of ``user`` over TLS with her password, as an operator's user would run it."""
+    return Client(
+        dep.app_url(user),
+        user_id=user,
+        password=dep.passwords[user],
+        ca_file=str(dep.ca_file),
+        timeout_s=8.0,
+        **kw,
+    )

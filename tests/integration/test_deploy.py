@@ -29,6 +29,7 @@ import yaml  # type: ignore[import-untyped]
 from _deploy import (
     DEPLOY,
     Deployment,
+    app,
     build,
     conf_directives,
     locpriv_paths,
@@ -111,18 +112,6 @@ def deployment(
 @pytest.fixture
 def dep(deployment: tuple[Deployment, dict[str, subprocess.Popen[bytes]]]) -> Deployment:
     return deployment[0]
-
-
-def app(dep: Deployment, user: str, **kw: Any) -> Client:
-    """An app of ``user`` over TLS with her password, as an operator's user would run it."""
-    return Client(
-        dep.app_url(user),
-        user_id=user,
-        password=dep.passwords[user],
-        ca_file=str(dep.ca_file),
-        timeout_s=8.0,
-        **kw,
-    )
 
 
 @contextlib.asynccontextmanager

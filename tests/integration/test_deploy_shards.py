@@ -17,6 +17,7 @@ import pytest
 from _deploy import (
     DEPLOY,
     Deployment,
+    app,
     build,
     locpriv_paths,
     read_env_file,
@@ -26,7 +27,6 @@ from _deploy import (
 )
 from _svc_helpers import PROJ
 
-from locpriv.client import Client
 from locpriv.config import load_config
 from locpriv.core.noise import offset_lonlat
 from locpriv.core.tiles import Shard
@@ -81,16 +81,6 @@ def sharded() -> Iterator[tuple[Deployment, dict[str, Any]]]:
         stop_deployment(dep, procs.values(), broker)
 
 
-def _app(dep: Deployment, user: str) -> Client:
-    return Client(
-        dep.app_url(user),
-        user_id=user,
-        password=dep.passwords[user],
-        ca_file=str(dep.ca_file),
-        timeout_s=8.0,
-    )
-
-
 def test_the_template_names_its_shard_and_metrics_port(
     sharded: tuple[Deployment, dict[str, Any]],
 ) -> None:
@@ -117,9 +107,9 @@ async def test_users_of_every_shard_are_served_and_counted(
         home = homes[shard]
         for user in names[1:]:
             lon, lat = offset_lonlat(home[0], home[1], *rng.uniform(-300, 300, 2))
-            async with _app(dep, user) as c:
+            async with app(dep, user) as c:
                 await c.update_location(lon=lon, lat=lat)
-        async with _app(dep, names[0]) as requester:
+        async with app(dep, names[0]) as requester:
             await requester.update_location(lon=home[0], lat=home[1])
             cloak = await requester.cloak(**PROFILE)  # type: ignore[arg-type]
             assert cloak.users is not None and cloak.users >= PROFILE["k"]
