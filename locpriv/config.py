@@ -36,6 +36,8 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     requests_per_s = 5.0               # per user: P1-P3 requests refilled per second ...
     burst = 20.0                       # ... up to this many at once; beyond: "rate_limited"
     max_pending_per_user = 10          # a user's unanswered requests; beyond: "rate_limited"
+    updates_per_s = 2.0                # per user: location updates refilled per second ...
+    update_burst = 20.0                # ... up to this many at once; beyond: dropped
 
     [state]                            # what lets accepted requests survive a crash
     token_key_file = ""                # 64 hex digits shared by the anonymizer processes (or
@@ -125,7 +127,8 @@ class CloakSection(_Section):
 class LimitsSection(_Section):
     """Queue bounds, sizes (bytes), timeouts (seconds) and per-user request limits
     (``requests_per_s`` refilled up to ``burst``; at most ``max_pending_per_user``
-    unanswered requests), beyond which a request is answered ``rate_limited``."""
+    unanswered requests), beyond which a request is answered ``rate_limited``; location
+    updates beyond ``updates_per_s`` (refilled up to ``update_burst``) are dropped."""
 
     max_queue: int = Field(1000, ge=1)
     max_pending: int = Field(10_000, ge=1)
@@ -135,6 +138,8 @@ class LimitsSection(_Section):
     requests_per_s: float = Field(5.0, gt=0)
     burst: float = Field(20.0, ge=1)
     max_pending_per_user: int = Field(10, ge=1)
+    updates_per_s: float = Field(2.0, gt=0)
+    update_burst: float = Field(20.0, ge=1)
 
 
 class StateSection(_Section):

@@ -4,7 +4,10 @@
 :class:`UserLimits` admits a user's request when her bucket has a token (``requests_per_s``
 refilled up to ``burst``) and she has fewer than ``max_pending_per_user`` requests waiting for
 an answer; it learns that a request was answered from the replies the machine sends
-(:meth:`UserLimits.settle`). Times are the driver's ``now``, seconds.
+(:meth:`UserLimits.settle`). A user's location updates (and leaves) pass a bucket of their own
+(``updates_per_s`` up to ``update_burst``): beyond it they are dropped, and only the first
+refusal of a run is worth telling her (:meth:`UserLimits.admit_update`), so a flood cannot
+turn into a flood of error replies. Times are the driver's ``now``, seconds.
 """
 
 from __future__ import annotations
@@ -50,12 +53,15 @@ class TokenBucket:
 @dataclass(frozen=True, slots=True)
 class RequestLimits:
     """Per-user limits: ``requests_per_s`` sustained, ``burst`` at once, at most
-    ``max_pending_per_user`` unanswered; buckets of at most ``max_users`` users are kept."""
+    ``max_pending_per_user`` unanswered; location updates ``updates_per_s`` sustained,
+    ``update_burst`` at once; buckets of at most ``max_users`` users are kept."""
 
     requests_per_s: float = 5.0
     burst: float = 20.0
     max_pending_per_user: int = 10
     max_users: int = 100_000
+    updates_per_s: float = 2.0
+    update_burst: float = 20.0
 
 
 class UserLimits:
@@ -64,8 +70,12 @@ class UserLimits:
     def __init__(self, limits: RequestLimits) -> None:
         self.limits = limits
         self._buckets: dict[str, TokenBucket] = {}
+        self._update_buckets: dict[str, TokenBucket] = {}
+        self._refusing: set[str] = set()
         self._pending: Counter[str] = Counter()
         self._owners: dict[tuple[str, str], list[str]] = {}
+        self.updates_dropped = 0
+        """Location updates and leaves refused since the start."""
 
     def pending(self, user: str) -> int:
         """Requests of ``user`` admitted and not yet answered."""
@@ -79,11 +89,33 @@ class UserLimits:
             return f"more than {lim.max_pending_per_user} requests pending; wait for answers"
         bucket = self._buckets.get(user)
         if bucket is None:
-            self._evict(now)
+            _evict(self._buckets, lim.max_users, now)
             bucket = self._buckets[user] = TokenBucket(lim.requests_per_s, lim.burst)
         if not bucket.take(now):
             return f"more than {lim.requests_per_s:g} requests/s (burst {lim.burst:g}); retry later"
         return None
+
+    def admit_update(self, user: str, now: float) -> tuple[bool, str | None]:
+        """``(admitted, reason)`` for a location update or leave of ``user`` at ``now``:
+        ``reason`` is set on the first refusal after an admitted update only (tell her once)."""
+        lim = self.limits
+        bucket = self._update_buckets.get(user)
+        if bucket is None:
+            _evict(self._update_buckets, lim.max_users, now)
+            bucket = self._update_buckets[user] = TokenBucket(lim.updates_per_s, lim.update_burst)
+        if bucket.take(now):
+            self._refusing.discard(user)
+            return True, None
+        self.updates_dropped += 1
+        if user in self._refusing:
+            return False, None
+        if len(self._refusing) >= lim.max_users:
+            self._refusing.clear()
+        self._refusing.add(user)
+        return False, (
+            f"more than {lim.updates_per_s:g} location updates/s (burst {lim.update_burst:g});"
+            " updates are dropped until the rate falls"
+        )
 
     def opened(self, user: str, reply_to: str, correlation_id: str) -> None:
         """An admitted request will be answered on ``reply_to`` with ``correlation_id``."""
@@ -106,11 +138,12 @@ class UserLimits:
             if self._pending[user] <= 0:
                 del self._pending[user]
 
-    def _evict(self, now: float) -> None:
-        """Keep at most ``max_users`` buckets: forget full ones, then the oldest."""
-        if len(self._buckets) < self.limits.max_users:
-            return
-        for user in [u for u, b in self._buckets.items() if b.full(now)]:
-            del self._buckets[user]
-        while len(self._buckets) >= self.limits.max_users:
-            self._buckets.pop(next(iter(self._buckets)))
+
+def _evict(buckets: dict[str, TokenBucket], max_users: int, now: float) -> None:
+    """Keep fewer than ``max_users`` buckets: forget full ones, then the oldest."""
+    if len(buckets) < max_users:
+        return
+    for user in [u for u, b in buckets.items() if b.full(now)]:
+        del buckets[user]
+    while len(buckets) >= max_users:
+        buckets.pop(next(iter(buckets)))

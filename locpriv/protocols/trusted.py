@@ -10,7 +10,9 @@ Identity: every topic that names a user (``loc/{user}``, ``p1/query/{user}``,
 ACL, and :func:`check_identity` rejects a message whose ``user_id`` differs from that segment
 (``invalid_field``, ``field: "user_id"``), so the machines act for the topic's user only.
 Abuse limits: with :class:`~locpriv.protocols.limits.RequestLimits`, each user's requests pass
-a token bucket and a bound on her unanswered requests, else ``rate_limited``.
+a token bucket and a bound on her unanswered requests, else ``rate_limited``; her location
+updates pass a bucket of their own, beyond which they are dropped (the first of a run answered
+``rate_limited`` on the service's error topic).
 
 Tiles: the segment before the user (``loc/{tile}/{user}``, ...) must be the tile of the
 message's position, or the tile a :class:`LocationLeave` names (:func:`check_tile`,
@@ -65,16 +67,29 @@ class TrustedCore:
     """
 
     def __init__(
-        self, anonymizer: Anonymizer, mediator: Mediator, limits: RequestLimits | None = None
+        self,
+        anonymizer: Anonymizer,
+        mediator: Mediator,
+        limits: RequestLimits | None = None,
+        *,
+        errors_topic: str = "",
     ) -> None:
         self.anonymizer = anonymizer
         self.mediator = mediator
         self.p1 = P1Mediator(anonymizer, mediator)
         self.limits = UserLimits(limits) if limits is not None else None
+        self.errors_topic = errors_topic
+        """Where the first refused location update of a run is answered ("": nowhere)."""
 
     def receive(self, message: Message, now: float) -> list[Send]:
         """Route one decoded message; returns the effects."""
         limits = self.limits
+        if limits is not None and isinstance(message, LocationUpdate | LocationLeave):
+            admitted, reason = limits.admit_update(message.user_id, now)
+            if not admitted:
+                if reason is None or not self.errors_topic:
+                    return []
+                return [error_send(self.errors_topic, None, ErrorCode.RATE_LIMITED, reason)]
         if limits is None or not isinstance(message, CloakRequest | QueryRequest):
             return self._settled(self._route(message, now))
         reason = limits.admit(message.user_id, now)
@@ -159,8 +174,12 @@ def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
         requests_per_s=lim.requests_per_s,
         burst=lim.burst,
         max_pending_per_user=lim.max_pending_per_user,
+        updates_per_s=lim.updates_per_s,
+        update_burst=lim.update_burst,
     )
-    return TrustedCore(anonymizer, mediator, limits)
+    return TrustedCore(
+        anonymizer, mediator, limits, errors_topic=config.topics.errors("anonymizer")
+    )
 
 
 def check_identity(topics: Topics) -> Check:
