@@ -7,9 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CENSUS = DATA_DIR / "census.csv"
+needs_census = pytest.mark.skipif(not CENSUS.exists(), reason=f"{CENSUS} not found")
+"""For tests that read ../shared/data/census.csv (a clone without shared/ skips them)."""
 ADULT = DATA_DIR / "adult.csv"
 ADULT_NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 

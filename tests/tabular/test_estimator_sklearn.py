@@ -11,7 +11,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from locpriv.errors import ConfigError
 from locpriv.tabular import Microaggregator
-from tests.tabular._mdav_helpers import CENSUS
+from tests.tabular._mdav_helpers import CENSUS, needs_census
 
 # The one common check that does not apply: fit's optional second argument is the confidential
 # attributes S (it decides which groups are p-sensitive), not a target y of a supervised model.
@@ -56,6 +56,7 @@ def test_clone_get_params_and_set_params() -> None:
         twin.set_params(kk=3)
 
 
+@needs_census
 def test_clone_refits_to_the_same_partition_on_census() -> None:
     table = pd.read_csv(CENSUS)
     X = table.iloc[:, :12].to_numpy(dtype=float)

@@ -13,7 +13,7 @@ from locpriv.tabular._kernels.mdav_blocks import mdav_blocks
 from locpriv.tabular._kernels.mdav_sweep import mdav_kernel
 from locpriv.tabular.metrics import il_percent
 from locpriv.tabular.microaggregation import effective_dimension, mdav
-from tests.tabular._mdav_helpers import CENSUS, load_census, mdav_reference
+from tests.tabular._mdav_helpers import load_census, mdav_reference, needs_census
 
 
 def _assert_all_kernels_match(X: np.ndarray, k: int, msg: str = "") -> np.ndarray:
@@ -33,8 +33,6 @@ def _assert_all_kernels_match(X: np.ndarray, k: int, msg: str = "") -> np.ndarra
         np.testing.assert_array_equal(labels, ref, err_msg=f"{msg} {name}")
     return ref
 
-
-needs_census = pytest.mark.skipif(not CENSUS.exists(), reason=f"{CENSUS} not found")
 
 # IL = 100 SSE/SST of MDAV on Census (13 columns, z-scored), as tabulated in the literature.
 CENSUS_IL = {3: 5.6922, 4: 7.4947, 5: 9.0884, 10: 14.1559}

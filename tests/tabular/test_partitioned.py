@@ -28,7 +28,7 @@ from locpriv.tabular.partitioned import (
 )
 from locpriv.tabular.psensitive import group_is_p_sensitive
 from locpriv.tabular.validate import table_k, table_p
-from tests.tabular._mdav_helpers import CENSUS, zscore
+from tests.tabular._mdav_helpers import CENSUS, needs_census, zscore
 
 QI = [f"x{j}" for j in range(4)]
 
@@ -149,6 +149,7 @@ def test_cli_release_does_not_depend_on_the_worker_count(
     pd.testing.assert_frame_equal(outs[0], outs[1])
 
 
+@needs_census
 def test_below_mdav_on_census_like_skewed_data(tmp_path: Path) -> None:
     """Census rows resampled with 5 % multiplicative noise (skewed, heavy-tailed, correlated),
     4000 records in blocks of 512: the partitioned method's IL is below exact MDAV's."""
