@@ -183,16 +183,23 @@ class PeerNodes:
             return
         self.apply(i, pm.receive(msg, now), now, None)
 
-    def p4_done(self, e: Done[PeerAnswer] | Failed, now: float) -> None:
-        rid = self.qid_rid.pop(e.request_id, None)
+    def finished(self, rids: dict[str, int], e: Done[Any] | Failed) -> Ctx | None:
+        """The context of a finished request (its id popped from ``rids``), or None when the
+        request is unknown or failed (the failure is then recorded)."""
+        rid = rids.pop(e.request_id, None)
         if rid is None:
-            return
+            return None
         ctx = self.ctx[rid]
-        rec = ctx.record
         if isinstance(e, Failed):
-            rec.error = error_key(e.error)
+            ctx.record.error = error_key(e.error)
+            return None
+        return ctx
+
+    def p4_done(self, e: Done[PeerAnswer] | Failed, now: float) -> None:
+        ctx = self.finished(self.qid_rid, e)
+        if ctx is None or not isinstance(e, Done):
             return
-        a = e.value
+        rec, a = ctx.record, e.value
         rec.t_anon_s = now - a.ds_s
         score_peer(rec, a, exact=self.exact(ctx.event, ctx.xy), proj=self.proj, xy=ctx.xy)
         rec.t_answer_s = now

@@ -64,7 +64,7 @@ from locpriv.wire import messages as m
 from locpriv.wire.messages import REPLY_MAX_BYTES
 from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord, RunStats
-from simulators.outcomes import error_key, score_trusted
+from simulators.outcomes import score_trusted
 from simulators.peers import P4Knobs, discovery_side
 from simulators.scenario import BuiltScenario
 from simulators.virtual.bus import VirtualBus, VirtualTimer
@@ -289,15 +289,10 @@ class _Runner(PeerNodes):
         self.requester_timer.arm()
 
     def requester_done(self, e: Done[Any] | Failed, now: float) -> None:
-        rid = self.request_rid.pop(e.request_id, None)
-        if rid is None:
+        ctx = self.finished(self.request_rid, e)
+        if ctx is None or not isinstance(e, Done):
             return
-        ctx = self.ctx[rid]
-        rec = ctx.record
-        if isinstance(e, Failed):
-            rec.error = error_key(e.error)
-            return
-        answer = e.value
+        rec, answer = ctx.record, e.value
         assert isinstance(answer, Answer)
         if ctx.event.protocol == 2:
             rec.t_anon_s = rec.t_request_s
