@@ -254,3 +254,78 @@ async def test_a_killed_shard_affects_only_its_tiles(cluster: tuple[str, dict[st
     assert seen == {"anonymizer-s0of2": b"offline", "anonymizer-s1of2": b"online"}
     errors = _metric(_scrape(procs["s1"].metrics_port), "locpriv_errors_total")
     assert errors is None  # the surviving shard answered everything it got
+
+
+# ------------------------------------------------------------- a mosquitto per site, bridged
+
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+
+
+def _documented_bridge(prefix: str, remote_port: int) -> str:
+    """The bridge recipe of docs/operations.md ("A mosquitto per site, bridged"), its topic
+    lines as written (prefix changed), the remote's address this test's, no TLS or login."""
+    text = OPERATIONS.read_text()
+    block = text[text.index("**A mosquitto per site, bridged.**") :]
+    block = block[block.index("```\n") + 4 :]
+    block = block[: block.index("```")]
+    lines = [ln for ln in block.splitlines() if ln.startswith(("connection ", "topic "))]
+    assert sum(ln.startswith("topic ") for ln in lines) >= 8, block
+    conf = "\n".join(ln.replace("locpriv/v1/", f"{prefix}/v1/") for ln in lines)
+    return conf + f"\naddress 127.0.0.1:{remote_port}\n"
+
+
+@pytest.fixture(scope="module")
+def bridged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """Site B's mosquitto with shard 1/2; site A's with shard 0/2 and the documented bridge
+    to B. Yields the two brokers' URLs."""
+    from conftest import _require_mosquitto
+
+    _require_mosquitto()
+    work = tmp_path_factory.mktemp("bridged")
+    site_b = MosquittoProcess(str(work))
+    site_a = MosquittoProcess(str(work), extra_config=_documented_bridge("br", site_b.port))
+    config = work / "base.toml"
+    config.write_text(CONFIG)
+    procs: list[Proc] = []
+    try:
+        site_b.start()
+        site_a.start()
+        procs = [
+            _start(site_a.url, "br", config, "0/2", work),
+            _start(site_b.url, "br", config, "1/2", work),
+        ]
+        for p in procs:
+            _wait_serving(p)
+        yield site_a.url, site_b.url
+    finally:
+        for p in procs:
+            if p.popen.poll() is None:
+                p.popen.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.popen.wait(20)
+            except subprocess.TimeoutExpired:
+                p.popen.kill()
+                p.popen.wait()
+        site_a.stop()
+        site_b.stop()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("site", ["A", "B"])
+async def test_shards_on_bridged_sites_serve_users_of_either_site(
+    bridged: tuple[str, str], site: str
+) -> None:
+    """Apps of one site get valid cloaks for every tile, whichever site's shard owns it: their
+    updates and requests cross the bridge one way, the replies the other."""
+    url = bridged[0] if site == "A" else bridged[1]
+    users = _population()
+    outcomes = await _cloak_everyone(url, "br", users)
+    tiling = Tiling(SIDE)
+    for u, where in users.items():
+        a = outcomes[u]
+        assert isinstance(a, Cloak), (site, u, a)
+        assert a.region.covers(shapely.Point(*where))
+        assert a.users is not None and a.users >= PROFILE["k"]
+        rect = tiling.rect(_tile_of(where)) or (0.0, 0.0, 0.0, 0.0)
+        assert shapely.box(*rect).buffer(0.01).covers(PROJ.geometry_to_xy(a.region))
