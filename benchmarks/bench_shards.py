@@ -280,34 +280,26 @@ def _busy_s() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / _TICK
 
 
-def ingest(
-    port: int, prefix: str, users: int, updates: int, ports: list[int], *, pids: dict[str, int]
-) -> dict[str, Any]:
-    """Updates/s drained by the shards, and where the CPU went meanwhile: cores busy on the
-    whole machine and per process (``pids``: role -> pid), over the measured window."""
-    me = [sys.executable, __file__]
-    gens = [
+def generators(port: int, prefix: str, users: int, updates: int) -> list[subprocess.Popen[str]]:
+    """Two generator processes, each ready to publish half of ``updates`` (see :func:`_go`)."""
+    args = ["--port", str(port), "--prefix", prefix, "--users", str(users)]
+    args += ["--updates", str(updates // 2)]
+    return [
         _spawn(
-            [
-                *me,
-                "--role",
-                "gen",
-                "--port",
-                str(port),
-                "--prefix",
-                prefix,
-                "--users",
-                str(users),
-                "--part",
-                str(g),
-                "--updates",
-                str(updates // 2),
-            ],
+            [sys.executable, __file__, "--role", "gen", *args, "--part", str(g)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
         for g in range(2)
     ]
+
+
+def ingest(
+    port: int, prefix: str, users: int, updates: int, ports: list[int], *, pids: dict[str, int]
+) -> dict[str, Any]:
+    """Updates/s drained by the shards, and where the CPU went meanwhile: cores busy on the
+    whole machine and per process (``pids``: role -> pid), over the measured window."""
+    gens = generators(port, prefix, users, updates)
     _go(gens)
     samples: list[tuple[float, float]] = []
     cpu: list[dict[str, float]] = []
@@ -404,33 +396,11 @@ def bound_mqtt_client(port: int, users: int, updates: int) -> float:
     from locpriv.transport import connect
 
     prefix = f"raw{os.getpid()}"
-    me = [sys.executable, __file__]
 
     async def run() -> float:
         async with connect(f"mqtt://127.0.0.1:{port}") as t:
             await t.subscribe(Topics(prefix).location_filter, qos=1)
-            gens = [
-                _spawn(
-                    [
-                        *me,
-                        "--role",
-                        "gen",
-                        "--port",
-                        str(port),
-                        "--prefix",
-                        prefix,
-                        "--users",
-                        str(users),
-                        "--part",
-                        str(g),
-                        "--updates",
-                        str(updates // 2),
-                    ],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                )
-                for g in range(2)
-            ]
+            gens = generators(port, prefix, users, updates)
             await asyncio.to_thread(_go, gens)
             n, t0, t1 = 0, 0.0, 0.0
             stream = t.messages().__aiter__()
