@@ -514,6 +514,7 @@ def main() -> None:
     if not a.shards and cores >= 4:
         counts.append(4)
     samples: list[dict[str, Any]] = []
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         broker = MosquittoProcess(tmp)
@@ -550,7 +551,12 @@ def main() -> None:
     rounds = [samples[i : i + len(counts)] for i in range(0, len(samples), len(counts))]
     pairwise = [r[1]["updates_per_s"] / r[0]["updates_per_s"] for r in rounds if len(r) > 1]
     result = {
-        "machine": {"cores": cores, "python": platform.python_version()},
+        "machine": {
+            "cores": cores,
+            "python": platform.python_version(),
+            "load_avg_start": load_start,  # 1, 5, 15 min: was the machine quiet?
+            "load_avg_end": os.getloadavg(),
+        },
         "params": {
             "users": a.users,
             "updates": a.updates,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -144,8 +145,15 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=10_000)
     args = ap.parse_args()
     n = 5_000 if args.quick else args.cases
+    load_start = os.getloadavg()
     result = asyncio.run(_soak(n, min(args.batch, n)))
-    result["machine"] = {"python": platform.python_version(), "cpus": platform.machine()}
+    result["machine"] = {
+        "python": platform.python_version(),
+        "arch": platform.machine(),
+        "cores": os.cpu_count(),
+        "load_avg_start": load_start,  # 1, 5, 15 min: was the machine quiet?
+        "load_avg_end": os.getloadavg(),
+    }
     print(
         f"\ncases {result['cases']}, answers {result['answered']}/{result['expected_answers']}, "
         f"stray {len(result['stray_topics'])}, alive {result['alive_at_end']}, "
