@@ -73,14 +73,27 @@ def test_the_requester_computes_her_tile_from_the_deployment() -> None:
     um = UserMachine(TOPICS, TOPICS.reply("app"))
     with pytest.raises(LocalProtocolError, match="deployment configuration"):
         um.location_update(user_id="al", position=_lonlat(0, 0), now=T0)
-    assert um.receive(DEPLOYMENT, T0) == []
+    um.configure(DEPLOYMENT)
     (send,) = um.location_update(user_id="al", position=_lonlat(2500.0, -10.0), now=T0)
     assert send.topic == TOPICS.location("al", tile="t1_-1")
     _, (req,) = um.cloak(user_id="al", position=None, profile=None, now=T0, timeout_s=1.0)
     assert isinstance(req, Send) and req.topic == TOPICS.p3_cloak("al", tile="t1_-1")
+    # a P2 query elsewhere relays her point but does not move her: later cloaks stay in t1_-1
+    query = NearestQuery(category="cafe", n=1)
+    um.query(
+        query,
+        protocol=2,
+        user_id="al",
+        position=_lonlat(4500.0, 10.0),
+        profile=None,
+        now=T0,
+        timeout_s=1.0,
+    )
+    _, (req,) = um.cloak(user_id="al", position=None, profile=None, now=T0, timeout_s=1.0)
+    assert isinstance(req, Send) and req.topic == TOPICS.p3_cloak("al", tile="t1_-1")
     with pytest.raises(LocalProtocolError, match="no position"):
         um.cloak(user_id="bo", position=None, profile=None, now=T0, timeout_s=1.0)
-    um.receive(DeploymentConfig(lat0_deg=LAT0, lon0_deg=LON0), T0)  # no tiles
+    um.configure(DeploymentConfig(lat0_deg=LAT0, lon0_deg=LON0))  # no tiles
     (send,) = um.location_update(user_id="al", position=_lonlat(2500.0, -10.0), now=T0)
     assert send.topic == TOPICS.location("al", tile=WORLD_TILE)
 
@@ -183,6 +196,17 @@ def test_a_user_moving_to_another_shards_tile_is_forgotten_by_the_old_one_at_onc
         "LocationLeave",
         "CloakRequest",
     ]
+
+
+def test_a_deployment_config_on_a_reply_topic_changes_nothing() -> None:
+    """Every app may publish on another's reply topic: a forged configuration there (a 1 m
+    tile, say) must not re-route her updates; only the retained ``config`` topic counts."""
+    um = _user()
+    forged = DeploymentConfig(lat0_deg=LAT0, lon0_deg=LON0, tile_m=1.0)
+    assert um.receive(forged, T0) == []
+    assert um.deployment == DEPLOYMENT
+    (send,) = um.location_update(user_id="al", position=_lonlat(2500.0, -10.0), now=T0)
+    assert send.topic == TOPICS.location("al", tile="t1_-1")
 
 
 def test_a_late_or_foreign_leave_changes_nothing() -> None:

@@ -14,9 +14,11 @@ concurrent requests, of one user or many (a simulator's shard):
 Requests and location updates travel on the user's own topics in the tile of her position
 (``loc/{tile}/{user_id}``, ``p1/query/{tile}/{user_id}``, ...), which a broker's ACL lets only
 that authenticated user publish on. The tile comes from the deployment's retained
-:class:`~locpriv.wire.messages.DeploymentConfig` (:meth:`UserMachine.configure`, or received
-like a reply); until it is known, anything needing a tile raises ``LocalProtocolError``. A
-request without a position goes to the tile of the user's last :meth:`location_update`.
+:class:`~locpriv.wire.messages.DeploymentConfig`, which the driver hands to
+:meth:`UserMachine.configure` when it arrives on the ``config`` topic - never from a reply
+topic, which every app may write to; until it is known, anything needing a tile raises
+``LocalProtocolError``. A request without a position goes to the tile where the anonymizer
+holds her (her last :meth:`location_update`, or P1/P3 request with a position).
 A DS-hop topic is ``reply/<fresh id>``: under the shipped ACL an app reads only
 ``reply/<its client id>``, so the driver receives it on a connection of its own whose client id
 is that fresh id (:class:`locpriv.transport.endpoints.ReplyEndpoints`).
@@ -138,7 +140,6 @@ class UserMachine:
         self.ids = ids
         self.deployment: DeploymentConfig | None = None
         self._projection: LocalProjection | None = None
-        self._user_tile: dict[str, str] = {}
         self._placed: dict[str, str] = {}
         """Per user, the tile whose owner holds her position (from her last location update or
         P1/P3 request with a position): left with a :class:`LocationLeave` on a tile change."""
@@ -172,7 +173,6 @@ class UserMachine:
             deployment.lon0_deg,
         ):
             self._projection = LocalProjection(deployment.lat0_deg, deployment.lon0_deg)
-        self._user_tile.clear()
         self._placed.clear()
 
     def tile_at(self, position: LonLat) -> str:
@@ -207,7 +207,6 @@ class UserMachine:
         tile when she changed tiles (its owner, maybe another shard, forgets her at once);
         later requests without a position go to her tile."""
         tile = self.tile_at(position)
-        self._user_tile[user_id] = tile
         update = LocationUpdate(
             user_id=user_id,
             lat=position.lat,
@@ -230,10 +229,10 @@ class UserMachine:
         return [Send(self.topics.location(user_id, tile=previous), leave)]
 
     def _tile_for(self, user_id: str, position: LonLat | None) -> str:
+        """The tile of ``position``, else the tile where the anonymizer holds the user."""
         if position is not None:
-            here = self._user_tile[user_id] = self.tile_at(position)
-            return here
-        tile = self._user_tile.get(user_id)
+            return self.tile_at(position)
+        tile = self._placed.get(user_id)
         if tile is None:
             self.tile_at(LonLat(0.0, 0.0))  # raises when the deployment is unknown
             raise LocalProtocolError("no position: send a location update first or pass one")
@@ -329,11 +328,9 @@ class UserMachine:
         return req.id, [*moved, Send(topic(user_id, tile=tile), message)]
 
     def receive(self, message: Message, now: float) -> list[Effect]:
-        """A reply on :attr:`reply_to` or on a DS-hop topic, or the deployment configuration;
-        unrelated messages are ignored."""
-        if isinstance(message, DeploymentConfig):
-            self.configure(message)
-            return []
+        """A reply on :attr:`reply_to` or on a DS-hop topic; anything else (a
+        :class:`DeploymentConfig` too: it counts only from the ``config`` topic, see
+        :meth:`configure`) is ignored."""
         cid = getattr(message, "correlation_id", None)
         rid = self._by_cid.get(cid or "")
         req = self._open.get(rid or "")
