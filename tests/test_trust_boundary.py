@@ -36,7 +36,7 @@ def _dispatcher(**limits: float) -> Dispatcher:
     return Dispatcher(
         name="anonymizer",
         machine=core,
-        routes=anonymizer_routes(TOPICS, MEDIATOR, anonymizer=core.anonymizer),
+        routes=anonymizer_routes(TOPICS, MEDIATOR, anonymizer=core.anonymizer, limits=core.limits),
         topics=TOPICS,
         max_payload=65536,
     )
@@ -149,27 +149,28 @@ def test_pending_requests_per_user_are_bounded_and_released_by_answers() -> None
     assert _send(d, TOPICS.p3_cloak("al"), _cloak("al", "w3", profile=PROFILE), now=T0 + 1.5)
 
 
-def test_a_flood_of_location_updates_is_dropped_with_one_error_per_run() -> None:
-    """Updates beyond the user's bucket are dropped: her table position stays the last admitted
-    one, the first refusal is answered on the error topic, the rest of the run silently."""
+def test_a_flood_of_location_updates_is_dropped_unread() -> None:
+    """Updates beyond the user's bucket are dropped before decoding, valid or not, with no
+    reply (a flood never becomes a flood of errors): her table position stays the last
+    admitted one; other users are not affected; a second later her bucket has refilled."""
     d = _dispatcher(updates_per_s=1.0, update_burst=5.0)
     anonymizer = d.machine.anonymizer  # type: ignore[attr-defined]
     out = [_send(d, TOPICS.location("al"), _update("al", i * 1e-5)) for i in range(12)]
-    assert out[:5] == [[]] * 5
-    (refusal,) = out[5]
-    assert refusal.topic == TOPICS.errors("anonymizer")
-    assert isinstance(refusal.message, ErrorReply)
-    assert refusal.message.code == ErrorCode.RATE_LIMITED and "updates/s" in refusal.message.reason
-    assert out[6:] == [[]] * 6  # dropped without a word
-    assert d.machine.limits.updates_dropped == 7  # type: ignore[attr-defined]
+    assert out == [[]] * 12
+    assert d.stats["dropped"] == 7 and d.machine.limits.updates_dropped == 7  # type: ignore[attr-defined]
     table = anonymizer.cloakers.cloaker(anonymizer.cloakers.tile_of("al")).table
     x_kept, _ = anonymizer.projection.point_to_xy(LON + 4e-5, LAT + 4e-5)
     assert table.x[table.ids["al"]] == pytest.approx(x_kept)  # the 5th, not the 12th
-    # others are not affected, and a second later al's next update is admitted again
+    # garbage on her topic costs her bucket too, and is not even decoded once it is empty
+    rejected = d.stats["rejected"]
+    assert d.handle(Received(TOPICS.location("al"), b"[[[["), T0) == []
+    assert d.stats["rejected"] == rejected and d.stats["dropped"] == 8
+    # another user is not affected, and a second later al's next update is admitted again
     assert _send(d, TOPICS.location("bo"), _update("bo")) == []
+    assert anonymizer.cloakers.tile_of("bo") is not None
     assert _send(d, TOPICS.location("al"), _update("al"), now=T0 + 1.0) == []
-    (again,) = [e for i in range(6) for e in _send(d, TOPICS.location("al"), _update("al"), T0 + 1)]
-    assert again.topic == TOPICS.errors("anonymizer")  # a new run, told once more
+    assert d.stats["dropped"] == 8
+    assert table.x[table.ids["al"]] == pytest.approx(anonymizer.projection.point_to_xy(LON, LAT)[0])
 
 
 def test_user_limits_forget_idle_users_beyond_the_cap() -> None:

@@ -5,9 +5,9 @@
 refilled up to ``burst``) and she has fewer than ``max_pending_per_user`` requests waiting for
 an answer; it learns that a request was answered from the replies the machine sends
 (:meth:`UserLimits.settle`). A user's location updates (and leaves) pass a bucket of their own
-(``updates_per_s`` up to ``update_burst``): beyond it they are dropped, and only the first
-refusal of a run is worth telling her (:meth:`UserLimits.admit_update`), so a flood cannot
-turn into a flood of error replies. Times are the driver's ``now``, seconds.
+(``updates_per_s`` up to ``update_burst``, :meth:`UserLimits.admit_update`): beyond it they are
+dropped without a reply, so a flood of updates never becomes a flood of error messages.
+Times are the driver's ``now``, seconds.
 """
 
 from __future__ import annotations
@@ -71,7 +71,6 @@ class UserLimits:
         self.limits = limits
         self._buckets: dict[str, TokenBucket] = {}
         self._update_buckets: dict[str, TokenBucket] = {}
-        self._refusing: set[str] = set()
         self._pending: Counter[str] = Counter()
         self._owners: dict[tuple[str, str], list[str]] = {}
         self.updates_dropped = 0
@@ -95,27 +94,17 @@ class UserLimits:
             return f"more than {lim.requests_per_s:g} requests/s (burst {lim.burst:g}); retry later"
         return None
 
-    def admit_update(self, user: str, now: float) -> tuple[bool, str | None]:
-        """``(admitted, reason)`` for a location update or leave of ``user`` at ``now``:
-        ``reason`` is set on the first refusal after an admitted update only (tell her once)."""
+    def admit_update(self, user: str, now: float) -> bool:
+        """Whether a location update or leave of ``user`` at ``now`` passes her bucket."""
         lim = self.limits
         bucket = self._update_buckets.get(user)
         if bucket is None:
             _evict(self._update_buckets, lim.max_users, now)
             bucket = self._update_buckets[user] = TokenBucket(lim.updates_per_s, lim.update_burst)
         if bucket.take(now):
-            self._refusing.discard(user)
-            return True, None
+            return True
         self.updates_dropped += 1
-        if user in self._refusing:
-            return False, None
-        if len(self._refusing) >= lim.max_users:
-            self._refusing.clear()
-        self._refusing.add(user)
-        return False, (
-            f"more than {lim.updates_per_s:g} location updates/s (burst {lim.update_burst:g});"
-            " updates are dropped until the rate falls"
-        )
+        return False
 
     def opened(self, user: str, reply_to: str, correlation_id: str) -> None:
         """An admitted request will be answered on ``reply_to`` with ``correlation_id``."""

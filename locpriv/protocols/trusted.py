@@ -11,8 +11,8 @@ ACL, and :func:`check_identity` rejects a message whose ``user_id`` differs from
 (``invalid_field``, ``field: "user_id"``), so the machines act for the topic's user only.
 Abuse limits: with :class:`~locpriv.protocols.limits.RequestLimits`, each user's requests pass
 a token bucket and a bound on her unanswered requests, else ``rate_limited``; her location
-updates pass a bucket of their own, beyond which they are dropped (the first of a run answered
-``rate_limited`` on the service's error topic).
+updates pass a bucket of their own (:attr:`Route.admit` of the location route, asked by the
+dispatcher before decoding), beyond which they are dropped and counted.
 
 Tiles: the segment before the user (``loc/{tile}/{user}``, ...) must be the tile of the
 message's position, or the tile a :class:`LocationLeave` names (:func:`check_tile`,
@@ -67,29 +67,16 @@ class TrustedCore:
     """
 
     def __init__(
-        self,
-        anonymizer: Anonymizer,
-        mediator: Mediator,
-        limits: RequestLimits | None = None,
-        *,
-        errors_topic: str = "",
+        self, anonymizer: Anonymizer, mediator: Mediator, limits: RequestLimits | None = None
     ) -> None:
         self.anonymizer = anonymizer
         self.mediator = mediator
         self.p1 = P1Mediator(anonymizer, mediator)
         self.limits = UserLimits(limits) if limits is not None else None
-        self.errors_topic = errors_topic
-        """Where the first refused location update of a run is answered ("": nowhere)."""
 
     def receive(self, message: Message, now: float) -> list[Send]:
         """Route one decoded message; returns the effects."""
         limits = self.limits
-        if limits is not None and isinstance(message, LocationUpdate | LocationLeave):
-            admitted, reason = limits.admit_update(message.user_id, now)
-            if not admitted:
-                if reason is None or not self.errors_topic:
-                    return []
-                return [error_send(self.errors_topic, None, ErrorCode.RATE_LIMITED, reason)]
         if limits is None or not isinstance(message, CloakRequest | QueryRequest):
             return self._settled(self._route(message, now))
         reason = limits.admit(message.user_id, now)
@@ -177,9 +164,7 @@ def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
         updates_per_s=lim.updates_per_s,
         update_burst=lim.update_burst,
     )
-    return TrustedCore(
-        anonymizer, mediator, limits, errors_topic=config.topics.errors("anonymizer")
-    )
+    return TrustedCore(anonymizer, mediator, limits)
 
 
 def check_identity(topics: Topics) -> Check:
@@ -268,11 +253,13 @@ def anonymizer_routes(
     anonymizer: Anonymizer | None = None,
     tiles: list[str] | None = None,
     subscribe_tiles: bool = False,
+    limits: UserLimits | None = None,
 ) -> list[Route]:
     """Subscriptions of the anonymizer/mediator service. With ``anonymizer`` the tile of every
-    location and request topic is checked (:func:`check_tile`) after the identity: it must
-    hold the position and be one of ``tiles`` (None: any). ``subscribe_tiles``: subscribe to
-    those tiles' topics only (a shard), not to every tile's."""
+        location and request topic is checked (:func:`check_tile`) after the identity: it must
+        hold the position and be one of ``tiles`` (None: any). ``subscribe_tiles``: subscribe to
+        those tiles' topics only (a shard), not to every tile's. ``limits``: location updates and
+    leaves beyond a user's update bucket are dropped before decoding (the trusted core's own)."""
     tile_check = None if anonymizer is None else check_tile(topics, anonymizer, tiles)
 
     def subs(i: int) -> tuple[str, ...]:
@@ -289,6 +276,7 @@ def anonymizer_routes(
             overload_errors=False,
             check=_both(check_identity(topics), tile_check),
             subscriptions=subs(0),
+            admit=None if limits is None else limits.admit_update,
             label="location",
         ),
         Route(

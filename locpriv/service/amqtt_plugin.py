@@ -95,6 +95,7 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
                 reply_to,
                 anonymizer=self.core.anonymizer,
                 tiles=shard_tiles(self.service_config, Shard()),
+                limits=self.core.limits,
             ),
             topics=topics,
             max_payload=self.service_config.limits.max_payload_bytes,

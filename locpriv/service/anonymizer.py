@@ -59,6 +59,7 @@ class AnonymizerService(ServiceDriver):
             anonymizer=machine.anonymizer,
             tiles=self.tiles,
             subscribe_tiles=shard.count > 1,
+            limits=machine.limits,
         )
         super().__init__(
             url,

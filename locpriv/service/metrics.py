@@ -134,6 +134,13 @@ class _StateCollector(Collector):
         )
         reconnects.add_metric([name], d.reconnects)
         yield reconnects
+        dropped = CounterMetricFamily(
+            "locpriv_dropped",
+            "Messages dropped unread by a per-user rate limit (location updates)",
+            labels=["service"],
+        )
+        dropped.add_metric([name], float(d.stats.get("dropped", 0)))
+        yield dropped
         machine: Any = d.machine
         pending = GaugeMetricFamily(
             "locpriv_pending_requests", "Requests waiting for DS or a cloak", labels=["service"]
