@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import tempfile
 import time
+import tomllib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,9 +44,10 @@ from _deploy import (
     unit_service,
 )
 from _svc_helpers import PROJ, wait_until
+from pydantic import BaseModel
 
 from locpriv.client import Client
-from locpriv.config import load_config
+from locpriv.config import ServiceConfig, load_config
 from locpriv.core.geo import LonLat
 from locpriv.core.noise import offset_lonlat
 from locpriv.core.poi import load_pois, refine
@@ -78,6 +81,7 @@ HOME = PROJ.point_to_lonlat(120.0, -80.0)  # alice, (lon, lat)
 PROFILE = {"k": 3, "a_min_m2": 1e4, "a_max_m2": 5e7, "max_delay_s": 3.0}
 SHIPPED = load_config(DEPLOY / "locpriv.toml")
 HOME_TILE = SHIPPED.tiling().tile_of(120.0, -80.0) or ""  # alice's tile under the shipped tiles
+HOME_RECT = SHIPPED.tiling().rect(HOME_TILE) or (0.0, 0.0, 0.0, 0.0)  # its square, metres
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +170,24 @@ def test_the_shipped_files_are_run_with_paths_and_ports_changed_only(dep: Deploy
     for env_file in ("anonymizer.env", "ds.env"):
         broker = read_env_file(DEPLOY / "systemd" / env_file)["LOCPRIV_BROKER"]
         assert urlsplit(broker).username and urlsplit(broker).password is None
+
+
+def test_the_shipped_service_config_shows_every_key() -> None:
+    """deploy/locpriv.toml says it lists every key with its default: a key added to
+    ServiceConfig and not to the file would be a setting operators never see."""
+
+    def keys(model: type[BaseModel], data: dict[str, Any], path: str = "") -> list[str]:
+        missing = []
+        for name, field in model.model_fields.items():
+            sub = field.annotation
+            if isinstance(sub, type) and issubclass(sub, BaseModel):
+                missing += keys(sub, data.get(name, {}), f"{path}{name}.")
+            elif name not in data:
+                missing.append(path + name)
+        return missing
+
+    shipped = tomllib.loads((DEPLOY / "locpriv.toml").read_text())
+    assert keys(ServiceConfig, shipped) == []
 
 
 # ------------------------------------------------------------------------- authentication
@@ -472,10 +494,15 @@ async def test_amqtt_unit_with_the_shipped_broker_config_serves_p3(tmp_path: Pat
 
     port = free_port()
     config = yaml.safe_load((DEPLOY / "amqtt-broker.yaml").read_text())
-    assert config["listeners"]["default"]["bind"] == "0.0.0.0:1883"
-    text = (DEPLOY / "amqtt-broker.yaml").read_text().replace("0.0.0.0:1883", f"127.0.0.1:{port}")
+    # anonymous: nothing binds a topic to a login, so only this host may connect
+    assert config["listeners"]["default"]["bind"] == "127.0.0.1:1883"
+    text = (DEPLOY / "amqtt-broker.yaml").read_text().replace("1883", str(port))
     text = text.replace("/etc/locpriv/locpriv.toml", str(tmp_path / "locpriv.toml"))
-    (tmp_path / "locpriv.toml").write_text("[cloak]\nepoch_s = 0.2\n")
+    # the shipped service config (tiles, limits, state files), only its paths moved
+    (tmp_path / "token.key").write_text(secrets.token_hex(32) + "\n")
+    shipped = (DEPLOY / "locpriv.toml").read_text()
+    moved = {"/etc/locpriv/": f"{tmp_path}/", "/var/lib/locpriv/": f"{tmp_path}/"}
+    (tmp_path / "locpriv.toml").write_text(substitute(shipped, moved))
     (tmp_path / "amqtt-broker.yaml").write_text(text)
     (exec_start,) = unit_service("locpriv-amqtt.service")["ExecStart"]
     venv_bin = str(Path(__import__("sys").executable).parent) + "/"
@@ -493,15 +520,18 @@ async def test_amqtt_unit_with_the_shipped_broker_config_serves_p3(tmp_path: Pat
                 assert proc.poll() is None and time.monotonic() < deadline
                 await asyncio.sleep(0.2)
         rng = np.random.default_rng(2)
-        for i in range(4):
-            lon, lat = offset_lonlat(HOME[0], HOME[1], *rng.uniform(-300, 300, 2))
+        for i in range(4):  # east and south of HOME: inside her tile of the shipped tiling
+            dx, dy = rng.uniform(0, 300), rng.uniform(-300, 0)
+            lon, lat = offset_lonlat(HOME[0], HOME[1], dx, dy)
             async with Client(url, user_id=f"n{i}") as c:
                 await c.update_location(lon=lon, lat=lat)
         async with Client(url, user_id="alice", timeout_s=15) as alice:
             await alice.update_location(lon=HOME[0], lat=HOME[1])
-            await asyncio.sleep(0.5)
+            # the protocol's temporal cloaking (max_delay_s) waits for the updates to land
             cloak = await alice.cloak(**PROFILE)
             assert cloak.region.covers(shapely.Point(*HOME))
+            assert cloak.users is not None and cloak.users >= PROFILE["k"]
+            assert shapely.box(*HOME_RECT).buffer(0.01).covers(PROJ.geometry_to_xy(cloak.region))
     finally:
         proc.terminate()
         proc.wait(15)
