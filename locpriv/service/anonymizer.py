@@ -4,7 +4,8 @@ With ``shard=Shard(I, N)`` (``locpriv serve anonymizer --shard I/N``) the proces
 tiles rendezvous hashing gives shard I (:func:`~locpriv.protocols.trusted.shard_tiles`) and
 subscribes to their topics only; its client id, reply topic and status topic get the suffix
 ``-s{I}of{N}``, and so does its ``[state] journal_file`` (``pending.json`` ->
-``pending-s{I}of{N}.json``): shards on one host never overwrite each other's journal. Every
+``pending-s{I}of{N}.json``): shards on one host never overwrite each other's journal. The
+journal is the anonymizer's alone (DS, sharing the configuration file, has none). Every
 process publishes the retained deployment configuration on ``{prefix}/v1/config`` after each
 (re)connection, from which clients compute their tile.
 """
@@ -42,11 +43,10 @@ class AnonymizerService(ServiceDriver):
         suffix = f"-s{shard.index}of{shard.count}" if shard.count > 1 else ""
         if shard.count > 1 and not config.tiles.side_m:
             raise ConfigError("--shard needs tiles: set [tiles] side_m in the configuration")
-        if suffix and config.state.journal_file:
-            journal = Path(config.state.journal_file)
-            journal = journal.with_name(journal.stem + suffix + journal.suffix)
-            state = config.state.model_copy(update={"journal_file": str(journal)})
-            config = config.model_copy(update={"state": state})
+        journal = config.state.journal_file
+        if suffix and journal:
+            path = Path(journal)
+            journal = str(path.with_name(path.stem + suffix + path.suffix))
         self.shard = shard
         self.tiles = shard_tiles(config, shard)
         """The tiles this process serves (None: every tile, no tiles configured)."""
@@ -71,5 +71,6 @@ class AnonymizerService(ServiceDriver):
             warm_up=cloak_warm_up,
             status_name="anonymizer" + suffix,
             retained=[(config.topics.config, encode(config.deployment_config()))],
+            journal_file=journal,
             **driver,
         )

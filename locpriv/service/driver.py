@@ -82,6 +82,7 @@ class ServiceDriver:
         retained: list[tuple[str, bytes]] | None = None,
         metrics_port: int | None = None,
         metrics_addr: str = "127.0.0.1",
+        journal_file: str = "",
     ) -> None:
         self.url = url
         self.status_name = status_name or name
@@ -120,8 +121,8 @@ class ServiceDriver:
         self.health = PublishHealth()
         self.watchdog_s = 1.0
         """Period of the watchdog (journal writes, publish health), seconds."""
-        journal_file = config.state.journal_file
         self.journal = Journal(journal_file) if journal_file else None
+        """This process's own journal (none without a file): the anonymizer's, never DS's."""
         self._journal_revision = -1
         self._outbox: asyncio.Queue[Send | None] = asyncio.Queue()
         self._stop = asyncio.Event()

@@ -131,6 +131,10 @@ async def test_pending_temporal_cloak_answered_unavailable_after_a_crash(
                     await asyncio.sleep(0.1)
             await _kill9(first)
         assert not waiting.done()
+        # DS reads the same configuration file: the journal is not its to answer or clear
+        async with _serve(url, "ds", config):
+            await asyncio.sleep(1.5)  # past DS's first watchdog period, when it would write
+            assert json.loads(journal.read_text()) and not waiting.done()
         loop = asyncio.get_running_loop()
         async with _serve(url, "anonymizer", config):
             t0 = loop.time()
