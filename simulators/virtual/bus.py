@@ -95,10 +95,6 @@ class VirtualBus:
     def _push(self, t: float, kind: int, item: object) -> None:
         heapq.heappush(self._queue, (t, next(self._seq), kind, item))
 
-    def next_time(self) -> float | None:
-        """When the next event is due, or None."""
-        return self._queue[0][0] if self._queue else None
-
     def run_until(self, t_end: float) -> None:
         """Process every event due at or before ``t_end`` (events may schedule more)."""
         q = self._queue
@@ -119,9 +115,6 @@ class VirtualBus:
                 self.delivered += 1
                 h(topic, payload, tag, t)
         self.now = max(self.now, t_end)
-
-    def __len__(self) -> int:
-        return len(self._queue)
 
 
 class VirtualTimer(Generic[E]):

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, get_task_stream
 
 from locpriv.cli import main
 from locpriv.tabular import anonymize
@@ -52,7 +52,9 @@ def test_cluster_release_equals_the_local_release(client: Any, table_file: Path,
     df = pd.read_parquet(table_file)
     kw: dict[str, Any] = {"method": "partitioned", "block_size": 256, "seed": 4}
     local, rep_local = anonymize(df, QI, ["s"], 3, p, **kw)
-    remote, rep_remote = anonymize(df, QI, ["s"], 3, p, scheduler=client, **kw)
+    with get_task_stream(client) as stream:
+        remote, rep_remote = anonymize(df, QI, ["s"], 3, p, scheduler=client, **kw)
+    assert len(stream.data) >= 2  # the blocks did run on the cluster, not locally
     pd.testing.assert_frame_equal(local, remote)
     assert rep_local["sse"] == rep_remote["sse"] and rep_remote["min_group_size"] >= 3
     groups = remote.groupby(QI).ngroup().to_numpy()
@@ -69,7 +71,10 @@ def test_cli_scheduler_writes_the_local_release(
     outs = {}
     for name, extra in (("local", []), ("cluster", ["--scheduler", client.scheduler.address])):
         argv[2] = str(tmp_path / f"{name}.parquet")
-        assert main([*argv, *extra]) == 0, capsys.readouterr().err
+        with get_task_stream(client) as stream:
+            assert main([*argv, *extra]) == 0, capsys.readouterr().err
+        # the CLI's own connection ran the blocks on the cluster (and only when asked to)
+        assert (len(stream.data) >= 2) == (name == "cluster"), (name, len(stream.data))
         outs[name] = pd.read_parquet(argv[2])
     pd.testing.assert_frame_equal(outs["local"], outs["cluster"])
 

@@ -165,6 +165,7 @@ def test_below_mdav_on_census_like_skewed_data(tmp_path: Path) -> None:
 
 
 def test_default_switches_to_partitioned_from_the_documented_size() -> None:
+    assert DEFAULT_FROM_N == 200_000  # as docs/tabular.md and the CLI's help say
     assert candidates(None, 1, DEFAULT_FROM_N) == ("partitioned",)
     assert candidates(None, 2, DEFAULT_FROM_N) == ("partitioned",)
     assert candidates(None, 1, DEFAULT_FROM_N - 1) == ("best",)
