@@ -135,9 +135,27 @@ def _population() -> dict[str, tuple[float, float]]:
     return users
 
 
+def _users_known(ports: list[int]) -> float:
+    """Users the processes behind ``ports`` hold, over every tile (their metrics)."""
+    total = 0.0
+    for port in ports:
+        for line in _scrape(port).splitlines():
+            if line.startswith("locpriv_users{"):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 async def _cloak_everyone(
-    url: str, prefix: str, users: dict[str, tuple[float, float]], timeout_s: float = 10.0
+    url: str,
+    prefix: str,
+    users: dict[str, tuple[float, float]],
+    timeout_s: float = 10.0,
+    *,
+    ports: list[int] | None = None,
 ) -> dict[str, Cloak | BaseException]:
+    """Every user updates, then asks a cloak. With the serving processes' metrics ``ports``,
+    the cloaks wait until every update has landed (else a fixed 1.2 s), then one epoch more
+    (0.5 s in CONFIG), so that every user is in the snapshot the regions are cut from."""
     clients = {u: Client(url, user_id=u, prefix=prefix, timeout_s=timeout_s) for u in users}
     for c in clients.values():
         await c.__aenter__()
@@ -145,7 +163,11 @@ async def _cloak_everyone(
         await asyncio.gather(
             *(c.update_location(lon=users[u][0], lat=users[u][1]) for u, c in clients.items())
         )
-        await asyncio.sleep(1.2)  # past an epoch boundary: everyone is in the snapshot
+        if ports is None:
+            await asyncio.sleep(1.2)
+        else:
+            await wait_until(lambda: _users_known(ports) >= len(users), timeout=10.0)
+        await asyncio.sleep(0.6)  # the protocol's time: the next epoch's snapshot holds them
         outcomes = await asyncio.gather(
             *(c.cloak(**PROFILE) for c in clients.values()), return_exceptions=True
         )
@@ -164,8 +186,9 @@ def _tile_of(lonlat: tuple[float, float]) -> str:
 async def test_two_shards_cloak_like_one_process(cluster: tuple[str, dict[str, Proc]]) -> None:
     url, procs = cluster
     users = _population()
-    sharded = await _cloak_everyone(url, "sh", users)
-    single = await _cloak_everyone(url, "one", users)
+    ports = {name: [procs[name].metrics_port] for name in procs}
+    sharded = await _cloak_everyone(url, "sh", users, ports=ports["s0"] + ports["s1"])
+    single = await _cloak_everyone(url, "one", users, ports=ports["one"])
     tiling = Tiling(SIDE)
     for u, where in users.items():
         a, b = sharded[u], single[u]
