@@ -12,6 +12,7 @@ Times are the driver's ``now``, seconds.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -129,10 +130,13 @@ class UserLimits:
 
 
 def _evict(buckets: dict[str, TokenBucket], max_users: int, now: float) -> None:
-    """Keep fewer than ``max_users`` buckets: forget full ones, then the oldest."""
+    """Keep fewer than ``max_users`` buckets: forget full ones, then the oldest, down to 90 %
+    of the cap, so that the O(n) sweep runs once per ``max_users / 10`` new users, not for
+    each one (a forgotten bucket starts full again: forgetting only ever favours a user)."""
     if len(buckets) < max_users:
         return
     for user in [u for u, b in buckets.items() if b.full(now)]:
         del buckets[user]
-    while len(buckets) >= max_users:
-        buckets.pop(next(iter(buckets)))
+    excess = len(buckets) - (max_users - max(1, max_users // 10))
+    for user in list(itertools.islice(buckets, max(0, excess))):
+        del buckets[user]
