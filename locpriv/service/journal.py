@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
+
+from locpriv.files import atomic_path
 
 __all__ = ["Journal"]
 
@@ -35,17 +35,8 @@ class Journal:
         """Replace the journal's content by ``entries`` atomically (raises OSError)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps([[r, c] for r, c in entries], separators=(",", ":"))
-        fd, tmp = tempfile.mkstemp(prefix=".journal-", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with atomic_path(self.path, fsync=True) as tmp:
+            Path(tmp).write_text(data, encoding="utf-8")
 
     def load(self) -> list[tuple[str, str]]:
         """The saved entries; a missing, unreadable or corrupt file gives none (logged)."""

@@ -9,7 +9,6 @@ columns of a large file are never all in memory.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from locpriv.errors import ConfigError, DataError
+from locpriv.files import atomic_path
 
 _PARQUET = (".parquet", ".pq")
 
@@ -28,7 +28,7 @@ def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
     name = p.name.lower()
     if not p.exists():
         raise DataError(f"input file {str(p)!r} does not exist")
-    if name.endswith((".parquet", ".pq")):
+    if name.endswith(_PARQUET):
         return pd.read_parquet(p)
     if name.endswith((".csv", ".csv.gz")):
         return pd.read_csv(p)
@@ -39,32 +39,19 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:
     """Write atomically (temp file in the same directory, then ``os.replace``)."""
     p = Path(path)
     name = p.name.lower()
-    if not name.endswith((".parquet", ".pq", ".csv", ".csv.gz")):
+    if not name.endswith((*_PARQUET, ".csv", ".csv.gz")):
         raise ConfigError(f"unknown file type of {str(p)!r} (use .csv or .parquet)")
-    fd, tmp = tempfile.mkstemp(dir=p.parent or ".", prefix=f".{p.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        if name.endswith((".parquet", ".pq")):
+    with atomic_path(p) as tmp:
+        if name.endswith(_PARQUET):
             df.to_parquet(tmp, index=False)
         else:
             df.to_csv(tmp, index=False, compression="gzip" if name.endswith(".gz") else None)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_text_atomic(text: str, path: str | os.PathLike[str]) -> None:
     """Write a text file atomically."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=p.parent or ".", prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
 
 
 def is_parquet(path: str | os.PathLike[str]) -> bool:
@@ -102,9 +89,7 @@ def write_release(
     if not is_parquet(p):
         raise ConfigError(f"streamed output must be Parquet, got {str(p)!r}")
     pf = pq.ParquetFile(src)
-    fd, tmp = tempfile.mkstemp(dir=p.parent or ".", prefix=f".{p.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(p) as tmp:
         writer: pq.ParquetWriter | None = None
         off = 0
         for i in range(pf.num_row_groups):
@@ -121,7 +106,3 @@ def write_release(
         if writer is None:  # no row group: an empty file with the input's schema
             writer = pq.ParquetWriter(tmp, pf.schema_arrow)
         writer.close()
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
