@@ -22,14 +22,15 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-def group_means(X: FloatArray, labels: IntArray) -> FloatArray:
-    """Group means (g × d)."""
+def group_means(X: FloatArray, labels: IntArray, g: int | None = None) -> FloatArray:
+    """Group means (g × d; ``g`` defaults to ``labels.max() + 1``; an empty group's mean is
+    0). One ``bincount`` per column: several times faster than ``np.add.at``."""
     X = np.asarray(X, dtype=np.float64)
-    g = int(labels.max()) + 1
-    cnt = np.bincount(labels, minlength=g).astype(np.float64)
-    sums = np.zeros((g, X.shape[1]))
-    np.add.at(sums, labels, X)
-    out: FloatArray = sums / cnt[:, None]
+    g = int(labels.max()) + 1 if g is None else g
+    cnt = np.maximum(np.bincount(labels, minlength=g), 1)
+    out: FloatArray = np.empty((g, X.shape[1]))
+    for j in range(X.shape[1]):
+        out[:, j] = np.bincount(labels, weights=X[:, j], minlength=g) / cnt
     return out
 
 

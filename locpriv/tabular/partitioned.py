@@ -42,7 +42,7 @@ from locpriv.tabular._kernels.mdav_blocks import kd_blocks
 from locpriv.tabular._kernels.neighbours import knn_approx, knn_exact
 from locpriv.tabular.checks import as_codes, check_k, check_matrix
 from locpriv.tabular.improve import _canonical, improve_partition
-from locpriv.tabular.metrics import sse
+from locpriv.tabular.metrics import group_means, sse
 from locpriv.tabular.microaggregation import mdav
 from locpriv.tabular.psensitive import group_is_p_sensitive, require_feasible
 from locpriv.tabular.seeded import seeded_groups
@@ -190,14 +190,6 @@ def regroup_block(  # noqa: PLR0917 - a task: runners call it positionally
     return None
 
 
-def _centroids(X: FloatArray, labels: IntArray, g: int) -> tuple[FloatArray, IntArray]:
-    cnt = np.bincount(labels, minlength=g)
-    cen = np.empty((g, X.shape[1]))
-    for j in range(X.shape[1]):
-        cen[:, j] = np.bincount(labels, weights=X[:, j], minlength=g) / np.maximum(cnt, 1)
-    return cen, cnt
-
-
 def _face_distance(X: FloatArray, blocks: list[IntpArray]) -> FloatArray:
     """Each record's distance to the nearest cut face of its block (a face of the block's box
     inside the data's box; the data's own boundary is no cut)."""
@@ -229,7 +221,7 @@ def _repair_pools(  # noqa: PLR0917
     first (highest squared error per record), at most ``share`` of all groups; cut by a k-d split
     of their centroids in a rotated basis into blocks of about ``block_size`` records."""
     g = int(labels.max()) + 1
-    cen, cnt = _centroids(X, labels, g)
+    cen, cnt = group_means(X, labels, g), np.bincount(labels, minlength=g)
     err = np.zeros(X.shape[0])
     for j in range(X.shape[1]):
         err += (X[:, j] - cen[labels, j]) ** 2
@@ -263,7 +255,7 @@ def _join_nearest(X: FloatArray, labels: IntArray) -> None:
         return
     g = int(labels.max()) + 1
     have = labels >= 0
-    cen, _ = _centroids(X[have], labels[have], g)
+    cen = group_means(X[have], labels[have], g)
     _, nearest = cKDTree(cen).query(X[left])
     labels[left] = np.asarray(nearest, dtype=np.int64)
 
