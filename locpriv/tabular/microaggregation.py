@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.tabular._kernels.mdav_blocks import kd_blocks, mdav_on_blocks
-from locpriv.tabular._kernels.mdav_common import ST_STOP
+from locpriv.tabular._kernels.mdav_common import N_STATS, ST_STOP
 from locpriv.tabular._kernels.mdav_sweep import mdav_kernel
 from locpriv.tabular.checks import as_codes, check_k, check_matrix
 
@@ -126,7 +126,7 @@ class MdavRunner:
 
     def _run(self, k: int, S: npt.NDArray[np.int64], p: int) -> tuple[IntpArray, bool]:
         """The kernel's labels and whether it stopped at a group lacking p distinct values."""
-        stats = np.zeros(8, dtype=np.int64)
+        stats = np.zeros(N_STATS, dtype=np.int64)
         if self._perm is not None:
             labels: IntpArray = mdav_on_blocks(self.X, k, self._perm, self._bstart, stats, S, p)
         else:

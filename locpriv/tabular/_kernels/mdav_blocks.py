@@ -35,7 +35,6 @@ from locpriv.tabular._kernels.mdav_common import (
 # slots of the diagnostic counters returned in ``stats`` (1-3: see furthest_from_centroid;
 # ST_STOP = 7 as in mdav_common)
 ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_RBLOCKS, ST_SBLOCKS, ST_POINTS = range(7)
-N_STATS = 8
 _SEEDS = 4  # blocks visited first: the nearest (and furthest) boxes
 
 

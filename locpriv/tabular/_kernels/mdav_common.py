@@ -13,6 +13,7 @@ import numpy as np
 _SLACK = 1e-9  # relative slack of the pruning bounds (rounding error is ~1e-15)
 _CHUNK = 256  # records per chunk of a distance sweep (the chunk's distances stay in L1)
 ST_STOP = 7  # slot of ``stats`` set to 1 when a run stops at a group lacking p distinct values
+N_STATS = ST_STOP + 1  # length of the ``stats`` array every MDAV kernel fills
 
 
 @numba.njit(cache=True, inline="always")

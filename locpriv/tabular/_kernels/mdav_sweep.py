@@ -52,7 +52,6 @@ _GUESS = 1.25  # s's kth-neighbour distance is guessed as this times the previou
 # slots of the diagnostic counters returned in ``stats`` (1-3: see furthest_from_centroid);
 # ST_STOP (7, in mdav_common) is set to 1 when the run stopped at a group lacking p values
 ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_SCAND1, ST_SCAND, ST_SRETRY = range(7)
-N_STATS = 8
 
 
 @numba.njit(cache=True)
