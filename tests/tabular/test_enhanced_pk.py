@@ -72,7 +72,10 @@ def test_hardest_attribute_first_and_plan() -> None:
     S = np.column_stack([easy, hard])
     order, M, iv, rows, starts = plan(as_codes(S, n), 3)
     assert order.tolist() == [1, 0]
-    assert enhanced_pk_trace(_numeric(rng.random(n)), S, 4, 3).attribute_order == (1, 0)
+    trace = enhanced_pk_trace(_numeric(rng.random(n)), S, 4, 3)
+    assert trace.attribute_order == (1, 0)
+    # the kernel's plan and the line-by-line transcription agree on maxClusters and iValue
+    assert (M, iv) == (trace.max_clusters, trace.i_value)
     # maxClusters is Condition 2 with i = 1..p (no n // k): locpriv's conditions() stops at
     # i = p - 1 and takes n // k, so with k = 1 it differs only by the n // p term
     assert min(conditions(S, 1, 3).max_clusters, n // 3) == M
