@@ -49,7 +49,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +64,7 @@ from locpriv.core.tiles import Shard, Tiling  # noqa: E402
 from locpriv.service.broker import MosquittoProcess, free_port  # noqa: E402
 from locpriv.wire.messages import LocationUpdate, encode  # noqa: E402
 from locpriv.wire.topics import Topics  # noqa: E402
+from simulators.scrape import scrape, total  # noqa: E402
 
 SIDE_M = 2000.0
 #: Side of the square world in km; subprocesses read it from the environment (``--world-km``).
@@ -241,16 +241,7 @@ def stop(procs: list[Any]) -> None:
 
 def handled(ports: list[int]) -> list[float]:
     """``locpriv_messages_total{kind="location"}`` of each shard."""
-    out = []
-    for port in ports:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        value = 0.0
-        for line in text.splitlines():
-            if line.startswith("locpriv_messages_total{") and 'kind="location"' in line:
-                value = float(line.rsplit(" ", 1)[1])
-        out.append(value)
-    return out
+    return [total(scrape(port), "locpriv_messages_total", kind="location") for port in ports]
 
 
 def _go(procs: list[subprocess.Popen[str]]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from locpriv.core.noise import offset_lonlat
 from locpriv.core.tiles import Shard
 from locpriv.service.broker import free_port
 from locpriv.wire.messages import NearestQuery
+from simulators.scrape import metric, scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeout(180)]
 
@@ -117,18 +117,9 @@ async def test_users_of_every_shard_are_served_and_counted(
             answer = await requester.query(query, protocol=2)
             assert answer.pois
     for i, port in enumerate(ctx["metrics"]):
-        url = f"http://127.0.0.1:{port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as r:
-            text = r.read().decode()
-        service = f'service="anonymizer-s{i}of{SHARDS}"'
-        located = [
-            line
-            for line in text.splitlines()
-            if line.startswith("locpriv_messages_total{")
-            and service in line
-            and 'kind="location"' in line
-        ]
-        assert located and float(located[0].rsplit(" ", 1)[1]) >= len(users[i]), text[-2000:]
+        service = f"anonymizer-s{i}of{SHARDS}"
+        located = metric(scrape(port), "locpriv_messages_total", service=service, kind="location")
+        assert located is not None and located >= len(users[i]), (service, located)
 
 
 @pytest.mark.asyncio

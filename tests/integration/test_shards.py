@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from locpriv.core.tiles import Shard, Tiling
 from locpriv.errors import RequestTimeout
 from locpriv.service.broker import MosquittoProcess, free_port
 from locpriv.transport import connect
+from simulators.scrape import metric, scrape, total
 
 pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeout(180)]
 
@@ -74,18 +74,6 @@ def _wait_serving(proc: Proc, timeout: float = 60.0) -> None:
         if proc.popen.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"no start (exit {proc.popen.poll()}): {proc.log.read_text()}")
         time.sleep(0.05)
-
-
-def _scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        return r.read().decode()
-
-
-def _metric(text: str, name: str, **labels: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -137,12 +125,7 @@ def _population() -> dict[str, tuple[float, float]]:
 
 def _users_known(ports: list[int]) -> float:
     """Users the processes behind ``ports`` hold, over every tile (their metrics)."""
-    total = 0.0
-    for port in ports:
-        for line in _scrape(port).splitlines():
-            if line.startswith("locpriv_users{"):
-                total += float(line.rsplit(" ", 1)[1])
-    return total
+    return sum(total(scrape(port), "locpriv_users") for port in ports)
 
 
 async def _cloak_everyone(
@@ -211,19 +194,20 @@ async def test_two_shards_cloak_like_one_process(cluster: tuple[str, dict[str, P
                 assert isinstance(other, Cloak) and other.region.equals_exact(a.region, 1e-9)
     # each shard holds its own tiles' users only, as its metrics say
     for name, index in (("s0", 0), ("s1", 1)):
-        text = _scrape(procs[name].metrics_port)
+        samples = scrape(procs[name].metrics_port)
         service = f"anonymizer-s{index}of2"
         for tile in TILES:
-            count = _metric(text, "locpriv_users", service=service, tile=tile)
+            count = metric(samples, "locpriv_users", service=service, tile=tile)
             assert count == (10.0 if Shard(index, 2).owns(tile) else None), (name, tile)
-        handled = _metric(text, "locpriv_messages_total", service=service, kind="location")
+        handled = metric(samples, "locpriv_messages_total", service=service, kind="location")
         owned = sum(Shard(index, 2).owns(t) for t in TILES)
         assert handled == 10.0 * owned
-        assert _metric(text, "locpriv_request_seconds_count", service=service, kind="p3") == (
+        assert metric(samples, "locpriv_request_seconds_count", service=service, kind="p3") == (
             10.0 * owned
         )
-        assert _metric(text, "locpriv_queue_depth", service=service, queue="inbound") == 0.0
-        assert "locpriv_reconnects_total" in text and "locpriv_pending_cloaks" in text
+        assert metric(samples, "locpriv_queue_depth", service=service, queue="inbound") == 0.0
+        names = {s.name for s in samples}
+        assert {"locpriv_reconnects_total", "locpriv_pending_cloaks"} <= names
 
 
 @pytest.mark.asyncio
@@ -242,8 +226,8 @@ async def test_a_user_moving_to_the_other_shard_leaves_her_old_tile_at_once(
         return PROJ.point_to_lonlat((x0 + x1) / 2, (y0 + y1) / 2)
 
     def users(shard: str, tile: str) -> float | None:
-        text = _scrape(procs[shard].metrics_port)
-        return _metric(text, "locpriv_users", service=f"anonymizer-{shard}of2", tile=tile)
+        samples = scrape(procs[shard].metrics_port)
+        return metric(samples, "locpriv_users", service=f"anonymizer-{shard}of2", tile=tile)
 
     async with Client(url, user_id="mover", prefix="sh", timeout_s=10.0) as mover:
         await mover.update_location(lon=centre(old)[0], lat=centre(old)[1])
@@ -275,7 +259,7 @@ async def test_a_killed_shard_affects_only_its_tiles(cluster: tuple[str, dict[st
                 if len(seen) == 2:
                     break
     assert seen == {"anonymizer-s0of2": b"offline", "anonymizer-s1of2": b"online"}
-    errors = _metric(_scrape(procs["s1"].metrics_port), "locpriv_errors_total")
+    errors = metric(scrape(procs["s1"].metrics_port), "locpriv_errors_total")
     assert errors is None  # the surviving shard answered everything it got
 
 
