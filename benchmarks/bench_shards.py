@@ -434,7 +434,9 @@ def bound_handling(users: int, count: int) -> dict[str, float]:
     d = Dispatcher(
         name="anonymizer",
         machine=core,
-        routes=anonymizer_routes(topics, topics.reply("x"), anonymizer=core.anonymizer),
+        routes=anonymizer_routes(
+            topics, topics.reply("x"), anonymizer=core.anonymizer, limits=core.limits
+        ),
         topics=topics,
         max_payload=65536,
     )
