@@ -75,6 +75,7 @@ class Anonymizer:
             cloakers = TileCloakers.of(cloakers)
         self.cloakers = cloakers
         self.projection = projection
+        self._last_xy: tuple[float, float, float, float] = (math.nan, math.nan, 0.0, 0.0)
         self.prepare_epochs = prepare_epochs
         """Pre-build each epoch's snapshot and partitions at the epoch boundary (a timer
         deadline while users are known), so that requests do not pay for them."""
@@ -96,14 +97,24 @@ class Anonymizer:
 
     # ----------------------------------------------------------------- inputs
 
+    def _xy(self, lon: float, lat: float) -> tuple[float, float]:
+        """``projection.point_to_xy``, remembering the last point: the route's tile check and
+        the update that follows project the same position, and once is enough."""
+        last = self._last_xy
+        if last[0] == lon and last[1] == lat:
+            return last[2], last[3]
+        x, y = self.projection.point_to_xy(lon, lat)
+        self._last_xy = (lon, lat, x, y)
+        return x, y
+
     def tile_at(self, lon: float, lat: float) -> str | None:
         """The tile of a position (degrees), None when it projects to no finite point."""
-        x, y = self.projection.point_to_xy(lon, lat)
+        x, y = self._xy(lon, lat)
         return self.cloakers.tiling.tile_of(x, y)
 
     def update(self, user_id: str, *, lon: float, lat: float, now: float) -> list[Send]:
         """Absorb a position (degrees) in its tile; returns effects of cloaks it completed."""
-        x, y = self.projection.point_to_xy(lon, lat)
+        x, y = self._xy(lon, lat)
         tile = self.cloakers.tiling.tile_of(x, y)
         if tile is None:
             return []  # beyond the projection's domain; the route's tile check rejects it
