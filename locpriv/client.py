@@ -44,11 +44,10 @@ from locpriv.core.geo import LonLat
 from locpriv.errors import (
     LocalProtocolError,
     LocprivError,
-    RequestTimeout,
     TransportError,
     remote_error,
 )
-from locpriv.protocols.effects import Effect
+from locpriv.protocols.effects import Done, Effect, Failed, Send
 from locpriv.protocols.user import Answer, Cloak, UserMachine
 from locpriv.transport import Received, ReplyEndpoints, Transport, connect, new_client_id
 from locpriv.transport.deadlines import Clock
@@ -124,10 +123,10 @@ class Client:
             deliver=self._handle,
             clock=clock,
             name=f"client-{self.client_id}",
-            on_closed=self._closed,
         )
-        self._plain: dict[str, asyncio.Future[Any]] = {}
-        """Plain DS queries (:meth:`ds_query`) by correlation id."""
+        self._plain: set[str] = set()
+        """Correlation ids of plain DS queries (:meth:`ds_query`) in flight; only these
+        settle the host's futures from here (a machine request's id never does)."""
         self._position: LonLat | None = None
 
     @property
@@ -162,7 +161,6 @@ class Client:
         tb: TracebackType | None,
     ) -> None:
         await self._host.stop(TransportError("client closed"), (exc_type, exc, tb))
-        self._closed()
 
     async def _deployment(self) -> bool:
         """Wait (at most ``config_timeout_s``) for the deployment configuration."""
@@ -278,16 +276,13 @@ class Client:
             query=query,
             location=PointLocation(lat=lat, lon=lon),
         )
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._plain[cid] = fut
+        # not the machine's: the host's futures, resolved in _handle by correlation id
+        effects: list[Effect] = [Send(self.topics.ds_query, message)]
+        self._plain.add(cid)
         try:
-            await self._transport.publish(self.topics.ds_query, encode(message), qos=1)
-            async with asyncio.timeout(timeout_s or self.timeout_s):
-                reply = await fut
-        except TimeoutError:
-            raise RequestTimeout("DS did not answer") from None
+            reply = await self._host.request(cid, effects, timeout_s or self.timeout_s)
         finally:
-            self._plain.pop(cid, None)
+            self._plain.discard(cid)
         assert isinstance(reply, QueryAnswer)
         return list(reply.pois)
 
@@ -312,17 +307,11 @@ class Client:
                 self._configured.set()
             return
         cid = getattr(message, "correlation_id", None)
-        direct = self._plain.get(cid or "")
-        if direct is not None and not direct.done():  # a plain ds_query
+        if cid is not None and cid in self._plain:  # a plain ds_query
             if isinstance(message, ErrorReply):
-                direct.set_exception(remote_error(message.code, message.reason, message.field))
+                err = remote_error(message.code, message.reason, message.field)
+                self._host.spawn([Failed(cid, err)])
             else:
-                direct.set_result(message)
+                self._host.spawn([Done(cid, message)])
             return
         self._host.spawn(self.machine.receive(message, self.clock()))
-
-    def _closed(self) -> None:
-        """The connection ended: plain DS queries still waiting fail."""
-        for fut in self._plain.values():
-            if not fut.done():
-                fut.set_exception(TransportError("transport closed"))
