@@ -341,3 +341,14 @@ def test_radius_is_a_function_of_the_group_and_covers_the_device() -> None:
         base = bus.machines[0].config.radius_base_m
         assert math.log2(a.radius_m / base) == pytest.approx(round(math.log2(a.radius_m / base)))
     assert covered == 20
+
+
+def test_issue_topics() -> None:
+    t = Topics("acme/x")
+    assert t.issue("alice") == "acme/x/v1/issue/alice"
+    assert t.issue_user("acme/x/v1/issue/alice") == "alice"
+    assert t.issue_user("acme/x/v1/issue/alice/more") is None
+    assert t.issue_user("acme/x/v1/loc/t0_0/alice") is None
+    assert t.issuer_keys == "acme/x/v1/issuer/key"
+    with pytest.raises(ValueError):
+        t.issue("a/b")

@@ -309,10 +309,12 @@ class PeerMachine:
         if own is None:
             self.stats["no_location"] += 1
             return effects
-        refusal = self._responder.refusal(req, own, now)
-        if refusal is None and self.verifier.required:
-            refusal = self.verifier.check(req, now)
-            refusal = None if refusal is None else f"request_{refusal}"
+        # certification first: uncertified requests must not drain the token buckets
+        refusal = self.verifier.check(req, now) if self.verifier.required else None
+        if refusal is not None:
+            refusal = f"request_{refusal}"
+        else:
+            refusal = self._responder.refusal(req, own, now)
         if refusal is not None:
             self.stats[refusal] += 1
             return effects
