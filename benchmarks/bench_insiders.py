@@ -13,8 +13,8 @@ defences, on the real PeerMachine and issuer (no network).
   σ = 50, 100, 200 m and 0 or 20 honest neighbours, for the ladder of |centroid − true| used
   before (legacy) and the device's group-only radius (now).
 
-Prints tables and writes benchmarks/results/bench_insiders.json. Deterministic (seeded) up to
-the Ed25519 pseudonym keys.
+Prints tables and writes benchmarks/results/bench_insiders.json. Deterministic (seeded noise and
+place secrets; the Ed25519 pseudonym keys are random but change no outcome).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ Distances are metres, times seconds; defaults are those of docs/peer.md's exampl
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 from collections import Counter, deque
 from collections.abc import Callable
@@ -65,6 +66,11 @@ LAT0, LON0 = 41.39, 2.17
 PERIOD_S = 3600.0
 T0 = 1_000.0 * PERIOD_S
 """Start of the simulated period (Unix seconds)."""
+
+
+def _secret(*parts: int) -> bytes:
+    """A device's place-noise secret derived from the run's seed (reproducible runs)."""
+    return hashlib.sha256(("locpriv-insiders/" + "/".join(map(str, parts))).encode()).digest()
 
 
 @functools.cache
@@ -272,7 +278,9 @@ def sybil_groups(
     cfg = peer_config(sigma_m, require_tokens=tokens, max_rounds=2)
     n = honest + 1
     for i in range(n):
-        m = PeerMachine(cfg, rng=np.random.default_rng([seed, i]), login=f"user{i}")
+        m = PeerMachine(
+            cfg, rng=np.random.default_rng([seed, i]), login=f"user{i}", secret=_secret(seed, i)
+        )
         bus.add(m)
     wallets: list[TokenWallet] = []
     period = period_of(T0, PERIOD_S)
@@ -390,10 +398,11 @@ def steering_errors(
     axis = np.arange(-span, span + step / 2, step)
     for v in range(victims):
         bus = Bus()
-        victim = PeerMachine(cfg, rng=np.random.default_rng([seed, v]))
+        victim = PeerMachine(cfg, rng=np.random.default_rng([seed, v]), secret=_secret(seed, v))
         bus.add(victim)
         for h in range(honest):
-            bus.add(PeerMachine(cfg, rng=np.random.default_rng([seed, v, h + 1])))
+            rng_h = np.random.default_rng([seed, v, h + 1])
+            bus.add(PeerMachine(cfg, rng=rng_h, secret=_secret(seed, v, h + 1)))
         tx, ty = rng.uniform(-2000.0, 2000.0, 2)
         tlon, tlat = offset_lonlat(LON0, LAT0, float(tx), float(ty))
         now = T0 + 1.0

@@ -9,6 +9,9 @@ import math
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import messages
 
 from locpriv.core.geo import LocalProjection
 from locpriv.core.noise import offset_lonlat
@@ -352,3 +355,20 @@ def test_issue_topics() -> None:
     assert t.issuer_keys == "acme/x/v1/issuer/key"
     with pytest.raises(ValueError):
         t.issue("a/b")
+
+
+@settings(max_examples=200, deadline=None)
+@given(payload=st.binary(max_size=300) | messages.map(encode), user=st.sampled_from(["a", "b"]))
+def test_hostile_payloads_never_crash_the_issuer(payload: bytes, user: str) -> None:
+    """Whatever a login publishes on its issue topic, the issuer answers an error or a
+    signature (never raises) and signs nothing beyond the allowance."""
+    core = _HOSTILE
+    disp = Dispatcher(
+        name="issuer", machine=core, routes=issuer_routes(TOPICS), topics=TOPICS, max_payload=65536
+    )
+    for send in disp.handle(Received(TOPICS.issue(user), payload), T0):
+        assert isinstance(send.message, IssueAnswer | ErrorReply)
+    assert all(n <= core.per_login for per in core.counts.values() for n in per.values())
+
+
+_HOSTILE = issuer_core()
