@@ -252,7 +252,7 @@ def test_responders_ignore_uncertified_requests() -> None:
 # ------------------------------------------------------------------------ Sybil groups
 
 
-@pytest.mark.parametrize("honest", [0, 5, 20, 50])
+@pytest.mark.parametrize("honest", [0, 1, 2, 5, 20, 50])
 def test_one_login_never_makes_a_group_alone(honest: int) -> None:
     """One login, 40 crafted replies per request under fresh pseudonyms (two with her two
     genuine tokens, the rest with none or a copied one): with tokens required no group is
@@ -372,3 +372,25 @@ def test_hostile_payloads_never_crash_the_issuer(payload: bytes, user: str) -> N
 
 
 _HOSTILE = issuer_core()
+
+
+def test_a_replaced_issuer_key_makes_devices_fetch_again() -> None:
+    """The issuer lost its key directory: new keys for the same periods; devices drop the
+    tokens that no longer verify and get new ones."""
+    bus = _fleet(2, require_tokens=True)
+    m = bus.machines[0]
+    old = m.wallet.token(PERIOD)
+    assert old is not None and bus.issuer is not None
+    fresh = {PERIOD: rsa.generate_private_key(public_exponent=65537, key_size=2048)}
+    fresh[PERIOD + 1] = fresh[PERIOD]
+    bus.issuer.key_for = fresh.__getitem__
+    keys = bus.issuer.keys_message(T0 + 3)
+    bus.apply(0, m.receive(keys, T0 + 3), T0 + 3)
+    assert m.stats["issuer_key_replaced"] == 2
+    new = m.wallet.token(PERIOD)
+    assert new is not None and new != old
+    reply = m.wallet.sign(
+        PeerReply(correlation_id="c", responder=m.pseudonym(T0 + 3), lat=LAT0, lon=LON0, t=T0 + 3),
+        PERIOD,
+    )
+    assert m.verifier.check(reply, T0 + 3) is None

@@ -273,10 +273,15 @@ class PeerMachine:
             self._collect(message, now)
             return []
         if isinstance(message, IssuerKeys):
+            before = {p: k.public_numbers() for p, k in self.verifier.keys.items()}
             problem = self.verifier.update(message, now)
             if problem is not None:
                 self.stats[problem] += 1
                 return []
+            for period, key in self.verifier.keys.items():
+                if period in before and before[period] != key.public_numbers():
+                    self.wallet.forget(period)  # the issuer replaced a key: fetch again
+                    self.stats["issuer_key_replaced"] += 1
             return self._token_effects(now)
         if isinstance(message, IssueAnswer) or (
             isinstance(message, ErrorReply) and message.correlation_id in self.wallet.pending

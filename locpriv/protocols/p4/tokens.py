@@ -267,6 +267,11 @@ class TokenWallet:
         proof = self._keys[period][1].sign(proof_input(message))
         return message.model_copy(update={"proof": b64e(proof)})
 
+    def forget(self, period: int) -> None:
+        """Drop the token of ``period`` (its issuer key was replaced) and any refusal."""
+        self._tokens.pop(period, None)
+        self.refused.discard(period)
+
     def wanted(self, period: int) -> bool:
         """Neither a token nor a request in flight for ``period``, nor a refusal."""
         return (
