@@ -314,11 +314,13 @@ class PeerMachine:
         if own is None:
             self.stats["no_location"] += 1
             return effects
-        # certification first: uncertified requests must not drain the token buckets
-        refusal = self.verifier.check(req, now) if self.verifier.required else None
-        if refusal is not None:
-            refusal = f"request_{refusal}"
-        else:
+        # the cheap distance check, then certification, then the token buckets: uncertified
+        # requests must not drain them
+        refusal = "too_far" if self._responder.too_far(req, own) else None
+        if refusal is None and self.verifier.required:
+            why = self.verifier.check(req, now)
+            refusal = None if why is None else f"request_{why}"
+        if refusal is None:
             refusal = self._responder.refusal(req, own, now)
         if refusal is not None:
             self.stats[refusal] += 1
