@@ -1,0 +1,193 @@
+"""Protocol 4 tokens on the shipped deployment (mosquitto 2.0, password file, ACL, TLS) plus
+the issuer's ACL lines as docs/peer.md §8 gives them: certified devices query; another login
+cannot ask in alice's name nor publish issuer keys."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pwd
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _deploy import PASSWD_BIN, ROOT, Deployment, build, start_mosquitto, stop_deployment
+from _svc_helpers import wait_until
+
+from locpriv.config import ServiceConfig
+from locpriv.core.noise import offset_lonlat
+from locpriv.peer import PeerClient
+from locpriv.protocols.p4.tokens import TokenWallet, b64e, period_of
+from locpriv.protocols.p4.types import PeerConfig
+from locpriv.service.driver import ServiceDriver
+from locpriv.service.ds import DSService
+from locpriv.service.issuer import IssuerService
+from locpriv.transport import Received, connect
+from locpriv.wire.messages import IssueRequest, IssuerKey, IssuerKeys, NearestQuery, decode, encode
+from locpriv.wire.topics import Topics
+
+pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeout(120)]
+
+TOPICS = Topics()
+ISSUER = "locpriv-issuer"
+PERIOD_S = 3600.0
+
+
+def issuer_acl() -> str:
+    """The ACL block of docs/peer.md §8 (so the documented lines are the tested ones)."""
+    text = (ROOT / "docs" / "peer.md").read_text(encoding="utf-8")
+    block = re.search(r"```\n(# Protocol 4 tokens:.*?)```", text, re.S)
+    assert block is not None, "docs/peer.md lost the issuer's ACL lines"
+    return block.group(1)
+
+
+def with_issuer(dep: Deployment) -> str:
+    """Add the documented lines (``pattern`` lines before the first ``user`` section, as the
+    shipped file requires) and the issuer's account; returns its password."""
+    acl = dep.root / "locpriv.acl"
+    lines = issuer_acl().splitlines()
+    first_user = next(i for i, line in enumerate(lines) if line.startswith("user "))
+    shipped = acl.read_text()
+    head, sep, tail = shipped.partition("\n# --- the trusted anonymizer")
+    acl.write_text(
+        head
+        + "\n"
+        + "\n".join(lines[:first_user])
+        + "\n"
+        + sep
+        + tail
+        + "\n"
+        + "\n".join(lines[first_user:])
+        + "\n"
+    )
+    password = "issuer-" + b64e(os.urandom(12))
+    subprocess.run(
+        [PASSWD_BIN, str(dep.root / "locpriv.passwd"), ISSUER],
+        input=f"{password}\n{password}\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    if os.geteuid() == 0:
+        owner = pwd.getpwnam("mosquitto")
+        for path in [dep.root, *dep.root.rglob("*")]:
+            os.chown(path, owner.pw_uid, owner.pw_gid)
+    return password
+
+
+@pytest.fixture(scope="module")
+def deployment() -> Iterator[tuple[Deployment, str]]:
+    from conftest import _require_mosquitto
+
+    _require_mosquitto()
+    if not os.access(PASSWD_BIN, os.X_OK):
+        pytest.fail("mosquitto_passwd not found (apt-get install mosquitto)")
+    dep = build(Path(tempfile.gettempdir()))
+    password = with_issuer(dep)
+    broker = start_mosquitto(dep)
+    try:
+        yield dep, password
+    finally:
+        stop_deployment(dep, [], broker)
+
+
+@contextlib.asynccontextmanager
+async def serving(service: ServiceDriver) -> AsyncIterator[None]:
+    task = asyncio.create_task(service.run())
+    try:
+        ready = asyncio.create_task(service.ready.wait())
+        await asyncio.wait({ready, task}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+        yield
+    finally:
+        service.stop()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.asyncio
+async def test_tokens_on_the_shipped_deployment(
+    deployment: tuple[Deployment, str], tmp_path: Path
+) -> None:
+    dep, issuer_password = deployment
+    config = ServiceConfig()
+    issuer = IssuerService(
+        dep.plain_url(ISSUER),
+        config,
+        key_dir=tmp_path / "keys",
+        period_s=PERIOD_S,
+        password=issuer_password,
+    )
+    ds = DSService(dep.plain_url("locpriv-ds"), config, password=dep.passwords["locpriv-ds"])
+    rng = np.random.default_rng(3)
+    users = ("alice", "bob", "carol", "dave", "erin")
+    peer_config = PeerConfig(
+        k=3,
+        a_min_m2=20_000.0,
+        a_max_m2=5_000_000.0,
+        window_s=0.5,
+        pseudonym_ttl_s=PERIOD_S,
+        require_tokens=True,
+    )
+    period = period_of(time.time(), PERIOD_S)
+    async with serving(ds), serving(issuer), contextlib.AsyncExitStack() as stack:
+        peers = []
+        for i, user in enumerate(users):
+            p = PeerClient(
+                dep.app_url(user),
+                user_id=user,
+                config=peer_config,
+                rng=np.random.default_rng(i),
+                password=dep.passwords[user],
+                ca_file=str(dep.ca_file),
+            )
+            peers.append(await stack.enter_async_context(p))
+            lon, lat = offset_lonlat(2.17, 41.39, *rng.uniform(-300, 300, 2))
+            p.set_location(lon=lon, lat=lat)
+        await wait_until(lambda: all(p.machine.wallet.token(period) for p in peers), timeout=20)
+        assert issuer.core.counts[period] == dict.fromkeys(users, 1)
+        await asyncio.gather(*(p.flush() for p in peers))
+        answer = await peers[0].query(NearestQuery(category="cafe", n=1), timeout_s=20)
+        assert answer.group_size == 3
+
+        # mallory: asking in alice's name and publishing keys are refused by the broker
+        async with connect(
+            dep.app_url("mallory"), password=dep.passwords["mallory"], ca_file=str(dep.ca_file)
+        ) as mallory:
+            pk = issuer.keys.key_for(period).public_key()
+            w = TokenWallet()
+            blinded = w.begin(period, pk, "m1", TOPICS.reply("m1"), time.time() + 5)
+            forged = IssueRequest(
+                correlation_id="m1",
+                reply_to=TOPICS.reply("m1"),
+                user_id="alice",
+                period=period,
+                blinded_msg=blinded,
+            )
+            await mallory.publish(TOPICS.issue("alice"), encode(forged), qos=1)
+            fake = IssuerKeys(
+                period_s=PERIOD_S,
+                per_login=1000,
+                keys=[IssuerKey(period=period, n=b64e(b"\xff" * 256), e=3)],
+            )
+            await mallory.publish(TOPICS.issuer_keys, encode(fake), qos=1, retain=True)
+        await asyncio.sleep(0.5)
+        assert issuer.core.counts[period]["alice"] == 1
+        assert "mallory" not in issuer.core.counts[period]
+        seen: list[Received] = []
+        async with connect(
+            dep.app_url("bob"), password=dep.passwords["bob"], ca_file=str(dep.ca_file)
+        ) as bob:
+            await bob.subscribe(TOPICS.issuer_keys)
+            async with asyncio.timeout(10):
+                async for item in bob.messages():
+                    seen.append(item)
+                    break
+        keys = decode(seen[0].payload)
+        assert isinstance(keys, IssuerKeys) and keys.per_login == issuer.core.per_login
