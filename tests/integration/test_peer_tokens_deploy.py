@@ -29,7 +29,17 @@ from locpriv.service.driver import ServiceDriver
 from locpriv.service.ds import DSService
 from locpriv.service.issuer import IssuerService
 from locpriv.transport import Received, connect
-from locpriv.wire.messages import IssueRequest, IssuerKey, IssuerKeys, NearestQuery, decode, encode
+from locpriv.wire.messages import (
+    IssueAnswer,
+    IssueRequest,
+    IssuerKey,
+    IssuerKeys,
+    NearestQuery,
+    PeerReply,
+    PeerRequest,
+    decode,
+    encode,
+)
 from locpriv.wire.topics import Topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeout(120)]
@@ -191,3 +201,119 @@ async def test_tokens_on_the_shipped_deployment(
                     break
         keys = decode(seen[0].payload)
         assert isinstance(keys, IssuerKeys) and keys.per_login == issuer.core.per_login
+
+
+@pytest.mark.asyncio
+async def test_one_login_over_the_wire_holds_at_most_two_members(
+    deployment: tuple[Deployment, str], tmp_path: Path
+) -> None:
+    """mallory, an ordinary login, takes every token the issuer gives her (2; a third request
+    is refused) and answers alice's requests with 30 replies under fresh pseudonyms, 2 of them
+    certified: alice's group of k = 5 holds at most 2 of her points, the rest are honest."""
+    dep, issuer_password = deployment
+    config = ServiceConfig()
+    issuer = IssuerService(
+        dep.plain_url(ISSUER),
+        config,
+        key_dir=tmp_path / "keys",
+        period_s=PERIOD_S,
+        password=issuer_password,
+    )
+    ds = DSService(dep.plain_url("locpriv-ds"), config, password=dep.passwords["locpriv-ds"])
+    peer_config = PeerConfig(
+        k=5,
+        a_min_m2=20_000.0,
+        a_max_m2=5_000_000.0,
+        window_s=1.0,
+        pseudonym_ttl_s=PERIOD_S,
+        require_tokens=True,
+    )
+    users = ("alice", "bob", "carol", "dave", "erin", "fay", "gus")
+    rng = np.random.default_rng(4)
+    period = period_of(time.time(), PERIOD_S)
+    mine: list[TokenWallet] = []
+    async with (
+        serving(ds),
+        serving(issuer),
+        connect(
+            dep.app_url("mallory"), password=dep.passwords["mallory"], ca_file=str(dep.ca_file)
+        ) as mallory,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        # her tokens: as many as she can get (the ACL lets her read reply/<her client id>)
+        mallory_cid = mallory.client_id
+        await mallory.subscribe(TOPICS.reply(mallory_cid))
+        pk = issuer.keys.key_for(period).public_key()
+        answers = []
+        for i in range(3):
+            w = TokenWallet()
+            cid = f"m{i}"
+            req = IssueRequest(
+                correlation_id=cid,
+                reply_to=TOPICS.reply(mallory_cid),
+                user_id="mallory",
+                period=period,
+                blinded_msg=w.begin(period, pk, cid, TOPICS.reply(mallory_cid), time.time() + 9),
+            )
+            await mallory.publish(TOPICS.issue("mallory"), encode(req), qos=1)
+            async with asyncio.timeout(10):
+                async for item in mallory.messages():
+                    msg = decode(item.payload)
+                    break
+            answers.append(type(msg).__name__)
+            if isinstance(msg, IssueAnswer) and w.complete(cid, msg.blind_sig):
+                mine.append(w)
+        assert answers == ["IssueAnswer", "IssueAnswer", "ErrorReply"] and len(mine) == 2
+
+        peers = []
+        for i, user in enumerate(users):
+            p = PeerClient(
+                dep.app_url(user),
+                user_id=user,
+                config=peer_config,
+                rng=np.random.default_rng(10 + i),
+                password=dep.passwords[user],
+                ca_file=str(dep.ca_file),
+            )
+            peers.append(await stack.enter_async_context(p))
+            lon, lat = offset_lonlat(2.17, 41.39, *rng.uniform(-400, 400, 2))
+            p.set_location(lon=lon, lat=lat)
+        await wait_until(lambda: all(p.machine.wallet.token(period) for p in peers), timeout=20)
+        await asyncio.gather(*(p.flush() for p in peers))
+        await mallory.subscribe(f"{TOPICS.root}/peer/cell/+", qos=0)
+
+        async def flood() -> None:
+            done: set[str] = set()
+            async for item in mallory.messages():
+                req = decode(item.payload)
+                if not isinstance(req, PeerRequest) or req.correlation_id in done:
+                    continue
+                done.add(req.correlation_id)
+                for i in range(30):
+                    angle = 2 * np.pi * i / 30
+                    lon, lat = offset_lonlat(
+                        req.lon, req.lat, 110 * np.cos(angle), 110 * np.sin(angle)
+                    )
+                    w = mine[i] if i < 2 else TokenWallet()
+                    rep = PeerReply(
+                        correlation_id=req.correlation_id,
+                        responder=w.pseudonym(period),
+                        lat=lat,
+                        lon=lon,
+                        t=time.time(),
+                    )
+                    await mallory.publish(req.reply_to, encode(w.sign(rep, period)), qos=0)
+
+        flooding = asyncio.create_task(flood())
+        try:
+            answer = await peers[0].query(NearestQuery(category="cafe", n=1), timeout_s=20)
+        finally:
+            flooding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flooding
+        hers = {w.pseudonym(period) for w in mine}
+        assert answer.group_size == 5
+        assert len(set(answer.members) & hers) <= 2
+        honest = {p.machine.pseudonym(time.time()) for p in peers[1:]}
+        assert len(set(answer.members) & honest) >= 2
+        assert peers[0].stats["reply_no_token"] >= 1
