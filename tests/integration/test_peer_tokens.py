@@ -132,13 +132,18 @@ async def test_certified_fleet_ignores_a_sybil_login(
 
         pump = asyncio.create_task(answer())
         try:
-            a = await clients[0].query(NearestQuery(category="pharmacy", n=1), timeout_s=20)
+            a = await clients[0].query(NearestQuery(category="pharmacy", n=1), timeout_s=30)
+            await wait_until(lambda: sent >= 20, timeout=10.0)
         finally:
             await stop(pump)
         honest = {c.machine.pseudonym(time.time()) for c in clients[1:]}
-        assert a.group_size == K and set(a.members) <= honest
-        assert sent >= 20
-        assert clients[0].stats["reply_no_token"] >= 1
+        stats = dict(clients[0].stats)
+        assert a.group_size == K and set(a.members) <= honest, (a, stats)
+        # her replies were read and dropped (a loaded broker may deliver some after the window)
+        await wait_until(
+            lambda: clients[0].stats["reply_no_token"] + clients[0].stats["unsolicited"] >= 1,
+            timeout=10.0,
+        )
 
 
 @pytest.mark.timeout(60)
