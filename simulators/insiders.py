@@ -193,10 +193,9 @@ class Mallory:
     requester's perturbed point; ``tokens`` of her wallets are genuine (the issuer gives one
     login ``per_login``), the others carry no token or a copy of a genuine one."""
 
-    def __init__(self, sybils: int, wallets: list[TokenWallet], proj: LocalProjection) -> None:
+    def __init__(self, sybils: int, wallets: list[TokenWallet]) -> None:
         self.sybils = sybils
         self.wallets = wallets
-        self.proj = proj
 
     def __call__(self, req: PeerRequest, now: float) -> list[Send]:
         period = period_of(now, PERIOD_S)
@@ -299,8 +298,7 @@ def sybil_groups(
             for s in issuer.receive(req, T0):
                 if isinstance(s.message, IssueAnswer) and w.complete(cid, s.message.blind_sig):
                     wallets.append(w)
-    bus.tap = Mallory(sybils, wallets, LocalProjection(LAT0, LON0))
-    attacker = {w.pseudonym(period) for w in wallets}
+    bus.tap = Mallory(sybils, wallets)
     sybil_only = mixed = 0
     members: list[int] = []
     failed: Counter[str] = Counter()
@@ -311,6 +309,7 @@ def sybil_groups(
             lon, lat = offset_lonlat(LON0, LAT0, float(dx), float(dy))
             bus.apply(i, bus.machines[i].set_location(lon, lat, now), now)
         out = bus.ask(0, now)
+        honest_ids = {m.pseudonym(now) for m in bus.machines[1:]}
         now += 12.0
         if isinstance(out, Failed):
             reason = (
@@ -320,14 +319,12 @@ def sybil_groups(
             )
             failed[reason] += 1
             continue
-        honest_ids = {m.pseudonym(now) for m in bus.machines[1:]}
         mine = sum(1 for p in out.value.members if p not in honest_ids)
         members.append(mine)
         if mine == len(out.value.members):
             sybil_only += 1
         else:
             mixed += 1
-    del attacker
     return SybilOutcome(
         trials=trials,
         sybil_only=sybil_only,
