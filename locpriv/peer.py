@@ -21,6 +21,12 @@ static-device defence: an app should create it once and keep it in the device's 
 that a place keeps one perturbed point across restarts (a new secret is a new set of points,
 which an adversary could average with the old ones).
 
+Pseudonym tokens (docs/peer.md §8): the client subscribes to the issuer's retained keys and,
+with a ``login`` (default: the user name in ``url``, the account the broker authenticates),
+asks the issuer for a token for each period's pseudonym on ``issue/{login}``; its requests and
+replies then carry it. Once a key is known (or with ``require_tokens=True``) it counts only
+replies from certified pseudonyms.
+
 Errors from :meth:`PeerClient.query`: :class:`~locpriv.errors.GroupInfeasible` (no group after
 ``max_rounds``, the reason in the message), :class:`~locpriv.errors.RemoteError` (DS answered
 with an error), :class:`~locpriv.errors.RequestTimeout` (DS silent, or the caller's
@@ -35,6 +41,7 @@ from collections import Counter
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -83,6 +90,7 @@ class PeerClient:
         secret: bytes | None = None,
         password: str | None = None,
         ca_file: str | None = None,
+        login: str | None = None,
         **options: Any,
     ) -> None:
         if config is None:
@@ -105,6 +113,7 @@ class PeerClient:
             rng=rng if rng is not None else np.random.default_rng(),
             topics=topics,
             secret=secret,
+            login=login if login is not None else urlsplit(url).username,
         )
 
         def open_connection(cid: str) -> Transport:
@@ -142,7 +151,7 @@ class PeerClient:
 
     async def __aenter__(self) -> Self:
         warm_up()
-        await self._host.start()
+        await self._host.start([(t, 1) for t in self.machine.subscriptions])
         self._open = True
         self._connection_pseudonym = self.machine.pseudonym(self.clock())
         log.debug("peer client %s open", self.user_id)
@@ -211,9 +220,8 @@ class PeerClient:
         pseudonym = self.machine.pseudonym(self.clock())
         if not self._rotates or pseudonym == self._connection_pseudonym or self.machine.pending:
             return
-        cell = self.machine.cell_topic
         new = self._open_connection(new_client_id("p4"))
-        await self._host.replace(new, [(cell, 0)] if cell is not None else [])
+        await self._host.replace(new, [(t, 0) for t in self.machine.subscriptions])
         self._connection_pseudonym = pseudonym
         self.rotations += 1
 

@@ -14,6 +14,8 @@ metres = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 ident = st.from_regex(r"[A-Za-z0-9_.:@-]{1,20}", fullmatch=True)
 corr = st.from_regex(r"[A-Za-z0-9_.:-]{1,20}", fullmatch=True)
 topic = st.from_regex(r"[a-z]{1,8}(/[a-z0-9_-]{1,8}){0,3}", fullmatch=True)
+periods = st.integers(0, 2**40)
+b64 = st.from_regex(r"[A-Za-z0-9_-]{1,40}", fullmatch=True)
 category = st.from_regex(r"[a-z0-9_-]{1,12}", fullmatch=True)
 
 
@@ -127,7 +129,36 @@ messages: st.SearchStrategy[m.Message] = st.one_of(
         t=seconds,
         max_distance_m=st.none() | st.floats(0, 100_000, allow_nan=False),
     ),
-    st.builds(m.PeerReply, correlation_id=corr, responder=ident, lat=lat, lon=lon, t=seconds),
+    st.builds(
+        m.PeerReply,
+        correlation_id=corr,
+        responder=ident,
+        lat=lat,
+        lon=lon,
+        t=seconds,
+        period=st.none() | periods,
+        token=st.none() | b64,
+        proof=st.none() | b64,
+    ),
+    st.builds(
+        m.IssueRequest,
+        correlation_id=corr,
+        reply_to=topic,
+        user_id=ident,
+        period=periods,
+        blinded_msg=b64,
+    ),
+    st.builds(m.IssueAnswer, correlation_id=corr, period=periods, blind_sig=b64),
+    st.builds(
+        m.IssuerKeys,
+        period_s=st.floats(1.0, 1e6, allow_nan=False),
+        per_login=st.integers(1, 1000),
+        keys=st.lists(
+            st.builds(m.IssuerKey, period=periods, n=b64, e=st.integers(3, 2**32)),
+            min_size=1,
+            max_size=4,
+        ),
+    ),
     st.builds(
         m.ErrorReply,
         correlation_id=st.none() | corr,

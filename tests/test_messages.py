@@ -48,6 +48,9 @@ def test_union_covers_every_message_type() -> None:
         "peer_reply",
         "error",
         "deployment_config",
+        "issue_request",
+        "issue_answer",
+        "issuer_keys",
     }
 
 

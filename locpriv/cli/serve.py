@@ -1,4 +1,4 @@
-"""``locpriv serve [anonymizer|ds|all]``: run the trusted services.
+"""``locpriv serve [anonymizer|ds|all|issuer]``: run the trusted services.
 
 Without ``--broker`` an embedded amqtt broker is started in-process on ``--listen`` (default
 ``127.0.0.1:0``, a free port) and its URL is printed. SIGTERM and SIGINT shut down cleanly:
@@ -14,6 +14,10 @@ Scaling out: ``--shard I/N`` runs shard I of N anonymizer processes, each servin
 (``[tiles] side_m``) rendezvous hashing gives it; no ``$share`` needed, any MQTT 3.1.1 broker.
 ``--metrics-port P`` serves Prometheus metrics on ``http://127.0.0.1:P/metrics`` (``serve all``:
 the anonymizer on P, DS on P+1; 0: free ports, printed).
+
+``serve issuer --key-dir DIR`` runs the Protocol 4 token issuer (docs/peer.md §8): one RSA key
+per pseudonym period (``--period-s``, equal to the devices' ``pseudonym_ttl_s``) in DIR, at most
+``--per-login`` tokens per login and period.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.broker import EmbeddedBroker
 from locpriv.service.driver import ServiceDriver
 from locpriv.service.ds import DSService
+from locpriv.service.issuer import IssuerService
 from locpriv.transport import redact_url
 
 __all__ = ["PASSWORD_ENV", "read_password", "register", "serve"]
@@ -75,6 +80,9 @@ async def serve(
     shard: Shard | None = None,
     metrics_port: int | None = None,
     metrics_addr: str = "127.0.0.1",
+    key_dir: Path | None = None,
+    period_s: float = 3600.0,
+    per_login: int = 2,
 ) -> None:
     """Run ``what`` (``anonymizer``, ``ds`` or ``all``) until ``stop`` is set or a signal;
     ``password`` and ``ca_file`` (else ``[mqtt] ca_file``) are used for the broker; ``shard``
@@ -121,6 +129,19 @@ async def serve(
         if what in ("ds", "all"):
             ds = DSService(url, config, pois=pois or DEFAULT_POIS, password=password, **metrics(1))
             services.insert(0, ds)
+        if what == "issuer":
+            if key_dir is None:
+                raise ConfigError("serve issuer needs --key-dir")
+            issuer = IssuerService(
+                url,
+                config,
+                key_dir=key_dir,
+                period_s=period_s,
+                per_login=per_login,
+                password=password,
+                **metrics(0),
+            )
+            services.append(issuer)
         tasks = [asyncio.create_task(s.run(), name=s.name) for s in services]
         for s in services:
             ready = asyncio.create_task(s.ready.wait())
@@ -161,6 +182,9 @@ def _run(args: argparse.Namespace) -> int:
             shard=args.shard,
             metrics_port=args.metrics_port,
             metrics_addr=args.metrics_addr,
+            key_dir=args.key_dir,
+            period_s=args.period_s,
+            per_login=args.per_login,
         )
     )
     print("stopped", file=sys.stderr, flush=True)
@@ -182,7 +206,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("what", nargs="?", choices=("anonymizer", "ds", "all"), default="all")
+    p.add_argument("what", nargs="?", choices=("anonymizer", "ds", "all", "issuer"), default="all")
     p.add_argument(
         "--broker",
         help="mqtt://[user@]host:port or mqtts://... (default: start an embedded amqtt broker)",
@@ -207,4 +231,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--metrics-port", type=int, help="serve Prometheus metrics on this port (0: a free one)"
     )
     p.add_argument("--metrics-addr", default="127.0.0.1", help="address of the metrics endpoint")
+    p.add_argument("--key-dir", type=Path, help="issuer: directory of its period keys")
+    p.add_argument(
+        "--period-s", type=float, default=3600.0, help="issuer: pseudonym period, seconds"
+    )
+    p.add_argument("--per-login", type=int, default=2, help="issuer: tokens per login and period")
     p.set_defaults(func=_run)

@@ -10,6 +10,7 @@ Nothing here imports asyncio or an MQTT client (a test checks it in a fresh inte
 * :mod:`~locpriv.protocols.ds` - the location-based database server;
 * :mod:`~locpriv.protocols.user` - the requester side of Protocols 1-3 (apps, simulators);
 * :mod:`~locpriv.protocols.p4` - the device of Protocol 4 (requester and responder);
+* :mod:`~locpriv.protocols.issuer` - the issuer of Protocol 4's pseudonym tokens;
 * :mod:`~locpriv.protocols.seal`, :mod:`~locpriv.protocols.ids` - sealed tokens, random ids.
 
 Every service machine has ``receive(message, now)``, ``on_deadline(now)``,

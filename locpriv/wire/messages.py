@@ -318,11 +318,34 @@ class DSQuery(Message):
     location: DSLocation
 
 
+MAX_TOKEN_CHARS: Final = 1024
+"""Longest base64url blind-RSA value on the wire (a 4096-bit signature takes 683)."""
+Base64Url = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_TOKEN_CHARS,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="Bytes, base64url without padding",
+    ),
+]
+Period = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=2**40,
+        description="Pseudonym period: floor(Unix time / period_s) of the issuer's keys",
+    ),
+]
+
+
 class PeerRequest(Message):
     """Device -> neighbours (Protocol 4): "send me your perturbed location".
 
     ``lat``/``lon`` are the requester's *perturbed* position; ``requester`` is a rotating
-    pseudonym used only for responders' rate limits.
+    pseudonym (``k`` + an Ed25519 public key). ``period`` and ``token``: the issuer's blind
+    signature over (period, pseudonym) that certifies it; ``proof``: the pseudonym key's
+    signature over this message, so a token cannot be replayed (docs/peer.md, §8).
     """
 
     type: Literal["peer_request"] = "peer_request"
@@ -333,10 +356,14 @@ class PeerRequest(Message):
     lon: Lon
     t: Seconds
     max_distance_m: Metres | None = Field(default=None, le=100_000.0)
+    period: Period | None = None
+    token: Base64Url | None = None
+    proof: Base64Url | None = None
 
 
 class PeerReply(Message):
-    """Neighbour -> device (Protocol 4): the responder's perturbed location."""
+    """Neighbour -> device (Protocol 4): the responder's perturbed location; ``period``,
+    ``token`` and ``proof`` certify its pseudonym ``responder`` as in :class:`PeerRequest`."""
 
     type: Literal["peer_reply"] = "peer_reply"
     correlation_id: CorrelationId
@@ -344,6 +371,53 @@ class PeerReply(Message):
     lat: Lat
     lon: Lon
     t: Seconds
+    period: Period | None = None
+    token: Base64Url | None = None
+    proof: Base64Url | None = None
+
+
+class IssueRequest(Message):
+    """Device -> issuer on ``issue/{user_id}`` (Protocol 4 pseudonym tokens): a blinded
+    message (RFC 9474) to sign with the key of ``period``. The issuer sees the login and the
+    period, never the pseudonym (blinded)."""
+
+    type: Literal["issue_request"] = "issue_request"
+    correlation_id: CorrelationId
+    reply_to: ReplyTopic
+    user_id: UserId
+    period: Period
+    blinded_msg: Base64Url
+
+
+class IssueAnswer(Message):
+    """Issuer -> device: the blind signature of an :class:`IssueRequest`."""
+
+    type: Literal["issue_answer"] = "issue_answer"
+    correlation_id: CorrelationId
+    period: Period
+    blind_sig: Base64Url
+
+
+class IssuerKey(WireModel):
+    """One period's RSA public key: modulus ``n`` (big-endian, base64url) and exponent ``e``."""
+
+    period: Period
+    n: Base64Url
+    e: int = Field(ge=3, le=2**32)
+
+
+class IssuerKeys(Message):
+    """Issuer -> everyone, retained on ``issuer/key``: the public keys of the current and
+    next pseudonym periods (``period_s`` seconds each), the RFC 9474 variant, and how many
+    tokens one login gets per period (``per_login``)."""
+
+    type: Literal["issuer_keys"] = "issuer_keys"
+    variant: Literal["RSABSSA-SHA384-PSS-Deterministic"] = "RSABSSA-SHA384-PSS-Deterministic"
+    period_s: float = Field(
+        gt=0.0, le=1.0e7, allow_inf_nan=False, description="Pseudonym period, seconds"
+    )
+    per_login: int = Field(ge=1, le=1000, description="Tokens one login gets per period")
+    keys: list[IssuerKey] = Field(min_length=1, max_length=4)
 
 
 class ErrorReply(Message):
@@ -384,7 +458,10 @@ AnyMessage: TypeAlias = Annotated[
     | PeerRequest
     | PeerReply
     | ErrorReply
-    | DeploymentConfig,
+    | DeploymentConfig
+    | IssueRequest
+    | IssueAnswer
+    | IssuerKeys,
     Field(discriminator="type"),
 ]
 """The discriminated union of every wire message."""
@@ -403,6 +480,9 @@ MESSAGE_TYPES: Final[dict[str, type[Message]]] = {
         PeerReply,
         ErrorReply,
         DeploymentConfig,
+        IssueRequest,
+        IssueAnswer,
+        IssuerKeys,
     )
 }
 
@@ -531,6 +611,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
+    "MAX_TOKEN_CHARS",
     "MESSAGE_TYPES",
     "POI",
     "REPLY_MAX_BYTES",
@@ -543,6 +624,10 @@ __all__ = [
     "DSQuery",
     "DeploymentConfig",
     "ErrorReply",
+    "IssueAnswer",
+    "IssueRequest",
+    "IssuerKey",
+    "IssuerKeys",
     "LocationLeave",
     "LocationUpdate",
     "Message",

@@ -27,6 +27,7 @@ _PARTS: tuple[type[BaseModel], ...] = (
     m.CentroidLocation,
     m.Region,
     m.POI,
+    m.IssuerKey,
 )
 _BOUNDS = (
     ("minimum", ">= {}"),

@@ -19,6 +19,8 @@ topic                       payload                               QoS    retaine
 ``errors/{service}``        ErrorReply for unparseable requests   1      no
 ``peer/cell/{cell}``        PeerRequest (Protocol 4 discovery)    0      no
 ``status/{service}``        "online"/"offline" (last will)        1      yes
+``issue/{user}``            IssueRequest (device -> issuer)       1      no
+``issuer/key``              IssuerKeys (issuer -> all)            1      yes
 ==========================  ====================================  =====  ========
 
 Every topic that names a user ends with her id, the segment a broker ACL binds to the
@@ -184,6 +186,29 @@ class Topics:
     def peer_cell(self, cell: str) -> str:
         """Protocol 4 discovery topic of one spatial cell."""
         return f"{self.root}/peer/cell/{_segment(cell, 'cell')}"
+
+    def issue(self, user_id: str) -> str:
+        """Where ``user_id`` asks the issuer for a Protocol 4 token (blinded; the broker's ACL
+        binds the last segment to the login)."""
+        return f"{self.root}/issue/{_segment(user_id, 'user id')}"
+
+    @property
+    def issue_filter(self) -> str:
+        """Subscription filter for every login's token requests (the issuer's)."""
+        return f"{self.root}/issue/+"
+
+    def issue_user(self, topic: str) -> str | None:
+        """The login an ``issue/{user}`` topic belongs to, or None for any other topic."""
+        prefix = f"{self.root}/issue/"
+        if not topic.startswith(prefix):
+            return None
+        user = topic[len(prefix) :]
+        return user if _SEGMENT.fullmatch(user) else None
+
+    @property
+    def issuer_keys(self) -> str:
+        """Retained :class:`~locpriv.wire.messages.IssuerKeys` of the token issuer."""
+        return f"{self.root}/issuer/key"
 
     def status(self, service: str) -> str:
         """Retained liveness of a service (``online``/``offline``, set by last will)."""

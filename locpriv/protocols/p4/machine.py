@@ -11,8 +11,16 @@ Requester, per query (``start_query``):
    SSE); when infeasible broadcast again (replies accumulate across rounds), up to
    ``max_rounds``, then fail with :class:`GroupInfeasible` naming the reason;
 4. send a :class:`DSQuery` with the group centroid (:class:`CentroidLocation`, no identifier) and
-   a radius from a fixed ladder that covers the true point, then refine the candidate answer
+   a radius from a fixed ladder computed from the group's points only (never from the true
+   position: :func:`~locpriv.protocols.p4.types.query_radius`), then refine the candidate answer
    with the true location (:func:`locpriv.core.poi.refine`).
+
+Pseudonym tokens (:mod:`locpriv.protocols.p4.tokens`): a device with a ``login`` asks the issuer
+(``issue/{login}``) for a blind signature over each period's pseudonym, shortly before the
+period starts; its requests and replies carry the token and an Ed25519 proof. Once tokens are
+required (:attr:`PeerConfig.require_tokens`), replies and requests without a valid one are
+dropped (``no_token``, ``bad_token``, ``bad_proof``, ``token_period``, ``no_issuer_key``), so
+one login contributes at most the issuer's ``per_login`` points to a group.
 
 Responder (``receive(PeerRequest)``): answers with the device's current perturbed point under
 :class:`ResponderPolicy` (opt-out, maximum distance, token buckets per requester pseudonym and
@@ -36,6 +44,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import random
 import secrets
 from collections import Counter
 
@@ -50,9 +59,13 @@ from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Uns
 from locpriv.protocols.ids import IdSource, new_id
 from locpriv.protocols.p4.query import OpenQuery
 from locpriv.protocols.p4.responder import Responder
+from locpriv.protocols.p4.tokens import TokenVerifier, TokenWallet, period_of
 from locpriv.protocols.p4.types import MAX_RADIUS_M, PeerAnswer, PeerConfig
 from locpriv.wire.messages import (
     ErrorReply,
+    IssueAnswer,
+    IssueRequest,
+    IssuerKeys,
     Message,
     PeerReply,
     PeerRequest,
@@ -67,6 +80,9 @@ log = logging.getLogger(__name__)
 
 PROJECTION_GRID_DEG = 0.1
 """Spacing (degrees) of the origins of the local projections used for grouping."""
+TOKEN_RETRY_S = 30.0
+"""Wait (s) before asking the issuer again after a request went unanswered."""
+_JITTER = random.SystemRandom()
 
 
 def device_point(config: PeerConfig, secret: bytes | None = None) -> PerturbedPoint:
@@ -108,8 +124,11 @@ class PeerMachine:
         topics: Topics | None = None,
         ids: IdSource = new_id,
         secret: bytes | None = None,
+        login: str | None = None,
     ) -> None:
         self.config = config
+        self.login = login
+        """The broker login whose ``issue/{login}`` topic asks for tokens (None: never ask)."""
         self.topics = topics or Topics()
         self.rng = rng
         """The noise generator (only noise: identifiers come from ``ids``)."""
@@ -119,8 +138,11 @@ class PeerMachine:
         self.stats: Counter[str] = Counter()
         self._true: LonLat | None = None
         self._cell_topic: str | None = None
-        self._pseudonym = ""
-        self._pseudonym_at = -math.inf
+        self.wallet = TokenWallet()
+        self.verifier = TokenVerifier(config.pseudonym_ttl_s, mode=config.require_tokens)
+        self._token_due: float | None = None
+        self._token_retry_at = -math.inf
+        self._leads: dict[int, float] = {}
         self._queries: dict[str, OpenQuery] = {}
         self._by_cid: dict[str, str] = {}
         self._by_topic: dict[str, str] = {}
@@ -131,12 +153,19 @@ class PeerMachine:
     def _token(self) -> str:
         return self.ids()
 
+    def period(self, now: float) -> int:
+        """The pseudonym period of ``now``: ``floor(now / pseudonym_ttl_s)``."""
+        return period_of(now, self.config.pseudonym_ttl_s)
+
     def pseudonym(self, now: float) -> str:
-        """The current rotating pseudonym (new every ``pseudonym_ttl_s``)."""
-        if now - self._pseudonym_at >= self.config.pseudonym_ttl_s:
-            self._pseudonym = f"p{self._token()}"
-            self._pseudonym_at = now
-        return self._pseudonym
+        """The current pseudonym (an Ed25519 public key, new every period of
+        ``pseudonym_ttl_s``, on the same boundaries for every device)."""
+        return self.wallet.pseudonym(self.period(now))
+
+    @property
+    def subscriptions(self) -> list[str]:
+        """Standing subscriptions of the main connection (discovery cell, issuer keys)."""
+        return [t for t in (self._cell_topic, self.topics.issuer_keys) if t is not None]
 
     @property
     def cell_topic(self) -> str | None:
@@ -220,17 +249,19 @@ class PeerMachine:
         cid = self._token()
         q.cids.add(cid)
         self._by_cid[cid] = q.id
+        period = self.period(now)
         request = PeerRequest(
             correlation_id=cid,
             reply_to=q.peer_topic,
-            requester=self.pseudonym(now),
+            requester=self.wallet.pseudonym(period),
             lat=q.own_lat,
             lon=q.own_lon,
             t=max(0.0, now),
             max_distance_m=min(self.config.reach_m, MAX_RADIUS_M),
         )
+        signed = self.wallet.sign(request, period)
         return [
-            Send(self.topics.peer_cell(c), request, qos=0)
+            Send(self.topics.peer_cell(c), signed, qos=0)
             for c in self.grid.block(q.own_lon, q.own_lat)
         ]
 
@@ -241,6 +272,21 @@ class PeerMachine:
         if isinstance(message, PeerReply):
             self._collect(message, now)
             return []
+        if isinstance(message, IssuerKeys):
+            before = {p: k.public_numbers() for p, k in self.verifier.keys.items()}
+            problem = self.verifier.update(message, now)
+            if problem is not None:
+                self.stats[problem] += 1
+                return []
+            for period, key in self.verifier.keys.items():
+                if period in before and before[period] != key.public_numbers():
+                    self.wallet.forget(period)  # the issuer replaced a key: fetch again
+                    self.stats["issuer_key_replaced"] += 1
+            return self._token_effects(now)
+        if isinstance(message, IssueAnswer) or (
+            isinstance(message, ErrorReply) and message.correlation_id in self.wallet.pending
+        ):
+            return self._issued(message)
         if isinstance(message, QueryAnswer | ErrorReply):
             return self._ds_reply(message, now)
         self.stats["unexpected_type"] += 1
@@ -256,7 +302,7 @@ class PeerMachine:
     # --------------------------------------------------------------- responder
 
     def _respond(self, req: PeerRequest, now: float) -> list[Effect]:
-        if req.correlation_id in self._by_cid or req.requester == self._pseudonym:
+        if req.correlation_id in self._by_cid or self.wallet.owns(req.requester):
             return []  # our own broadcast
         if not self.config.responder.enabled:
             self.stats["opted_out"] += 1
@@ -268,19 +314,96 @@ class PeerMachine:
         if own is None:
             self.stats["no_location"] += 1
             return effects
-        refusal = self._responder.refusal(req, own, now)
+        # the cheap distance check, then certification, then the token buckets: uncertified
+        # requests must not drain them
+        refusal = "too_far" if self._responder.too_far(req, own) else None
+        if refusal is None and self.verifier.required:
+            why = self.verifier.check(req, now)
+            refusal = None if why is None else f"request_{why}"
+        if refusal is None:
+            refusal = self._responder.refusal(req, own, now)
         if refusal is not None:
             self.stats[refusal] += 1
             return effects
         self.stats["replied"] += 1
+        period = self.period(now)
         reply = PeerReply(
             correlation_id=req.correlation_id,
-            responder=self.pseudonym(now),
+            responder=self.wallet.pseudonym(period),
             lat=own[1],
             lon=own[0],
             t=max(0.0, now),
         )
-        return [*effects, Send(req.reply_to, reply)]
+        return [*effects, Send(req.reply_to, self.wallet.sign(reply, period))]
+
+    # ------------------------------------------------------------------ tokens
+
+    def _token_effects(self, now: float) -> list[Effect]:
+        """Ask the issuer for the tokens due at ``now`` (current period; the next one from a
+        random instant in the last 2-10 % of the current period, so devices do not all ask at
+        once) and expire unanswered requests; sets the next token deadline."""
+        effects: list[Effect] = []
+        for cid, p in [(c, p) for c, p in self.wallet.pending.items() if p.deadline <= now]:
+            del self.wallet.pending[cid]
+            self._by_topic.pop(p.topic, None)
+            effects.append(Unsubscribe(p.topic))
+            self.stats["token_timeout"] += 1
+            self._token_retry_at = now + TOKEN_RETRY_S
+        self._token_due = None
+        if self.login is None or not self.verifier.keys:
+            return effects
+        ttl = self.config.pseudonym_ttl_s
+        cur = self.period(now)
+        nxt_start = (cur + 1) * ttl
+        lead = self._leads.setdefault(cur + 1, ttl * _JITTER.uniform(0.02, 0.1))
+        due = [cur] + ([cur + 1] if now >= nxt_start - lead else [])
+        if now >= self._token_retry_at:
+            for period in due:
+                if period in self.verifier.keys and self.wallet.wanted(period):
+                    effects += self._ask_issuer(period, now)
+        deadlines = [p.deadline for p in self.wallet.pending.values()]
+        if self._token_retry_at > now:
+            deadlines.append(self._token_retry_at)
+        deadlines.append(nxt_start - lead if nxt_start - lead > now else nxt_start)
+        self._token_due = min(deadlines)
+        for old in [e for e in self._leads if e <= cur]:
+            del self._leads[old]
+        return effects
+
+    def _ask_issuer(self, period: int, now: float) -> list[Effect]:
+        assert self.login is not None
+        cid = self._token()
+        topic = self.topics.reply(f"p4-{self._token()}")
+        pk = self.verifier.keys[period]
+        blinded = self.wallet.begin(period, pk, cid, topic, now + self.config.ds_timeout_s)
+        self._by_topic[topic] = cid
+        request = IssueRequest(
+            correlation_id=cid,
+            reply_to=topic,
+            user_id=self.login,
+            period=period,
+            blinded_msg=blinded,
+        )
+        self.stats["token_requested"] += 1
+        return [Subscribe(topic), Send(self.topics.issue(self.login), request)]
+
+    def _issued(self, msg: IssueAnswer | ErrorReply) -> list[Effect]:
+        cid = msg.correlation_id or ""
+        pending = self.wallet.pending.get(cid)
+        if pending is None:
+            self.stats["unsolicited"] += 1
+            return []
+        self._by_topic.pop(pending.topic, None)
+        if isinstance(msg, ErrorReply):
+            del self.wallet.pending[cid]
+            self.wallet.refused.add(pending.period)
+            self.stats[f"token_refused_{msg.code}"] += 1
+            log.info("issuer refused a token (%s)", msg.code)
+        elif self.wallet.complete(cid, msg.blind_sig):
+            self.stats["token_issued"] += 1
+        else:
+            self.stats["token_invalid"] += 1
+        return [Unsubscribe(pending.topic)]
 
     # --------------------------------------------------------------- requester
 
@@ -290,7 +413,9 @@ class PeerMachine:
         if q is None or q.phase != "collect":
             self.stats["unsolicited"] += 1
             return
-        reason = q.reject(rep, now, self.config, self._pseudonym)
+        reason = q.reject(rep, now, self.config, self.pseudonym(now))
+        if reason is None and self.verifier.required:
+            reason = self.verifier.check(rep, now)
         if reason is not None:
             q.dropped[reason] += 1
             self.stats[f"reply_{reason}"] += 1
@@ -305,11 +430,16 @@ class PeerMachine:
 
     def next_deadline(self) -> float | None:
         """The earliest instant (s) :meth:`on_deadline` must run, or None."""
-        return min((q.deadline for q in self._queries.values()), default=None)
+        due = min((q.deadline for q in self._queries.values()), default=None)
+        if self._token_due is not None:
+            due = self._token_due if due is None else min(due, self._token_due)
+        return due
 
     def on_deadline(self, now: float) -> list[Effect]:
         """Close collection windows and time out DS queries that are due at ``now``."""
         effects: list[Effect] = []
+        if self._token_due is not None and self._token_due <= now:
+            effects += self._token_effects(now)
         for q in [q for q in self._queries.values() if q.deadline <= now]:
             if q.phase == "collect":
                 effects += self._close_window(q, now)
@@ -348,7 +478,15 @@ class PeerMachine:
                 f"({len(q.replies)} usable replies after {q.rounds} rounds)"
             )
             return self._finish(q, Failed(q.id, err))
-        ds = q.ask_ds(result, proj, cfg, self._token(), now)
+        ds = q.ask_ds(
+            result,
+            cand,
+            (float(own_xy[0]), float(own_xy[1])),
+            proj,
+            config=cfg,
+            cid=self._token(),
+            now=now,
+        )
         self._by_cid[q.ds_cid] = q.id
         for cid in q.cids:
             self._by_cid.pop(cid, None)

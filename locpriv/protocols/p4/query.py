@@ -18,7 +18,7 @@ import numpy as np
 from locpriv.core.geo import LocalProjection, LonLat, haversine_m
 from locpriv.core.grouping import Group
 from locpriv.core.poi import refine
-from locpriv.protocols.p4.types import PeerAnswer, PeerConfig, radius_ladder
+from locpriv.protocols.p4.types import PeerAnswer, PeerConfig, query_radius
 from locpriv.wire.messages import CentroidLocation, DSQuery, PeerReply, Query, QueryAnswer
 
 __all__ = ["OpenQuery"]
@@ -56,6 +56,10 @@ class OpenQuery:
     group: Group | None = None
     centroid: LonLat = _ORIGIN
     radius_m: float = 0.0
+    extent_m: float = 0.0
+    members: tuple[str, ...] = ()
+    order: list[str] = field(default_factory=list)
+    covered: bool = True
     ds_sent: float = 0.0
 
     def reject(self, rep: PeerReply, now: float, config: PeerConfig, pseudonym: str) -> str | None:
@@ -81,6 +85,7 @@ class OpenQuery:
         """Reply points in metres, thinned and capped: at most k-1 per square of side
         √A_min/2 (any k points inside one span < A_min, so a cluster cannot crowd out the
         others), then the ``max_candidates`` nearest to the requester."""
+        keys = list(self.replies)
         lonlat = np.array(list(self.replies.values()), dtype=np.float64).reshape(-1, 2)
         x, y = proj.to_xy(lonlat[:, 0], lonlat[:, 1])
         xy = np.column_stack((x, y))
@@ -102,18 +107,37 @@ class OpenQuery:
         if len(order) > config.max_candidates:
             self.dropped["beyond_max_candidates"] += len(order) - config.max_candidates
             order = order[: config.max_candidates]
+        self.order = [keys[int(i)] for i in order]
         return np.array([ox, oy]), xy[order]
 
     def ask_ds(
-        self, group: Group, proj: LocalProjection, config: PeerConfig, cid: str, now: float
+        self,
+        group: Group,
+        cand: np.ndarray,
+        own_xy: tuple[float, float],
+        proj: LocalProjection,
+        *,
+        config: PeerConfig,
+        cid: str,
+        now: float,
     ) -> DSQuery:
-        """Enter the DS phase with ``group``: the DS query (correlation id ``cid``) for its
-        centroid, with a radius from the ladder covering the true point plus the margin."""
+        """Enter the DS phase with ``group`` (indices into ``cand``, metres, the requester at
+        ``own_xy``): the DS query (correlation id ``cid``) for its centroid with the radius of
+        :func:`~locpriv.protocols.p4.types.query_radius` - computed from the members' perturbed
+        points only. Whether that disc covers the true point is recorded (``covered``) and
+        changes nothing that anyone else observes."""
         self.group = group
-        clon, clat = proj.point_to_lonlat(*group.centroid_xy)
+        cx, cy = group.centroid_xy
+        clon, clat = proj.point_to_lonlat(cx, cy)
+        members = cand[list(group.indices)].reshape(-1, 2)
+        extent = math.hypot(own_xy[0] - cx, own_xy[1] - cy)
+        if len(members):
+            extent = max(extent, float(np.hypot(members[:, 0] - cx, members[:, 1] - cy).max()))
+        self.extent_m = extent
+        self.members = tuple(self.order[i] for i in group.indices)
+        self.radius_m = query_radius(extent, config)
         tx, ty = proj.point_to_xy(self.true_lon, self.true_lat)
-        dist = math.hypot(tx - group.centroid_xy[0], ty - group.centroid_xy[1])
-        self.radius_m = radius_ladder(dist + config.radius_margin_m, config.radius_base_m)
+        self.covered = math.hypot(tx - cx, ty - cy) <= self.radius_m
         self.centroid = LonLat(clon, clat)
         self.phase = "ds"
         self.deadline = now + config.ds_timeout_s
@@ -147,4 +171,6 @@ class OpenQuery:
             candidates=len(msg.pois),
             exact=self.group.exact,
             ds_s=max(0.0, now - self.ds_sent),
+            covered=self.covered,
+            members=self.members,
         )

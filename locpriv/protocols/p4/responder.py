@@ -25,14 +25,20 @@ class Responder:
         self._overall = TokenBucket(policy.overall_rate_per_s, policy.overall_burst)
         self._per: dict[str, TokenBucket] = {}
 
-    def refusal(self, req: PeerRequest, own: tuple[float, float], now: float) -> str | None:
-        """Why a device whose perturbed point is ``own`` (lon, lat) does not answer ``req`` at
-        ``now`` (a stats key), or None: answer. Takes the tokens the checks pass."""
+    def too_far(self, req: PeerRequest, own: tuple[float, float]) -> bool:
+        """The requester's perturbed point is beyond the policy's distance (or the request's
+        own ``max_distance_m``) from ``own`` (lon, lat)."""
         policy = self.config.responder
         limit = policy.max_distance_m if policy.max_distance_m is not None else self.config.reach_m
         if req.max_distance_m is not None:
             limit = min(limit, req.max_distance_m)
-        if float(haversine_m(own[0], own[1], req.lon, req.lat)) > limit:
+        return float(haversine_m(own[0], own[1], req.lon, req.lat)) > limit
+
+    def refusal(self, req: PeerRequest, own: tuple[float, float], now: float) -> str | None:
+        """Why a device whose perturbed point is ``own`` (lon, lat) does not answer ``req`` at
+        ``now`` (a stats key), or None: answer. Takes the tokens the checks pass."""
+        policy = self.config.responder
+        if self.too_far(req, own):
             return "too_far"
         bucket = self._per.get(req.requester)
         if bucket is None:

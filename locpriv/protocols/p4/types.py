@@ -24,6 +24,7 @@ __all__ = [
     "PeerConfig",
     "ResponderPolicy",
     "TokenBucket",
+    "query_radius",
     "radius_ladder",
 ]
 
@@ -56,6 +57,12 @@ class PeerAnswer:
     candidates: int
     exact: bool
     ds_s: float = 0.0
+    covered: bool = True
+    """The true position lies inside the disc sent to DS; when False (documented, rare: the
+    device's noise exceeded ``radius_cover_m``) ``pois`` are the best of the candidates but may
+    miss a closer POI outside the disc."""
+    members: tuple[str, ...] = ()
+    """Pseudonyms of the responders in the group (local diagnostics; never sent)."""
 
 
 # ---------------------------------------------------------------------------- config
@@ -97,6 +104,16 @@ class PeerConfig:
     broker cannot follow it across periods by client id (nor by user name, when the deployment's
     devices share a P4 credential).
 
+    Tokens (docs/peer.md §8): ``require_tokens`` None (default) drops replies and requests
+    whose pseudonym carries no valid issuer token as soon as the device has received the
+    issuer's key (and from then on); True always (deployments with an issuer: no reply counts
+    before the key arrives); False never checks. ``pseudonym_ttl_s`` must equal the issuer's
+    period.
+
+    DS radius (§5): a function of the group only, never of the true position:
+    ``query_radius_m`` (default ``√(A_max/π) + 3σ``) doubled until it covers every group
+    member plus ``radius_cover_m`` (default ``4σ + 2·reuse_radius_m``).
+
     Areas in m², distances in metres, times in seconds. ``cell_side_m`` must be the same on
     every device of a deployment (default :func:`locpriv.core.cells.cell_side_for` of ``a_max_m2``
     and ``max_distance_m``).
@@ -114,6 +131,8 @@ class PeerConfig:
     ds_timeout_s: float = 5.0
     query_radius_m: float | None = None
     radius_margin_m: float = 5.0
+    radius_cover_m: float | None = None
+    require_tokens: bool | None = None
     reuse_enabled: bool = True
     keyed_noise: bool = True
     rekey_s: float | None = None
@@ -156,6 +175,25 @@ class PeerConfig:
         if self.query_radius_m is not None:
             return self.query_radius_m
         return math.sqrt(self.a_max_m2 / math.pi) + 3.0 * self.mechanism.scale_m
+
+    @property
+    def cover_m(self) -> float:
+        """How far (m) beyond its perturbed point the disc sent to DS reaches: ``4σ`` (the
+        noise exceeds it with probability e⁻⁸ ≈ 3e-4 for the Gaussian, 0.8 % for planar
+        Laplace of the same σ) plus two place widths (keyed noise moves the point to the
+        place's centre) plus ``radius_margin_m``, unless ``radius_cover_m`` is set."""
+        if self.radius_cover_m is not None:
+            return self.radius_cover_m
+        return 4.0 * self.mechanism.scale_m + 2.0 * self.reuse_radius_m + self.radius_margin_m
+
+
+def query_radius(extent_m: float, config: PeerConfig) -> float:
+    """The DS radius for a group whose members lie within ``extent_m`` metres of its centroid:
+    the ladder step covering ``extent_m + config.cover_m``. A function of the group (which its
+    members and DS may know) and of the configuration, never of the true position, so neither
+    the radius nor anything that follows it says how far the true position is from the
+    centroid (the distance oracle of issue 20)."""
+    return radius_ladder(extent_m + config.cover_m, config.radius_base_m)
 
 
 def radius_ladder(distance_m: float, base_m: float) -> float:
