@@ -238,8 +238,30 @@ def _loo_mode_accuracy(c: npt.NDArray[np.int64], q: npt.NDArray[np.int64]) -> fl
     has = nxt < gc.size
     has[has] = gc[nxt[has]] == gc[first[has]]
     second_n[gc[first[has]]] = cnt[nxt[has]]
-    ok = (q == top_q[c]) & (top_n[c] - 1 >= np.maximum(second_n[c], 1))
+    ok = (q == top_q[c]) & (top_n[c] - 1 > second_n[c]) & (top_n[c] >= 2)
     return float(ok.mean())
+
+
+def _loo_mode_baseline(q: npt.NDArray[np.int64]) -> float:
+    """:func:`_loo_mode_accuracy` without a column: the share of the most frequent value when
+    it stays the most frequent without the guessed record, else 0."""
+    if q.size == 0:
+        return 0.0
+    cnt = np.sort(np.bincount(q))[::-1]
+    second = int(cnt[1]) if cnt.size > 1 else 0
+    return float(cnt[0]) / q.size if int(cnt[0]) - 1 > second and int(cnt[0]) >= 2 else 0.0
+
+
+def _numeric(s: pd.Series) -> bool:
+    return bool(pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s))
+
+
+def _correlation(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+    """Pearson correlation (of dense ranks: Spearman's with ties on one rank); 0 when either
+    side is constant."""
+    da, db = a - a.mean(), b - b.mean()
+    den = float(np.sqrt(np.dot(da, da) * np.dot(db, db)))
+    return float(np.dot(da, db) / den) if den > 0 else 0.0
 
 
 def audit_pass_through(
@@ -253,18 +275,29 @@ def audit_pass_through(
     ``"pass-through"`` or ``"confidential"``), against the key attributes ``qi`` of ``df``
     (original values). Per column: ``unique_share`` (distinct values / n), ``rare_share``
     (share of records whose value fewer than k records hold), ``predicts`` (key attribute ->
-    leave-one-out accuracy of its mode given the column, with the baseline, and the rank
-    correlation for numerical pairs) and ``warnings`` (one line each: near-unique, or predicts
-    a key attribute; thresholds :data:`RARE_SHARE`, :data:`PREDICT_ACCURACY`,
-    :data:`PREDICT_GAIN`, :data:`RANK_CORRELATION`). ``column(name)`` reads a column that is not
-    in ``df`` (the CLI's streamed Parquet path reads one column at a time)."""
+    leave-one-out ``accuracy`` of its mode given the column, or ``accuracy_at_most`` where the
+    records sharing their value (of the column or of the key) are too few to reach the
+    threshold; the ``baseline``; the ``rank_correlation`` for numerical pairs) and
+    ``warnings`` (one line each: near-unique, or predicts a key attribute; thresholds
+    :data:`RARE_SHARE`, :data:`PREDICT_ACCURACY`, :data:`PREDICT_GAIN`,
+    :data:`RANK_CORRELATION`). ``column(name)`` reads a column that is not in ``df`` (the CLI's
+    streamed Parquet path reads one column at a time)."""
     n = len(df)
-    keys = {q: pd.factorize(df[q], use_na_sentinel=False)[0].astype(np.int64) for q in qi}
-    base = {q: _loo_mode_accuracy(np.zeros(n, dtype=np.int64), v) for q, v in keys.items()}
+    # sorted codes: the dense ranks of a numerical column, one factorisation for both uses
+    keys = {
+        q: pd.factorize(df[q], sort=_numeric(df[q]), use_na_sentinel=False)[0].astype(np.int64)
+        for q in qi
+    }
+    base = {q: _loo_mode_baseline(v) for q, v in keys.items()}
+    # a record whose key value no other record holds is never guessed (leave-one-out): the
+    # share of the others bounds the accuracy, and spares the count on continuous keys
+    shared = {q: float(np.mean(np.bincount(v)[v] >= 2)) if n else 0.0 for q, v in keys.items()}
+    ranks = {q: keys[q].astype(np.float64) for q in qi if _numeric(df[q])}
     out: list[dict[str, Any]] = []
     for name, role in columns.items():
         s = df[name] if name in df.columns or column is None else column(name)
-        c = pd.factorize(s, use_na_sentinel=False)[0].astype(np.int64)
+        numeric = _numeric(s)
+        c = pd.factorize(s, sort=numeric, use_na_sentinel=False)[0].astype(np.int64)
         cnt = np.bincount(c)
         rare = float(np.mean(cnt[c] < k)) if n else 0.0
         entry: dict[str, Any] = {
@@ -281,28 +314,32 @@ def audit_pass_through(
                 f" value that fewer than k={k} records hold, so it singles them out by itself;"
                 f" drop it (--drop {name}) or coarsen it"
             )
-        numeric = pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s)
+        c_shared = float(np.mean(cnt[c] >= 2)) if n else 0.0
+        r_c = c.astype(np.float64) if numeric and ranks else None
         for q, qv in keys.items():
-            acc = _loo_mode_accuracy(c, qv)
-            item: dict[str, float] = {"accuracy": acc, "baseline": base[q]}
+            bound = min(shared[q], c_shared)
+            item: dict[str, float] = {"baseline": base[q]}
+            if bound >= PREDICT_ACCURACY:
+                acc = _loo_mode_accuracy(c, qv)
+                item["accuracy"] = acc
+            else:  # cannot reach the threshold: the bound is reported instead
+                acc = 0.0
+                item["accuracy_at_most"] = bound
             flagged = acc >= PREDICT_ACCURACY and acc - base[q] >= PREDICT_GAIN
-            qs = df[q]
-            if numeric and pd.api.types.is_numeric_dtype(qs.dtype) and n > 2:
-                rho = pd.Series(s.to_numpy()).corr(pd.Series(qs.to_numpy()), method="spearman")
-                rho = 0.0 if pd.isna(rho) else float(rho)
+            if r_c is not None and q in ranks and n > 2:
+                rho = _correlation(r_c, ranks[q])
                 item["rank_correlation"] = rho
                 flagged = flagged or abs(rho) >= RANK_CORRELATION
             entry["predicts"][q] = item
             if flagged:
+                how = (
+                    f"its value gives {q!r} for {acc:.0%} of the records, {base[q]:.0%} without it"
+                    if acc >= PREDICT_ACCURACY
+                    else f"rank correlation {item['rank_correlation']:.2f}"
+                )
                 entry["warnings"].append(
-                    f"column {name!r} ({role}) predicts key attribute {q!r} (its value gives"
-                    f" {q!r} for {acc:.0%} of the records, {base[q]:.0%} without it"
-                    + (
-                        f", rank correlation {item['rank_correlation']:.2f}"
-                        if "rank_correlation" in item
-                        else ""
-                    )
-                    + f"): it undoes the grouping of {q!r}; drop it (--drop {name})"
+                    f"column {name!r} ({role}) predicts key attribute {q!r} ({how}): it undoes"
+                    f" the grouping of {q!r}; drop it (--drop {name})"
                 )
         out.append(entry)
     return out

@@ -18,7 +18,12 @@ from pycanon import anonymity
 from locpriv.cli import main
 from locpriv.errors import ConfigError, DataError
 from locpriv.tabular import anonymize
-from locpriv.tabular.frame import audit_pass_through, release_classes
+from locpriv.tabular.frame import (
+    _loo_mode_accuracy,
+    _loo_mode_baseline,
+    audit_pass_through,
+    release_classes,
+)
 from tests.tabular._mdav_helpers import ADULT
 
 EDU = ["primary", "secondary", "bachelor", "master"]
@@ -184,7 +189,7 @@ def test_audit_flags_near_unique_and_key_predicting_columns() -> None:
     assert audit["education"]["predicts"]["edu_num"]["baseline"] < 0.1
     assert audit["income_k"]["predicts"]["income"]["rank_correlation"] > 0.999
     # a near-unique column predicts nothing by itself (leave-one-out)
-    assert audit["record_no"]["predicts"]["age"]["accuracy"] == 0.0
+    assert audit["record_no"]["predicts"]["age"]["accuracy_at_most"] == 0.0
     assert audit["sex"]["warnings"] == [] and audit["region"]["warnings"] == []
     assert len(said) == sum(len(e["warnings"]) for e in audit.values())
     assert any("--drop education" in line for line in said)
@@ -200,6 +205,23 @@ def test_audit_flags_near_unique_and_key_predicting_columns() -> None:
         anonymize(df, "age", k=5, drop="nope")
     with pytest.raises(ConfigError, match="column 'age' to drop is a key"):
         anonymize(df, ["age", "income"], k=5, drop="age")
+
+
+def test_leave_one_out_accuracy_against_a_plain_count() -> None:
+    """The vectorised leave-one-out guess against a loop over the records."""
+    rng = np.random.default_rng(8)
+    for _ in range(100):
+        n = int(rng.integers(1, 40))
+        c = rng.integers(0, int(rng.integers(1, 6)), n)
+        q = rng.integers(0, int(rng.integers(1, 5)), n)
+        hits = 0
+        for i in range(n):
+            others = [int(q[j]) for j in range(n) if j != i and c[j] == c[i]]
+            counts = pd.Series(others, dtype=np.int64).value_counts()
+            top = counts[counts == counts.max()] if len(counts) else counts
+            hits += int(len(top) == 1 and top.index[0] == q[i])
+        assert _loo_mode_accuracy(c, q) == pytest.approx(hits / n)
+        assert _loo_mode_baseline(q) == pytest.approx(_loo_mode_accuracy(np.zeros(n, np.int64), q))
 
 
 def test_audit_reads_streamed_columns_one_at_a_time() -> None:
