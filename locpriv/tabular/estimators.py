@@ -62,7 +62,9 @@ SCALE_METHODS = ("partitioned",)  # any p; the default from DEFAULT_FROM_N recor
 METHODS = K_ANON_METHODS + P_METHODS + SCALE_METHODS
 DEFAULT_BUDGET = 5.0
 """The default method's stated time budget, in multiples of MDAV's time on the same data: p = 1
-runs MDAV (1×); p >= 2 runs ``P_DEFAULT`` (2.6-4.3× in benchmarks/bench_tabular.py's grid).
+runs MDAV (1×); p >= 2 runs ``P_DEFAULT`` (their kernels 3.1-4.3× MDAV's in
+benchmarks/bench_tabular.py's grid; the whole fit 4.0× at 100k × 13, up to 7.6× of a 0.05 s
+MDAV at 10k rows, where fixed costs weigh).
 ``best`` (tens of times MDAV) and ``best-p`` are explicit choices."""
 ORDER_WARNING = (
     "ROW ORDER KEPT (keep_order): the released rows are in the input's order; a file sorted by"
