@@ -165,10 +165,12 @@ def _write_permuted(
     writer: pq.ParquetWriter | None = None
     schema: pa.Schema | None = None
     with tempfile.TemporaryDirectory(prefix=".locpriv-shuffle-", dir=workdir) as work:
-        pieces: list[dict[int, int]] = []  # per input row group: output group -> its row group
+        pieces: list[tuple[Path, dict[int, int]]] = []  # per file: output group -> row group
         off = 0
         for i in range(pf.num_row_groups):
             part = _release_part(pf, i, keep, released, off)
+            if len(part) == 0:
+                continue
             where = pos[off : off + len(part)]
             off += len(part)
             table = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
@@ -179,16 +181,15 @@ def _write_permuted(
             bs, starts = np.unique(bucket[idx], return_index=True)
             ends = np.r_[starts[1:], idx.size]
             got: dict[int, int] = {}
-            with pq.ParquetWriter(Path(work) / f"{i}.parquet", table.schema) as w:
+            path = Path(work) / f"{i}.parquet"
+            with pq.ParquetWriter(path, table.schema) as w:
                 for j, (b, a, e) in enumerate(zip(bs, starts, ends, strict=True)):
                     w.write_table(table.take(pa.array(idx[a:e])))
                     got[int(b)] = j
-            pieces.append(got)
-        files = [pq.ParquetFile(Path(work) / f"{i}.parquet") for i in range(len(pieces))]
+            pieces.append((path, got))
+        files = [(pq.ParquetFile(path), got) for path, got in pieces]
         for b in range(-(-n // size)):
-            parts = [
-                f.read_row_group(got[b]) for f, got in zip(files, pieces, strict=True) if b in got
-            ]
+            parts = [f.read_row_group(got[b]) for f, got in files if b in got]
             if not parts:
                 continue
             chunk = pa.concat_tables(parts)
@@ -197,6 +198,6 @@ def _write_permuted(
             if writer is None:
                 writer = pq.ParquetWriter(tmp, chunk.schema)
             writer.write_table(chunk)
-        for f in files:
+        for f, _ in files:
             f.close()
     return writer

@@ -221,3 +221,34 @@ def test_cli_keep_order_is_flagged_in_report_and_stderr(
     assert err.startswith("locpriv anonymize: warning: ROW ORDER KEPT")
     assert pd.read_csv(dst)["s"].tolist() == df["s"].tolist()
     assert json.loads(rep.read_text())["order"]["shuffled"] is False
+
+
+@pytest.mark.parametrize(("n", "group"), [(1, 1), (97, 10), (500, 64), (500, 500), (0, 10)])
+def test_streamed_shuffle_writes_exactly_the_permutation(
+    tmp_path: Path, n: int, group: int
+) -> None:
+    """io.write_release's two passes against ``iloc``: every row once, where the order says,
+    released columns replaced, dropped ones gone, categories kept, no temporary file left."""
+    from locpriv.tabular.io import write_release
+
+    rng = np.random.default_rng(n)
+    df = pd.DataFrame(
+        {
+            "a": rng.normal(size=n),
+            "b": rng.integers(0, 9, n),
+            "c": pd.Categorical(rng.choice(["x", "y"], n), categories=["y", "x"]),
+            "d": [f"r{i}" for i in range(n)],
+        }
+    )
+    src, dst = tmp_path / "in.parquet", tmp_path / "out.parquet"
+    df.to_parquet(src, index=False, row_group_size=group)
+    released = pd.DataFrame({"a": np.round(df["a"], 1)})
+    order = rng.permutation(n).astype(np.int64)
+    write_release(src, dst, released, order=order, drop=["d"])
+    want = df.drop(columns="d").assign(a=released["a"]).iloc[order].reset_index(drop=True)
+    got = pd.read_parquet(dst)
+    if n == 0:  # (a release has n >= k >= 1 rows) an empty file keeps the columns
+        assert list(got.columns) == list(want.columns) and len(got) == 0
+    else:
+        pd.testing.assert_frame_equal(got, want)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "out.parquet"]
