@@ -121,6 +121,13 @@ def check_frame(
         raise ConfigError(f"p={p} needs at least one confidential attribute (sensitive)")
 
 
+def _exact(x: float) -> str:
+    """A bound as written: short (``%g``) where that is exact, else the shortest exact repr, so
+    an interval always holds its group's values."""
+    short = f"{x:g}"
+    return short if float(short) == float(x) else repr(float(x))
+
+
 def _written_keys(
     df: pd.DataFrame,
     cols: list[KeyColumn],
@@ -139,7 +146,7 @@ def _written_keys(
             lo = pd.Series(v).groupby(labels).transform("min").to_numpy()
             hi = pd.Series(v).groupby(labels).transform("max").to_numpy()
             if kc.kind == "numerical":
-                col = [f"[{a:g}, {b:g}]" for a, b in zip(lo, hi, strict=True)]
+                col = [f"[{_exact(a)}, {_exact(b)}]" for a, b in zip(lo, hi, strict=True)]
             elif kc.kind == "ordinal":
                 cats = np.array(kc.categories, dtype=object)
                 col = [f"[{cats[int(a)]}, {cats[int(b)]}]" for a, b in zip(lo, hi, strict=True)]
