@@ -104,3 +104,33 @@ def group_centroids(values: npt.NDArray[np.float64], labels: IntArray, kind: Kin
     table = np.bincount(labels * ncat + codes, minlength=g * ncat).reshape(g, ncat)
     mode: FloatArray = table.argmax(axis=1).astype(np.float64)
     return mode
+
+
+def encode_written(
+    columns: list[KeyColumn],
+    values: list[npt.NDArray[np.float64]],
+    written: list[npt.NDArray[np.float64]],
+) -> FloatArray:
+    """The written key values on the scale of :func:`encode`'s matrix for ``values``.
+
+    ``written`` holds, per key column, the released value (numerical) or the code of the
+    released category (ordinal, nominal), row by row as ``values``. Each column is scaled with
+    the original column's mean and standard deviation (numerical, ordinal) or one-hot over the
+    original's codes (nominal), so ``sum((encode(...).Z - encode_written(...))**2)`` is the SSE
+    of what is written, in the units of the grouping's distance."""
+    parts: list[FloatArray] = []
+    for c, v_in, w_in in zip(columns, values, written, strict=True):
+        v = np.asarray(v_in, dtype=np.float64)
+        w = np.asarray(w_in, dtype=np.float64)
+        if c.kind == "nominal":
+            # written categories are modes of original ones: codes < the original's count
+            ncat = max(int(v.max()) + 1 if v.size else 0, 1)
+            onehot = np.zeros((w.size, ncat), dtype=np.float64)
+            onehot[np.arange(w.size), w.astype(np.int64)] = 1.0 / np.sqrt(2.0)
+            parts.append(onehot)
+            continue
+        mu = v.mean() if v.size else 0.0
+        sd = v.std() if v.size else 1.0
+        sd = sd if sd > 0 else 1.0
+        parts.append(((w - mu) / sd)[:, None])
+    return np.hstack(parts) if parts else np.zeros((0, 0))

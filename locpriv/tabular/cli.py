@@ -12,13 +12,19 @@ import json
 import os
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from locpriv.errors import ConfigError
 from locpriv.tabular.estimators import METHODS
-from locpriv.tabular.frame import anonymize
+from locpriv.tabular.frame import (
+    anonymize,
+    audit_pass_through,
+    plan_release,
+    release_warnings,
+)
 from locpriv.tabular.io import (
     is_parquet,
+    parquet_columns,
     read_columns,
     read_table,
     write_release,
@@ -80,12 +86,17 @@ def _columns(text: str | None, option: str) -> list[str]:
     return cols
 
 
+def _no_warn(line: str) -> None:
+    """The CLI prints the report's warnings itself (one stderr line each)."""
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``locpriv anonymize``; returns 0 (errors are raised)."""
     qi = _columns(args.qi, "--qi")
     sensitive = _columns(args.sensitive, "--sensitive")
     ordinal = _columns(args.ordinal, "--ordinal")
     nominal = _columns(args.nominal, "--nominal")
+    drop = _columns(args.drop, "--drop")
     if args.k < 1:
         raise ConfigError(f"--k must be >= 1, got {args.k}")
     if args.p < 1:
@@ -98,30 +109,42 @@ def run(args: argparse.Namespace) -> int:
     stream = is_parquet(args.input) and is_parquet(args.output)
     bar = ProgressBar()
     t0 = time.perf_counter()
+    options: dict[str, Any] = {
+        "ordinal": ordinal,
+        "nominal": nominal,
+        "release": args.release,
+        "progress": bar,
+        "block_size": args.block_size,
+        "scheduler": args.scheduler,
+        "workers": args.workers or os.cpu_count() or 1,
+        "keep_order": args.keep_order,
+        "drop": drop,
+    }
     try:
         bar.stage("read")
         df = read_columns(args.input, [*qi, *sensitive]) if stream else read_table(args.input)
         bar(1.0)
         bar.stage("groups")
-        out, report = anonymize(
-            df,
-            qi,
-            sensitive,
-            args.k,
-            args.p,
-            args.method,
-            args.seed,
-            ordinal=ordinal,
-            nominal=nominal,
-            release=args.release,
-            progress=bar,
-            block_size=args.block_size,
-            scheduler=args.scheduler,
-            workers=args.workers or os.cpu_count() or 1,
-        )
+        if stream:
+            every = parquet_columns(args.input)
+            rel = plan_release(
+                df, qi, sensitive, args.k, args.p, args.method, args.seed, columns=every, **options
+            )
+            roles = {c: "pass-through" for c in every if c not in qi and c not in rel.drop}
+            roles.update((c, "confidential") for c in sensitive)
+            rel.report["pass_through"] = audit_pass_through(
+                df, qi, roles, args.k, column=lambda c: read_columns(args.input, [c])[c]
+            )
+            report = rel.report
+        else:
+            out, report = anonymize(
+                df, qi, sensitive, args.k, args.p, args.method, args.seed, warn=_no_warn, **options
+            )
+        for line in release_warnings(report):
+            print(f"locpriv anonymize: warning: {line}", file=sys.stderr)
         bar.stage("write")
         if stream:
-            write_release(args.input, args.output, out[qi])
+            write_release(args.input, args.output, rel.keys, order=rel.order, drop=rel.drop)
         else:
             write_table(out, args.output)
         bar(1.0)
@@ -141,7 +164,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description=(
             "Replace the key attributes of each record by its group's centroid so that every "
             "group has >= k records and >= p distinct values of each confidential attribute. "
-            "Other columns pass through unchanged; row order is kept."
+            "Other columns pass through unchanged (audited: near-unique columns and columns "
+            "that predict a key attribute are reported and warned about; --drop removes "
+            "them). Rows are written in a random order (--keep-order keeps the input's, "
+            "which lets a sorted file be re-identified by position)."
         ),
     )
     p.add_argument("input", help="input table (.csv or .parquet)")
@@ -155,8 +181,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         choices=METHODS,
         default=None,
         help=(
-            f"algorithm (default: from {DEFAULT_FROM_N} records 'partitioned', below it run "
-            "the candidates and keep the lowest information loss)"
+            f"algorithm (default: from {DEFAULT_FROM_N} records 'partitioned'; below it, "
+            "within about 5x MDAV's time: p=1 'mdav', p>=2 k-increase, mdav-seed and sec-pk, "
+            "keeping the lowest information loss; 'best' and 'best-p' lower the loss further "
+            "at tens of times MDAV's time)"
         ),
     )
     p.add_argument(
@@ -179,7 +207,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=BLOCK_SIZE,
         help=f"records per block of the partitioned method (default {BLOCK_SIZE})",
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed (random-seed, best)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help=(
+            "random seed of the methods (random-seed, best, partitioned) and of the row order"
+            " (default: methods seed 0, row order from the OS's entropy; a seed given is"
+            " recorded in the report, and whoever holds it can undo the shuffle)"
+        ),
+    )
+    p.add_argument(
+        "--keep-order",
+        action="store_true",
+        help="write the rows in the input's order (unsafe: flagged in the report, warned)",
+    )
+    p.add_argument(
+        "--drop", default=None, help="columns to leave out of the output, comma separated"
+    )
     p.add_argument("--report", default=None, help="write the JSON report to this file")
     p.add_argument("--ordinal", default=None, help="key attributes that are ordinal")
     p.add_argument("--nominal", default=None, help="key attributes that are nominal")

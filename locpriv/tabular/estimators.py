@@ -9,10 +9,14 @@ variable-size heuristic, k-anonymity only), ``"k-increase"``, ``"mdav-seed"``, `
 ``"sec-pk"``, ``"enhanced-pk"`` (Truta et al.'s EnhancedPKClustering as printed), ``"best-p"``
 (large-neighbourhood search from the best greedy p-sensitive partition), ``"partitioned"`` (any
 p; linear time, :mod:`locpriv.tabular.partitioned`); ``None`` runs ``"partitioned"`` from
-``DEFAULT_FROM_N`` (200,000) records, below it the candidates that meet the request and keeps
-the lowest SSE (p <= 1: ``"best"``; p >= 2: the p-sensitive methods of ``P_DEFAULT``, ``"best-p"``
-last, starting from the best of the others). ``"enhanced-pk"`` runs only when asked for: it
-maximises the number of groups, not SSE, and its time grows as n².
+``DEFAULT_FROM_N`` (200,000) records, below it a default within ``DEFAULT_BUDGET`` times
+MDAV's time: p <= 1 ``"mdav"``; p >= 2 the greedy p-sensitive methods of ``P_DEFAULT``, keeping
+the lowest SSE. ``"best"`` and ``"best-p"`` (tens of times MDAV's time) run only when named, as
+does ``"enhanced-pk"`` (it maximises the number of groups, not SSE, and its time grows as n²).
+
+Randomness: ``seed=None`` runs the methods with seed 0 and, where rows are released (a frame
+through :meth:`Microaggregator.fit_transform`), shuffles them with a permutation drawn from the
+operating system's entropy; an explicit ``seed`` drives both (reproducible).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any, Self
@@ -51,10 +56,36 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 K_ANON_METHODS = ("mdav", "best")
-P_DEFAULT = ("k-increase", "mdav-seed", "random-seed", "sec-pk", "best-p")  # the SSE race
-P_METHODS = (*P_DEFAULT[:-1], "enhanced-pk", "best-p")
+P_DEFAULT = ("k-increase", "mdav-seed", "sec-pk")  # the default's SSE race (p >= 2)
+P_METHODS = ("k-increase", "mdav-seed", "random-seed", "sec-pk", "enhanced-pk", "best-p")
 SCALE_METHODS = ("partitioned",)  # any p; the default from DEFAULT_FROM_N records
 METHODS = K_ANON_METHODS + P_METHODS + SCALE_METHODS
+DEFAULT_BUDGET = 5.0
+"""The default method's stated time budget, in multiples of MDAV's time on the same data: p = 1
+runs MDAV (1×); p >= 2 runs ``P_DEFAULT`` (their kernels 3.1-4.3× MDAV's in
+benchmarks/bench_tabular.py's grid; the whole fit 4.0× at 100k × 13, up to 7.6× of a 0.05 s
+MDAV at 10k rows, where fixed costs weigh).
+``best`` (tens of times MDAV) and ``best-p`` are explicit choices."""
+ORDER_WARNING = (
+    "ROW ORDER KEPT (keep_order): the released rows are in the input's order; a file sorted by"
+    " any attribute lets an attacker link rows by position, far above 1/k"
+)
+
+
+def row_order(n: int, seed: int | None, keep_order: bool) -> tuple[IntArray | None, dict[str, Any]]:
+    """The permutation that orders the ``n`` released rows (``out[j] = in[perm[j]]``) and the
+    report's ``order`` entry. ``seed=None`` draws it from the operating system's entropy (not
+    reproducible, not recorded); an explicit seed reproduces it (and is recorded: whoever holds
+    the seed can undo the shuffle, so it belongs with the report, not with the release).
+    ``keep_order`` returns ``None`` and a report entry that says so loudly."""
+    if keep_order:
+        return None, {"shuffled": False, "seed": None, "warning": ORDER_WARNING}
+    if seed is None:
+        perm = np.random.default_rng().permutation(n).astype(np.int64)
+        return perm, {"shuffled": True, "seed": None, "source": "os-entropy"}
+    perm = np.random.default_rng([int(seed), 0x0D3E]).permutation(n).astype(np.int64)
+    note = "the seed reproduces the row order: keep it with the report, never with the release"
+    return perm, {"shuffled": True, "seed": int(seed), "source": "seed", "note": note}
 
 
 def run_method(
@@ -135,11 +166,12 @@ def _dense_matrix(X: npt.ArrayLike) -> FloatArray:
 def candidates(method: str | None, p: int, n: int = 0) -> tuple[str, ...]:
     """The methods to try for a request of ``n`` records (validated). Without a method:
     ``"partitioned"`` from :data:`~locpriv.tabular.partitioned.DEFAULT_FROM_N` records (below,
-    ``"best"`` for p = 1, the p-sensitive methods of ``P_DEFAULT`` for p >= 2)."""
+    ``"mdav"`` for p = 1, the greedy p-sensitive methods of ``P_DEFAULT`` for p >= 2: within
+    :data:`DEFAULT_BUDGET` times MDAV's time)."""
     if method is None:
         if n >= DEFAULT_FROM_N:
             return SCALE_METHODS
-        return ("best",) if p <= 1 else P_DEFAULT
+        return ("mdav",) if p <= 1 else P_DEFAULT
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
     if method in K_ANON_METHODS and p > 1:
@@ -160,6 +192,11 @@ class Microaggregator:
     per block, and a dask.distributed scheduler address or ``Client`` that runs the blocks, or
     a number of local worker processes, used from two blocks on (same result either way; see
     :mod:`locpriv.tabular.distributed`).
+
+    :meth:`fit_transform` of a pandas DataFrame returns the released rows in a random order
+    (``report_["order"]``; ``seed=None`` draws it from the operating system's entropy) unless
+    ``keep_order=True``, which warns. Arrays keep their order (scikit-learn's contract: row i
+    of the output belongs to row i of ``X``).
     """
 
     def __init__(
@@ -168,13 +205,14 @@ class Microaggregator:
         p: int = 1,
         method: str | None = None,
         *,
-        seed: int = 0,
+        seed: int | None = None,
         standardize: bool = True,
         time_budget_s: float | None = None,
         progress: Callable[[float], None] | None = None,
         block_size: int = BLOCK_SIZE,
         scheduler: Any = None,
         workers: int = 1,
+        keep_order: bool = False,
     ) -> None:
         self.k = k
         self.p = p
@@ -186,6 +224,7 @@ class Microaggregator:
         self.block_size = block_size
         self.scheduler = scheduler
         self.workers = workers
+        self.keep_order = keep_order
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor parameters by name (scikit-learn convention). With ``deep``, a
@@ -362,7 +401,7 @@ class Microaggregator:
                 codes,
                 k,
                 p,
-                seed=self.seed,
+                seed=0 if self.seed is None else int(self.seed),
                 time_budget_s=self.time_budget_s,
                 progress=sub,
                 start=best[2] if name == "best-p" and best is not None else None,
@@ -378,8 +417,22 @@ class Microaggregator:
         assert best is not None
         return best, tried
 
-    def fit_transform(self, X: npt.ArrayLike, S: npt.ArrayLike | None = None) -> FloatArray:
-        """Fit, then return ``X`` with every record replaced by its group mean."""
+    def fit_transform(self, X: Any, S: npt.ArrayLike | None = None) -> Any:
+        """Fit, then return ``X`` with every record replaced by its group mean.
+
+        An array comes back in its rows' order. A pandas DataFrame comes back as a DataFrame
+        (same columns, a fresh RangeIndex) whose rows are in a random order (see
+        :func:`row_order`; ``report_["order"]``), unless ``keep_order=True`` (warns)."""
         self.fit(X, S)
         out: FloatArray = self.centroids_[self.labels_]
-        return out
+        if not (hasattr(X, "columns") and hasattr(X, "iloc")):
+            return out
+        import pandas as pd
+
+        frame = pd.DataFrame(out, columns=X.columns, index=X.index)
+        perm, order = row_order(len(frame), self.seed, bool(self.keep_order))
+        self.report_["order"] = order
+        if perm is None:
+            warnings.warn(ORDER_WARNING, UserWarning, stacklevel=2)
+            return frame
+        return frame.iloc[perm].reset_index(drop=True)

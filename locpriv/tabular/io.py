@@ -3,15 +3,19 @@
 Parquet files are read and written row group by row group where it matters:
 :func:`read_columns` reads only the columns the algorithm needs, and :func:`write_release`
 streams the input's row groups to the output, replacing the released columns, so the other
-columns of a large file are never all in memory.
+columns of a large file are never all in memory, also when the rows are written in a random
+order (two passes through temporary files, see :func:`write_release`).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -59,6 +63,11 @@ def is_parquet(path: str | os.PathLike[str]) -> bool:
     return Path(path).name.lower().endswith(_PARQUET)
 
 
+def parquet_columns(path: str | os.PathLike[str]) -> list[str]:
+    """The column names of a Parquet file (from its schema; no data read)."""
+    return list(pq.ParquetFile(path).schema_arrow.names)
+
+
 def read_columns(path: str | os.PathLike[str], columns: Sequence[str]) -> pd.DataFrame:
     """Only ``columns`` of a Parquet file, read row group by row group (the other columns are
     never read). A missing column is a one-line DataError naming it."""
@@ -80,29 +89,115 @@ def read_columns(path: str | os.PathLike[str], columns: Sequence[str]) -> pd.Dat
     return df
 
 
+def _release_part(
+    pf: pq.ParquetFile, i: int, keep: list[str], released: pd.DataFrame, off: int
+) -> pd.DataFrame:
+    """Row group ``i`` of ``pf`` (columns ``keep``) with the released columns replaced."""
+    part: pd.DataFrame = pf.read_row_group(i, columns=keep).to_pandas()  # categories survive
+    rows = released.iloc[off : off + len(part)]
+    for name in released.columns:
+        part[name] = rows[name].reset_index(drop=True)
+    return part
+
+
 def write_release(
-    src: str | os.PathLike[str], dst: str | os.PathLike[str], released: pd.DataFrame
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    released: pd.DataFrame,
+    order: npt.NDArray[np.int64] | None = None,
+    drop: Sequence[str] = (),
 ) -> None:
-    """``dst`` = the Parquet file ``src`` with the columns of ``released`` (same rows, same
-    order) replaced, written atomically and streamed row group by row group."""
+    """``dst`` = the Parquet file ``src`` with the columns of ``released`` (aligned with the
+    input's rows) replaced, the columns ``drop`` removed and the rows in ``order``
+    (``out[j] = in[order[j]]``; None keeps the input's order), written atomically.
+
+    Streamed: memory holds one input row group (plus the permutation, 16 bytes a row). With an
+    order, a first pass writes each input row group to a temporary file in the output's
+    directory, its rows split by the output row group they go to (one row group of the
+    temporary file each); a second pass builds each output row group from its pieces and puts
+    them in order. Output row groups have the input's largest row-group size."""
     p = Path(dst)
     if not is_parquet(p):
         raise ConfigError(f"streamed output must be Parquet, got {str(p)!r}")
     pf = pq.ParquetFile(src)
+    keep = [c for c in pf.schema_arrow.names if c not in set(drop)]
     with atomic_path(p) as tmp:
         writer: pq.ParquetWriter | None = None
+        if order is None:
+            off = 0
+            for i in range(pf.num_row_groups):
+                part = _release_part(pf, i, keep, released, off)
+                off += len(part)
+                schema = None if writer is None else writer.schema
+                table = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table)
+        else:
+            writer = _write_permuted(
+                pf, keep, released, np.asarray(order), tmp=tmp, workdir=p.parent
+            )
+        if writer is None:  # no row group: an empty file with the input's schema
+            writer = pq.ParquetWriter(tmp, pa.schema([pf.schema_arrow.field(c) for c in keep]))
+        writer.close()
+
+
+_POS = "__locpriv_position__"
+
+
+def _write_permuted(
+    pf: pq.ParquetFile,
+    keep: list[str],
+    released: pd.DataFrame,
+    order: npt.NDArray[np.int64],
+    *,
+    tmp: str | os.PathLike[str],
+    workdir: Path,
+) -> pq.ParquetWriter | None:
+    """The two passes of :func:`write_release` with an order; returns the open writer."""
+    n = pf.metadata.num_rows
+    if order.shape != (n,):
+        raise DataError(f"the row order has {order.size} entries for {n} rows")
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n, dtype=np.int64)  # output position of every input row
+    size = max((pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)), default=1)
+    size = max(size, 1)
+    writer: pq.ParquetWriter | None = None
+    schema: pa.Schema | None = None
+    with tempfile.TemporaryDirectory(prefix=".locpriv-shuffle-", dir=workdir) as work:
+        pieces: list[tuple[Path, dict[int, int]]] = []  # per file: output group -> row group
         off = 0
         for i in range(pf.num_row_groups):
-            part = pf.read_row_group(i).to_pandas()  # pandas types (categories) survive
-            rows = released.iloc[off : off + len(part)]
+            part = _release_part(pf, i, keep, released, off)
+            if len(part) == 0:
+                continue
+            where = pos[off : off + len(part)]
             off += len(part)
-            for name in released.columns:
-                part[name] = rows[name].reset_index(drop=True)
-            schema = None if writer is None else writer.schema
             table = pa.Table.from_pandas(part, schema=schema, preserve_index=False)
+            schema = table.schema if schema is None else schema
+            table = table.append_column(_POS, pa.array(where))
+            bucket = where // size
+            idx = np.argsort(bucket, kind="stable")
+            bs, starts = np.unique(bucket[idx], return_index=True)
+            ends = np.r_[starts[1:], idx.size]
+            got: dict[int, int] = {}
+            path = Path(work) / f"{i}.parquet"
+            with pq.ParquetWriter(path, table.schema) as w:
+                for j, (b, a, e) in enumerate(zip(bs, starts, ends, strict=True)):
+                    w.write_table(table.take(pa.array(idx[a:e])))
+                    got[int(b)] = j
+            pieces.append((path, got))
+        files = [(pq.ParquetFile(path), got) for path, got in pieces]
+        for b in range(-(-n // size)):
+            parts = [f.read_row_group(got[b]) for f, got in files if b in got]
+            if not parts:
+                continue
+            chunk = pa.concat_tables(parts)
+            chunk = chunk.take(pa.array(np.argsort(chunk.column(_POS).to_numpy())))
+            chunk = chunk.drop_columns([_POS])
             if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema)
-            writer.write_table(table)
-        if writer is None:  # no row group: an empty file with the input's schema
-            writer = pq.ParquetWriter(tmp, pf.schema_arrow)
-        writer.close()
+                writer = pq.ParquetWriter(tmp, chunk.schema)
+            writer.write_table(chunk)
+        for f, _ in files:
+            f.close()
+    return writer

@@ -46,6 +46,7 @@ def test_clone_get_params_and_set_params() -> None:
         "block_size": 32768,
         "scheduler": None,
         "workers": 1,
+        "keep_order": False,
     }
     twin = clone(est)
     assert twin is not est and twin.get_params() == params

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from locpriv.cli import main
@@ -143,7 +144,7 @@ def test_cli_release_does_not_depend_on_the_worker_count(
     for workers in ("1", "2"):
         dst = tmp_path / f"out{workers}.parquet"
         argv = ["anonymize", str(src), str(dst), "--qi", ",".join(QI), "--sensitive", "s"]
-        argv += ["--k", "3", "--method", "partitioned", "--block-size", "256"]
+        argv += ["--k", "3", "--method", "partitioned", "--block-size", "256", "--seed", "5"]
         assert main([*argv, "--workers", workers]) == 0, capsys.readouterr().err
         outs.append(pd.read_parquet(dst))
     pd.testing.assert_frame_equal(outs[0], outs[1])
@@ -168,7 +169,7 @@ def test_default_switches_to_partitioned_from_the_documented_size() -> None:
     assert DEFAULT_FROM_N == 200_000  # as docs/tabular.md and the CLI's help say
     assert candidates(None, 1, DEFAULT_FROM_N) == ("partitioned",)
     assert candidates(None, 2, DEFAULT_FROM_N) == ("partitioned",)
-    assert candidates(None, 1, DEFAULT_FROM_N - 1) == ("best",)
+    assert candidates(None, 1, DEFAULT_FROM_N - 1) == ("mdav",)  # within the stated budget
     assert "partitioned" not in candidates(None, 2, DEFAULT_FROM_N - 1)
     assert candidates("mdav", 1, 10 * DEFAULT_FROM_N) == ("mdav",)  # the textbook stays
 
@@ -180,15 +181,40 @@ def test_cli_streams_parquet_and_keeps_the_other_columns(
     dst, rep = tmp_path / "out.parquet", tmp_path / "report.json"
     argv = ["anonymize", str(src), str(dst), "--qi", ",".join(QI), "--sensitive", "s"]
     argv += ["--k", "3", "--p", "2", "--method", "partitioned", "--block-size", "256"]
-    assert main([*argv, "--report", str(rep)]) == 0, capsys.readouterr().err
+    assert main([*argv, "--seed", "9", "--report", str(rep)]) == 0, capsys.readouterr().err
     out, before = pd.read_parquet(dst), pd.read_parquet(src)
     assert table_k(out, QI) >= 3 and table_p(out, QI, ["s"])["s"] >= 2
+    assert out["id"].tolist() != before["id"].tolist()  # shuffled, through the two passes
+    assert pq.ParquetFile(dst).num_row_groups == 5  # row groups of the input's size (700)
+    back = out.sort_values("id").reset_index(drop=True)
     for col in ("id", "s", "note", "grade"):
-        assert out[col].tolist() == before[col].tolist()
+        assert back[col].tolist() == before[col].tolist()
     assert list(out["grade"].cat.categories) == ["c", "b", "a"]  # pandas types kept
     report = json.loads(rep.read_text())
     assert report["method"] == "partitioned" and report["min_group_size"] >= 3
+    assert report["order"] == {
+        "shuffled": True,
+        "seed": 9,
+        "source": "seed",
+        "note": report["order"]["note"],
+    }
     np.testing.assert_allclose(out[QI].mean(), before[QI].mean(), rtol=1e-9)
+    # the streamed file is the in-memory release of the same seed, row for row
+    csv = tmp_path / "out.csv"
+    argv[2] = str(csv)
+    assert main([*argv, "--seed", "9"]) == 0, capsys.readouterr().err
+    mem = pd.read_csv(csv)
+    pd.testing.assert_frame_equal(
+        out.drop(columns="grade"), mem.drop(columns="grade"), check_dtype=False
+    )
+    assert out["grade"].astype(str).tolist() == mem["grade"].tolist()
+    # --keep-order streams the input's order and --drop removes columns
+    argv[2] = str(dst)
+    assert main([*argv, "--keep-order", "--drop", "note,id"]) == 0
+    assert "ROW ORDER KEPT" in capsys.readouterr().err
+    kept = pd.read_parquet(dst)
+    assert list(kept.columns) == [c for c in before.columns if c not in ("note", "id")]
+    assert kept["s"].tolist() == before["s"].tolist()
 
 
 @pytest.mark.parametrize(

@@ -55,9 +55,15 @@ def test_anonymize_file_round_trip(
     qi = ["age", "income", "zip"]
     assert anonymity.k_anonymity(out, qi) >= 4
     assert anonymity.l_diversity(out, qi, ["disease"]) >= 3
-    for col in ("id", "disease", "city", "edu"):  # unnamed columns pass through, order kept
-        assert out[col].tolist() == table[col].tolist()
+    # rows come back shuffled; unnamed columns pass through with their rows
+    assert out["id"].tolist() != table["id"].tolist()
+    back = out.sort_values("id").reset_index(drop=True)
+    for col in ("id", "disease", "city", "edu"):
+        assert back[col].tolist() == table[col].tolist()
+    assert back["age"].dtype == table["age"].dtype  # integer keys stay integers
+    assert back["zip"].dtype == table["zip"].dtype
     report = json.loads(rep.read_text())
+    assert report["order"]["shuffled"] is True and report["order"]["seed"] is None
     for key in (
         "method", "k", "p", "n", "groups", "min_group_size", "max_group_size",
         "il_percent", "sse", "sst", "dm", "avg", "p_achieved", "seconds",
@@ -65,7 +71,7 @@ def test_anonymize_file_round_trip(
         assert key in report
     assert report["n"] == 200 and report["k"] == 4 and report["p"] == 3
     assert report["p_achieved"]["disease"] >= 3
-    assert report["method"] in ("k-increase", "mdav-seed", "random-seed", "sec-pk", "best-p")
+    assert report["method"] in ("k-increase", "mdav-seed", "sec-pk")  # the default's race
     assert report["il_percent"] == pytest.approx(100 * report["sse"] / report["sst"])
     assert not list(tmp_path.glob(".*.tmp"))
 
@@ -84,7 +90,7 @@ def test_categorical_and_method_options(
     assert out.groupby(["age", "city", "edu"]).size().min() >= 3
 
 
-def test_k_anonymity_only_uses_best(
+def test_k_anonymity_only_default_is_mdav(
     table: pd.DataFrame, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     src, dst, rep = tmp_path / "in.csv", tmp_path / "out.csv", tmp_path / "r.json"
@@ -94,7 +100,7 @@ def test_k_anonymity_only_uses_best(
         capsys,
     )
     assert code == 0, err
-    assert json.loads(rep.read_text())["method"] == "best"
+    assert json.loads(rep.read_text())["method"] == "mdav"  # best: only when named
     assert pd.read_csv(dst).groupby(["age", "income"]).size().min() >= 5
 
 
@@ -137,18 +143,31 @@ def test_bad_input_exits_2_with_one_line_and_no_output(
 
 def test_subprocess_entry_point(table: pd.DataFrame, tmp_path: Path) -> None:
     src, dst = tmp_path / "in.csv", tmp_path / "out.parquet"
-    table.to_csv(src, index=False)
+    table.drop(columns=["id"]).to_csv(src, index=False)  # no column for the audit to warn of
     cmd = [sys.executable, "-m", "locpriv", "anonymize", str(src), str(dst)]
     ok = subprocess.run(
-        [*cmd, "--qi", "age,income", "--sensitive", "disease", "--k", "3", "--p", "2"],
+        [
+            *cmd,
+            "--qi",
+            "age,income",
+            "--sensitive",
+            "disease",
+            "--k",
+            "3",
+            "--p",
+            "2",
+            "--drop",
+            "zip",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert ok.returncode == 0, ok.stderr
-    assert ok.stderr == ""  # stderr is not a TTY: no progress bar
+    assert ok.stderr == ""  # stderr is not a TTY: no progress bar; nothing to warn of
     assert pd.read_parquet(dst).groupby(["age", "income"]).size().min() >= 3
+    assert "zip" not in pd.read_parquet(dst).columns
     bad = subprocess.run(
         [*cmd, "--qi", "age,nope", "--k", "3"],
         capture_output=True,
