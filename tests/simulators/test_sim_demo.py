@@ -48,9 +48,17 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "p50 ms" in proc.stdout and "wrote" in proc.stdout  # the summary table
+    # what it measured: service latency per protocol (temporal waits excluded) and CPU
+    assert "measured service latency p50/p99 ms" in proc.stdout
+    assert "CPU: broker + services" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["scenario"]["users"] == 50 and summary["run"]["users"] == 50
     assert summary["all"]["queries"] > 0 and summary["all"]["answered"] > 0
+    cpu = summary["services"]["cpu"]
+    assert 0.0 < cpu["broker_services_cores"] <= 1.5 and cpu["wall_s"] > 0
+    waits = summary["service_latency_s"]
+    assert waits["all"]["p50"] is not None
+    assert waits["all"]["p50"] <= summary["all"]["e2e_latency_s"]["p50"] + 1e-9
     assert summary["run"]["location_updates"] >= 50
     for name in (
         "latency",
