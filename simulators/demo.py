@@ -240,6 +240,7 @@ def run_demo(
     """Run the demo and write ``summary.json`` and plots into ``out``; returns the summary."""
     from simulators.attacks import attacks_summary
     from simulators.evaluate import summarize, write_json
+    from simulators.map import map_data, write_map
     from simulators.plots import plot_attacks, plot_run
     from simulators.scenario import build, load_scenario
 
@@ -309,6 +310,12 @@ def run_demo(
         result.records, out, trajectories=built.trajectories, snapshot_t_s=sc.duration_s / 2
     )
     plots.append(plot_attacks(summary["attacks"], out))
+    mob = sc.mobility
+    grid = (int(mob["blocks"]), float(mob["block_m"])) if mob.get("model") == "manhattan" else None
+    page = write_map(
+        out / "map.html",
+        map_data(built.trajectories, result.records, duration_s=sc.duration_s, grid=grid),
+    )
     run = summary["run"]
     stream.write("\n" + format_table(summary) + "\n")
     stream.write(
@@ -340,6 +347,9 @@ def run_demo(
             "cores): try fewer --users\n"
         )
     stream.write(format_attacks(summary["attacks"]) + "\n")
-    stream.write(f"  wrote {out / 'summary.json'} and {len(plots)} plots to {out}/\n")
+    stream.write(
+        f"  wrote {out / 'summary.json'}, {len(plots)} plots and the map {page} (open it in a "
+        f"browser: regions and groups over time) to {out}/\n"
+    )
     stream.flush()
     return summary

@@ -71,6 +71,10 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         "attacks",
     ):
         assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    # the map: one self-contained page holding the run's users, regions and groups
+    html = (out / "map.html").read_text()
+    assert '<script id="data"' in html and "<script src" not in html and "<link" not in html
+    assert '"regions":[{' in html or '"groups":[{' in html
     attacks = summary["attacks"]
     assert "intersection" in attacks  # of the run's own repeated requesters (none here)
     # the three attacks over time, without and with their defences
