@@ -30,8 +30,10 @@ log = logging.getLogger(__name__)
 
 _CORRELATION = re.compile(rf"^[A-Za-z0-9_.:-]{{1,{MAX_CORRELATION_ID}}}$")
 _SALVAGE_MAX_BYTES: Final = 4 * 1024 * 1024
-_SCAN_MAX_BYTES: Final = 64 * 1024
-"""How much of a payload that is not JSON :func:`salvage_reply` scans for its members."""
+_SCAN_MAX_BYTES: Final = 2048
+"""How much of a payload that is not JSON :func:`salvage_reply` scans for its members: enough
+for both (``reply_to`` ≤ 256, ``correlation_id`` ≤ 1024 characters), little enough that a
+hostile payload costs about a millisecond."""
 _TOKEN: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]')
 
 
@@ -128,38 +130,33 @@ def salvage_reply(payload: bytes, topics: Topics) -> tuple[str | None, str | Non
 def _scan_members(raw: bytes) -> dict[str, str] | None:
     """Top-level members ``"reply_to"`` and ``"correlation_id"`` of a broken JSON object whose
     values are plain strings (no escapes: neither may hold one), from the tokens before the
-    first error. None unless ``raw`` starts as an object; a member given twice is dropped."""
+    first nested object or array (or the end of ``raw``). None unless ``raw`` starts as an
+    object; a member given twice is dropped."""
     wanted = (b'"reply_to"', b'"correlation_id"')
     found: dict[str, str] = {}
     twice: set[str] = set()
-    depth = 0
-    prev: list[bytes] = []  # the last three tokens at depth 1: key, ':', value
-    started = False
+    prev: list[bytes] = []  # the last three top-level tokens: key, ':', value
     pos = 0
-    for m in _TOKEN.finditer(raw):
+    for i, m in enumerate(_TOKEN.finditer(raw)):
         gap = raw[pos : m.start()]
         pos = m.end()
         tok = m.group()
-        if not started:
+        if i == 0:
             if tok != b"{" or gap.strip():
                 return None
-            started, depth = True, 1
             continue
-        if tok in (b"{", b"["):
-            depth += 1
-        elif tok in (b"}", b"]"):
-            depth -= 1
-            if depth <= 0:
-                break
-        elif depth == 1:
-            prev = [*prev[-2:], tok]
-            if tok.startswith(b'"') and len(prev) == 3 and prev[1] == b":" and prev[0] in wanted:
-                key = prev[0][1:-1].decode()
-                if key in found:
-                    twice.add(key)
-                if b"\\" not in tok and not gap.strip():
-                    found[key] = tok[1:-1].decode("ascii", "replace")
-    return {k: v for k, v in found.items() if k not in twice} if started else None
+        if tok in (b"{", b"[", b"}", b"]"):
+            break  # nested values (or the end): the address comes first, or not at all
+        prev = [*prev[-2:], tok]
+        if tok.startswith(b'"') and len(prev) == 3 and prev[1] == b":" and prev[0] in wanted:
+            key = prev[0][1:-1].decode()
+            if key in found:
+                twice.add(key)
+            if b"\\" not in tok and not gap.strip():
+                found[key] = tok[1:-1].decode("ascii", "replace")
+    if pos == 0:
+        return None
+    return {k: v for k, v in found.items() if k not in twice}
 
 
 class Dispatcher:
