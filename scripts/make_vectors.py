@@ -301,6 +301,22 @@ def messages() -> dict[str, Any]:
             _err("invalid_field", "query.n"),
         ),
         _case(
+            "Protocol 1 profile k above the operator's k_max",
+            "p1/query/{tile}/{user}",
+            {
+                "type": "query_request",
+                "reply_to": "{reply_to}",
+                "correlation_id": "c1",
+                "user_id": "{user}",
+                "protocol": 1,
+                "lat": LAT,
+                "lon": LON,
+                "query": {"kind": "nearest", "category": "cafe", "n": 1},
+                "profile": {**_PROFILE, "k": 101},
+            },
+            _err("bad_parameters", "profile.k", details=["bounds"]),
+        ),
+        _case(
             "truncated JSON after a usable reply_to",
             p3,
             broken_head + '"user_id":"{user}","profile":{"k":',
