@@ -100,7 +100,8 @@ svg { border: 1px solid #ccc; background: #fafafa; width: min(90vh, 95vw); heigh
 .region { fill-opacity: 0.18; stroke-width: 3; }
 .p1 { fill: #1f77b4; stroke: #1f77b4; }
 .p3 { fill: #2ca02c; stroke: #2ca02c; }
-.group { fill: #d62728; fill-opacity: 0.15; stroke: #d62728; stroke-width: 3; }
+.group { fill: #d62728; fill-opacity: 0.03; stroke: #d62728; stroke-width: 4;
+         stroke-dasharray: 20 12; }
 .legend span { margin-right: 1.5em; }
 </style></head><body>
 <h1>locpriv demo: who is where, and what the services answered</h1>
@@ -148,17 +149,17 @@ function frameAt(t) {
 function draw(t) {
   while (layer.firstChild) layer.removeChild(layer.firstChild);
   let regions = 0, groups = 0;
+  for (const g of D.groups) {
+    if (g.t0 <= t && t < g.t1) {
+      el("circle", {class: "group", cx: g.x, cy: g.y, r: Math.max(g.r, 15)}, layer);
+      groups++;
+    }
+  }
   for (const r of D.regions) {
     if (r.t0 <= t && t < r.t1) {
       const points = r.ring.map(v => v.join(",")).join(" ");
       el("polygon", {class: `region p${r.p}`, points: points}, layer);
       regions++;
-    }
-  }
-  for (const g of D.groups) {
-    if (g.t0 <= t && t < g.t1) {
-      el("circle", {class: "group", cx: g.x, cy: g.y, r: Math.max(g.r, 15)}, layer);
-      groups++;
     }
   }
   const f = frameAt(t);
