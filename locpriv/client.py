@@ -45,7 +45,6 @@ from locpriv.errors import (
     LocalProtocolError,
     LocprivError,
     TransportError,
-    remote_error,
 )
 from locpriv.protocols.effects import Done, Effect, Failed, Send
 from locpriv.protocols.user import Answer, Cloak, UserMachine
@@ -309,7 +308,7 @@ class Client:
         cid = getattr(message, "correlation_id", None)
         if cid is not None and cid in self._plain:  # a plain ds_query
             if isinstance(message, ErrorReply):
-                err = remote_error(message.code, message.reason, message.field)
+                err = message.exception()
                 self._host.spawn([Failed(cid, err)])
             else:
                 self._host.spawn([Done(cid, message)])

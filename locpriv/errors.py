@@ -162,10 +162,18 @@ class ProtocolError(LocprivError):
 
 
 class RemoteError(ProtocolError):
-    """The other side answered with an error reply."""
+    """The other side answered with an error reply; ``details`` is its ``details`` object as a
+    dict (the right tile, the profile bounds; docs/protocol.md, "Errors") or None."""
 
-    def __init__(self, code: ErrorCode | str, reason: str, field: str | None = None) -> None:
+    def __init__(
+        self,
+        code: ErrorCode | str,
+        reason: str,
+        field: str | None = None,
+        details: dict[str, object] | None = None,
+    ) -> None:
         super().__init__(f"{code}: {reason}")
+        self.details = details
         try:
             self._code = ErrorCode(code)
         except ValueError:
@@ -219,7 +227,12 @@ _REMOTE_OF_CODE: dict[ErrorCode, type[RemoteError]] = {
 }
 
 
-def remote_error(code: ErrorCode | str, reason: str, field: str | None = None) -> RemoteError:
+def remote_error(
+    code: ErrorCode | str,
+    reason: str,
+    field: str | None = None,
+    details: dict[str, object] | None = None,
+) -> RemoteError:
     """The exception for an error reply: a :class:`RemoteError` that is also the local class of
     ``code`` (``CloakTimeout`` for ``cloak_timeout``, ``Overloaded`` for ``overloaded``, ...);
     codes that only describe our own request (``invalid_field``, ...) give a plain one."""
@@ -227,4 +240,4 @@ def remote_error(code: ErrorCode | str, reason: str, field: str | None = None) -
         cls = _REMOTE_OF_CODE.get(ErrorCode(code), RemoteError)
     except ValueError:
         cls = RemoteError
-    return cls(code, reason, field)
+    return cls(code, reason, field, details)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up a development environment: Debian's mosquitto and its command-line clients (if missing)
-# and .venv with locpriv[dev].
+# Set up a development environment: Debian's mosquitto and its command-line clients and Debian's
+# chromium (headless, for the demo map's test; each only if missing) and .venv with locpriv[dev].
 # Idempotent: safe to run again. Usage: bash scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -12,6 +12,15 @@ if [ ! -x /usr/sbin/mosquitto ] || ! command -v mosquitto_pub >/dev/null 2>&1; t
   export DEBIAN_FRONTEND=noninteractive
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null
+fi
+
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "setup: installing Debian's chromium (headless browser for tests/simulators/test_sim_map.py)" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
 python=${PYTHON:-python3}

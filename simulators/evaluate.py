@@ -88,6 +88,10 @@ class QueryRecord:
     bytes: int = 0
     inside: frozenset[int] | None = None
     """Users truly inside the region (indices), for the intersection attack."""
+    region_xy: tuple[tuple[float, float], ...] | None = None
+    """The answered region (P1, P3): its ring in the scenario's metres, for the map."""
+    group_xyr: tuple[float, float, float] | None = None
+    """Protocol 4: the centroid sent to DS and its radius, metres, for the map."""
 
 
 @dataclass

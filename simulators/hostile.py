@@ -22,9 +22,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_core import from_json
-
 from locpriv.core.tiles import parse_tile, tile_id
+from locpriv.protocols.dispatch import salvage_reply
 from locpriv.wire.topics import WORLD_TILE, Topics, matches
 
 __all__ = ["FuzzCase", "TileOf", "fuzz_cases", "stray_topics"]
@@ -252,14 +251,10 @@ def _encode(body: Any) -> bytes:
 
 
 def _reply_of(payload: bytes, topics: Topics) -> str | None:
-    """The reply topic a service must answer on: the payload's ``reply_to`` when the parser
-    reads it and it is a valid reply topic (what services salvage from a rejected message)."""
-    try:
-        obj = from_json(payload, allow_inf_nan=True)
-    except ValueError:
-        return None
-    reply_to = obj.get("reply_to") if isinstance(obj, dict) else None
-    return reply_to if isinstance(reply_to, str) and topics.is_reply(reply_to) else None
+    """The reply topic a service must answer on: the payload's ``reply_to`` when it can be
+    read (also from a broken payload: docs/protocol.md, "Errors") and is a valid reply topic,
+    exactly what the services salvage from a rejected message."""
+    return salvage_reply(payload, topics)[0]
 
 
 def fuzz_cases(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
+from shapely.geometry import Polygon
 
 from locpriv.core.geo import LocalProjection
 from locpriv.errors import GroupInfeasible, LocprivError, RemoteError, RequestTimeout
@@ -63,7 +64,11 @@ def score_trusted(
     rec.area_m2 = cloak.area_m2
     rec.k_reported = cloak.users
     rec.held_s = max(0.0, cloak.t2 - t_request)
-    rec.k_achieved = region_truth(rec, proj.geometry_to_xy(cloak.region), xy, positions, user)
+    region_xy = proj.geometry_to_xy(cloak.region)
+    rec.k_achieved = region_truth(rec, region_xy, xy, positions, user)
+    if isinstance(region_xy, Polygon):
+        ring = list(region_xy.exterior.coords)[:-1]
+        rec.region_xy = tuple((round(float(x), 1), round(float(y), 1)) for x, y, *_ in ring)
 
 
 def score_peer(
@@ -83,4 +88,5 @@ def score_peer(
     rec.held_s = 0.0
     cx, cy = proj.point_to_xy(*answer.centroid)
     rec.ds_error_m = math.hypot(cx - xy[0], cy - xy[1])
+    rec.group_xyr = (round(float(cx), 1), round(float(cy), 1), round(float(answer.radius_m), 1))
     rec.adversary_error_m = rec.ds_error_m

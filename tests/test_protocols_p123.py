@@ -211,7 +211,7 @@ def test_p3_temporal_cloak_completes_at_next_epoch_or_times_out() -> None:
                 profile=PrivacyProfile(k=1000, a_min_m2=1, a_max_m2=2),
             ),
             ErrorCode.BAD_PARAMETERS,
-            "profile",
+            "profile.k",
         ),
     ],
 )

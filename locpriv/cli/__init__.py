@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "locpriv.cli.schemas",
     "locpriv.tabular.cli",
     "locpriv.cli.serve",
+    "locpriv.cli.conformance",
 )
 ENTRY_POINT_GROUP = "locpriv.commands"
 """Entry-point group of further command modules (``name = "package.module"``)."""

@@ -14,25 +14,40 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from pydantic_core import from_json
 
 from locpriv.errors import DecodeError, ErrorCode
 from locpriv.protocols.effects import Send, error_send
 from locpriv.wire.envelope import Received
-from locpriv.wire.messages import MAX_CORRELATION_ID, Message, decode
+from locpriv.wire.messages import MAX_CORRELATION_ID, ErrorDetails, Message, decode
 from locpriv.wire.topics import Topics, matches
 
-__all__ = ["Check", "Dispatcher", "Machine", "Route", "salvage_reply"]
+__all__ = ["Check", "Dispatcher", "Machine", "Rejection", "Route", "salvage_reply"]
 
 log = logging.getLogger(__name__)
 
 _CORRELATION = re.compile(rf"^[A-Za-z0-9_.:-]{{1,{MAX_CORRELATION_ID}}}$")
 _SALVAGE_MAX_BYTES: Final = 4 * 1024 * 1024
+_SCAN_MAX_BYTES: Final = 2048
+"""How much of a payload that is not JSON :func:`salvage_reply` scans for its members: enough
+for both (``reply_to`` ≤ 256, ``correlation_id`` ≤ 1024 characters), little enough that a
+hostile payload costs about a millisecond."""
+_TOKEN: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]')
 
-Check = Callable[[Received, Message], tuple[ErrorCode, str, str] | None]
-"""A route's extra check of a decoded message: ``(code, reason, field)`` to reject it."""
+
+class Rejection(NamedTuple):
+    """Why a route's check rejects a message: the error reply's code, reason, field, details."""
+
+    code: ErrorCode
+    reason: str
+    field: str | None = None
+    details: ErrorDetails | None = None
+
+
+Check = Callable[[Received, Message], Rejection | None]
+"""A route's extra check of a decoded message: a :class:`Rejection` to reject it."""
 
 
 class Machine(Protocol):
@@ -92,13 +107,17 @@ class Route:
 
 def salvage_reply(payload: bytes, topics: Topics) -> tuple[str | None, str | None]:
     """``(reply_to, correlation_id)`` read from a rejected raw payload when they are usable:
-    ``reply_to`` only if it is one of ``topics``' reply topics (:meth:`Topics.is_reply`)."""
+    ``reply_to`` only if it is one of ``topics``' reply topics (:meth:`Topics.is_reply`).
+
+    A payload that is not JSON (truncated, invalid UTF-8 or a bad number after the address, too
+    deeply nested) is scanned for its top-level ``reply_to`` and ``correlation_id`` string
+    members (:func:`_scan_members`), so that its sender still gets the error."""
     if len(payload) > _SALVAGE_MAX_BYTES:
         return None, None
     try:
         obj: Any = from_json(payload, allow_inf_nan=True)
     except ValueError:
-        return None, None
+        obj = _scan_members(payload[:_SCAN_MAX_BYTES])
     if not isinstance(obj, dict):
         return None, None
     reply_to = obj.get("reply_to")
@@ -106,6 +125,38 @@ def salvage_reply(payload: bytes, topics: Topics) -> tuple[str | None, str | Non
     ok_topic = isinstance(reply_to, str) and topics.is_reply(reply_to)
     ok_cid = isinstance(cid, str) and _CORRELATION.fullmatch(cid) is not None
     return (reply_to if ok_topic else None), (cid if ok_cid else None)
+
+
+def _scan_members(raw: bytes) -> dict[str, str] | None:
+    """Top-level members ``"reply_to"`` and ``"correlation_id"`` of a broken JSON object whose
+    values are plain strings (no escapes: neither may hold one), from the tokens before the
+    first nested object or array (or the end of ``raw``). None unless ``raw`` starts as an
+    object; a member given twice is dropped."""
+    wanted = (b'"reply_to"', b'"correlation_id"')
+    found: dict[str, str] = {}
+    twice: set[str] = set()
+    prev: list[bytes] = []  # the last three top-level tokens: key, ':', value
+    pos = 0
+    for i, m in enumerate(_TOKEN.finditer(raw)):
+        gap = raw[pos : m.start()]
+        pos = m.end()
+        tok = m.group()
+        if i == 0:
+            if tok != b"{" or gap.strip():
+                return None
+            continue
+        if tok in (b"{", b"[", b"}", b"]"):
+            break  # nested values (or the end): the address comes first, or not at all
+        prev = [*prev[-2:], tok]
+        if tok.startswith(b'"') and len(prev) == 3 and prev[1] == b":" and prev[0] in wanted:
+            key = prev[0][1:-1].decode()
+            if key in found:
+                twice.add(key)
+            if b"\\" not in tok and not gap.strip():
+                found[key] = tok[1:-1].decode("ascii", "replace")
+    if pos == 0:
+        return None
+    return {k: v for k, v in found.items() if k not in twice}
 
 
 class Dispatcher:
@@ -147,13 +198,18 @@ class Dispatcher:
         return found
 
     def reject(
-        self, received: Received, code: ErrorCode, reason: str, field: str | None = None
+        self,
+        received: Received,
+        code: ErrorCode,
+        reason: str,
+        field: str | None = None,
+        details: ErrorDetails | None = None,
     ) -> Send:
         """An error reply to the raw message's ``reply_to`` if readable, else the error topic."""
         self.stats["rejected"] += 1
         reply_to, cid = salvage_reply(received.payload, self.topics)
         target = reply_to or self.topics.errors(self.name)
-        return error_send(target, cid, code, reason, field)
+        return error_send(target, cid, code, reason, field, details=details)
 
     def _bad_reply_to(self, route: Route, message: Message) -> list[Send]:
         """A request whose ``reply_to`` lies outside the reply namespace: answered on the

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from locpriv.errors import ErrorCode, LocprivError
-from locpriv.wire.messages import ErrorReply, Message
+from locpriv.wire.messages import ErrorDetails, ErrorReply, Message
 from locpriv.wire.topics import is_topic_name
 
 __all__ = ["Done", "Effect", "Failed", "Send", "Subscribe", "Unsubscribe", "error_send"]
@@ -84,10 +84,12 @@ def error_send(
     code: ErrorCode,
     reason: str,
     field: str | None = None,
+    *,
+    details: ErrorDetails | None = None,
 ) -> Send:
     """An :class:`~locpriv.wire.messages.ErrorReply` effect that always validates: ``reason``
     and ``field`` (which may echo attacker-chosen keys) are cut to the wire limits and made
-    printable."""
+    printable; ``details`` is what a client acts on (the right tile, the profile bounds)."""
     return Send(
         reply_to,
         ErrorReply(
@@ -95,5 +97,6 @@ def error_send(
             code=code,
             reason=_printable(reason, 1024),
             field=None if field is None else _printable(field, 256),
+            details=details,
         ),
     )

@@ -24,6 +24,7 @@ from shapely.geometry import Polygon
 
 from locpriv.core.cloak.cloaker import Cloaker, CloakOutcome, CloakParams
 from locpriv.core.cloak.tiled import TileCloakers
+from locpriv.core.cloak.types import CloakConfig
 from locpriv.core.geo import LocalProjection, region_to_wire
 from locpriv.errors import ConfigError, ErrorCode, ServiceUnavailable
 from locpriv.protocols.effects import Send, error_send
@@ -31,20 +32,35 @@ from locpriv.protocols.p2 import RegionInfo
 from locpriv.wire.messages import (
     CloakReply,
     CloakRequest,
+    ErrorDetails,
     LocationLeave,
     LocationUpdate,
     Message,
     PrivacyProfile,
+    ProfileBounds,
     QueryRequest,
 )
 
-__all__ = ["Anonymizer", "Continuation", "outcome_error", "profile_to_params"]
+__all__ = ["Anonymizer", "Continuation", "outcome_error", "profile_bounds", "profile_to_params"]
 
 log = logging.getLogger(__name__)
 
 
 Continuation = Callable[[CloakOutcome, RegionInfo | None, float], list[Send]]
 """What to do with a finished cloak: ``(outcome, region in WGS84 or None, now) -> effects``."""
+
+
+def profile_bounds(config: CloakConfig) -> ProfileBounds:
+    """The operator's bounds of a privacy profile, as a ``bad_parameters`` reply carries them."""
+    return ProfileBounds(
+        k_min=config.k_min,
+        k_max=config.k_max,
+        a_min_floor_m2=config.a_min_floor_m2,
+        a_max_ceiling_m2=config.a_max_ceiling_m2,
+        world_area_m2=config.world_area_m2,
+        max_delay_s_max=config.max_delay_s_bound,
+        session_s_max=config.session_s_bound,
+    )
 
 
 def profile_to_params(profile: PrivacyProfile | None) -> CloakParams | None:
@@ -140,9 +156,11 @@ class Anonymizer:
         try:
             params = self.cloakers.validate(profile_to_params(profile))
         except ConfigError as exc:
-            return [
-                error_send(reply_to, correlation_id, ErrorCode.BAD_PARAMETERS, str(exc), "profile")
-            ]
+            param = getattr(exc, "param", None)
+            field = "profile" if param is None or profile is None else f"profile.{param}"
+            details = ErrorDetails(bounds=profile_bounds(self.cloakers.request_config))
+            code = ErrorCode.BAD_PARAMETERS
+            return [error_send(reply_to, correlation_id, code, str(exc), field, details=details)]
         if lat is not None and lon is not None:
             out += self.update(user_id, lon=lon, lat=lat, now=now)
         rid = next(self._seq)

@@ -16,7 +16,8 @@ dispatcher before decoding), beyond which they are dropped and counted.
 
 Tiles: the segment before the user (``loc/{tile}/{user}``, ...) must be the tile of the
 message's position, or the tile a :class:`LocationLeave` names (:func:`check_tile`,
-``invalid_field`` with ``field: "tile"``), and one the process serves (else ``unavailable``);
+``invalid_field`` with ``field: "tile"`` and the right tile in ``details.tile``; a segment that
+is no tile id is ``invalid_field`` too), and one the process serves (else ``unavailable``);
 a shard (:class:`~locpriv.core.tiles.Shard`) subscribes to its own tiles only
 (:func:`shard_tiles`).
 """
@@ -25,9 +26,9 @@ from __future__ import annotations
 
 from locpriv.config import ServiceConfig
 from locpriv.core.cloak.tiled import TileCloakers
-from locpriv.core.tiles import Shard
+from locpriv.core.tiles import Shard, parse_tile, tile_id
 from locpriv.errors import ErrorCode
-from locpriv.protocols.dispatch import Check, Route
+from locpriv.protocols.dispatch import Check, Rejection, Route
 from locpriv.protocols.effects import Send, error_send
 from locpriv.protocols.limits import RequestLimits, UserLimits
 from locpriv.protocols.p1 import P1Mediator
@@ -38,6 +39,7 @@ from locpriv.wire.envelope import Received
 from locpriv.wire.messages import (
     REPLY_MAX_BYTES,
     CloakRequest,
+    ErrorDetails,
     ErrorReply,
     LocationLeave,
     LocationUpdate,
@@ -171,11 +173,11 @@ def check_identity(topics: Topics) -> Check:
     """The check of every route that names a user: the message's ``user_id`` must equal the
     topic's user segment, which the broker binds to the authenticated username."""
 
-    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
+    def check(received: Received, message: Message) -> Rejection | None:
         user = topics.user_of(received.topic)
         claimed = getattr(message, "user_id", None)
         if user is None or claimed != user:
-            return ErrorCode.INVALID_FIELD, "user_id does not match the topic", "user_id"
+            return Rejection(ErrorCode.INVALID_FIELD, "user_id does not match the topic", "user_id")
         return None
 
     return check
@@ -195,24 +197,36 @@ def check_tile(topics: Topics, anonymizer: Anonymizer, tiles: list[str] | None) 
     message names (a :class:`LocationLeave`), and be one of ``tiles`` (None: any tile)."""
     served = None if tiles is None else frozenset(tiles)
 
-    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
+    def check(received: Received, message: Message) -> Rejection | None:
         tile = topics.tile_of(received.topic)
         if tile is None:
-            return ErrorCode.INVALID_FIELD, "no tile in the topic", "tile"
+            return Rejection(ErrorCode.INVALID_FIELD, "no tile in the topic", "tile")
+        ij = parse_tile(tile)
+        if ij is None or tile_id(*ij) != tile:
+            return Rejection(
+                ErrorCode.INVALID_FIELD, f"{tile[:32]!r} is not a tile id t<i>_<j>", "tile"
+            )
         if served is not None and tile not in served:
-            return ErrorCode.UNAVAILABLE, f"tile {tile} is not served here", "tile"
+            return Rejection(ErrorCode.UNAVAILABLE, f"tile {tile} is not served here", "tile")
         named = getattr(message, "tile", None)
         if named is not None and named != tile:
-            return ErrorCode.INVALID_FIELD, f"the topic's tile is {tile}, not {named}", "tile"
+            return Rejection(
+                ErrorCode.INVALID_FIELD, f"the topic's tile is {tile}, not {named}", "tile"
+            )
         lon, lat = getattr(message, "lon", None), getattr(message, "lat", None)
         if lon is not None and lat is not None:
             actual = anonymizer.tile_at(lon, lat)
+            if actual is None:
+                return Rejection(
+                    ErrorCode.INVALID_FIELD, "the position has no tile in this deployment", "lat"
+                )
             if actual != tile:
-                return (
+                return Rejection(
                     ErrorCode.INVALID_FIELD,
                     f"the position lies in tile {actual}, not in the topic's tile {tile}"
                     f" (see {topics.config})",
                     "tile",
+                    ErrorDetails(tile=actual),
                 )
         return None
 
@@ -223,7 +237,7 @@ def _both(first: Check, second: Check | None) -> Check:
     if second is None:
         return first
 
-    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
+    def check(received: Received, message: Message) -> Rejection | None:
         return first(received, message) or second(received, message)
 
     return check
@@ -233,13 +247,11 @@ def _check_request(topics: Topics, protocol: int) -> Check:
     """Identity, then (``protocol`` 1 or 2) the query's protocol field against the topic."""
     identity = check_identity(topics)
 
-    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
+    def check(received: Received, message: Message) -> Rejection | None:
         problem = identity(received, message)
         if problem is None and isinstance(message, QueryRequest) and message.protocol != protocol:
-            return (
-                ErrorCode.INVALID_FIELD,
-                f"this topic takes protocol {protocol} queries",
-                "protocol",
+            return Rejection(
+                ErrorCode.INVALID_FIELD, f"this topic takes protocol {protocol} queries", "protocol"
             )
         return problem
 

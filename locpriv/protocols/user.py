@@ -46,7 +46,7 @@ from shapely.geometry import Polygon
 from locpriv.core.geo import LocalProjection, LonLat, region_from_wire
 from locpriv.core.poi import refine
 from locpriv.core.tiles import Tiling
-from locpriv.errors import LocalProtocolError, RequestTimeout, remote_error
+from locpriv.errors import LocalProtocolError, RequestTimeout
 from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
 from locpriv.protocols.ids import IdSource, new_id
 from locpriv.wire.messages import (
@@ -337,7 +337,7 @@ class UserMachine:
         if req is None:
             return []
         if isinstance(message, ErrorReply):
-            err = remote_error(message.code, message.reason, message.field)
+            err = message.exception()
             return self._finish(req, Failed(req.id, err))
         if req.hop_cid is not None and cid == req.hop_cid:
             return self._ds_answer(req, message)

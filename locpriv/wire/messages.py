@@ -23,12 +23,13 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic_core import from_json
 
-from locpriv.errors import DecodeError, ErrorCode
+from locpriv.errors import DecodeError, ErrorCode, RemoteError, remote_error
 
 SCHEMA_VERSION: Final = 1
 """The wire schema version this code speaks."""
@@ -135,11 +136,14 @@ class PrivacyProfile(WireModel):
         ),
     )
 
-    @model_validator(mode="after")
-    def _window(self) -> PrivacyProfile:
-        if not self.a_min_m2 < self.a_max_m2:
-            raise ValueError("a_min_m2 must be smaller than a_max_m2")
-        return self
+    @field_validator("a_max_m2")
+    @classmethod
+    def _window(cls, a_max_m2: float, info: ValidationInfo) -> float:
+        # a field validator (not a model one) so that the error names ``profile.a_max_m2``
+        a_min_m2 = info.data.get("a_min_m2")
+        if a_min_m2 is not None and not a_min_m2 < a_max_m2:
+            raise ValueError("a_max_m2 must be larger than a_min_m2")
+        return a_max_m2
 
 
 class POI(WireModel):
@@ -420,14 +424,50 @@ class IssuerKeys(Message):
     keys: list[IssuerKey] = Field(min_length=1, max_length=4)
 
 
+class ProfileBounds(WireModel):
+    """The operator's bounds of a privacy profile (``bad_parameters`` details): a profile is
+    accepted when ``k_min <= k <= k_max``, ``a_min_floor_m2 <= a_min_m2``, ``a_min_m2 <
+    world_area_m2``, ``a_max_m2 <= a_max_ceiling_m2``, ``max_delay_s <= max_delay_s_max`` and
+    ``session_s <= session_s_max``."""
+
+    k_min: int = Field(ge=1)
+    k_max: int = Field(ge=1)
+    a_min_floor_m2: SquareMetres
+    a_max_ceiling_m2: SquareMetres
+    world_area_m2: SquareMetres = Field(description="a_min_m2 must be below it, m²")
+    max_delay_s_max: Seconds
+    session_s_max: Seconds
+
+
+class ErrorDetails(WireModel):
+    """Machine-readable facts of an error that a client acts on (all optional).
+
+    ``tile``: the tile that holds the request's position (``invalid_field``, ``field:
+    "tile"``): publish again on that tile's topic. ``bounds``: the operator's profile bounds
+    (``bad_parameters``, ``field: "profile.<name>"``): clamp the profile and ask again."""
+
+    tile: TileId | None = None
+    bounds: ProfileBounds | None = None
+
+
 class ErrorReply(Message):
-    """Any service -> requester, or to the service's error topic: a rejected message."""
+    """Any service -> requester, or to the service's error topic: a rejected message.
+    ``field`` is the offending field as a dotted path (``profile.k``, ``query.n``,
+    ``location.region.ring.1.1``) or ``tile`` for the topic's tile segment; ``details``
+    carries what a client needs to act on some errors (see :class:`ErrorDetails`)."""
 
     type: Literal["error"] = "error"
     correlation_id: CorrelationId | None = None
     code: ErrorCode
     reason: str = Field(max_length=1024)
     field: str | None = Field(default=None, max_length=256)
+    details: ErrorDetails | None = None
+
+    def exception(self) -> RemoteError:
+        """The exception a client raises for this reply (:func:`locpriv.errors.remote_error`),
+        with ``details`` as a plain dict."""
+        details = None if self.details is None else self.details.model_dump(exclude_none=True)
+        return remote_error(self.code, self.reason, self.field, details)
 
 
 class DeploymentConfig(Message):
@@ -623,6 +663,7 @@ __all__ = [
     "DSLocation",
     "DSQuery",
     "DeploymentConfig",
+    "ErrorDetails",
     "ErrorReply",
     "IssueAnswer",
     "IssueRequest",
@@ -636,6 +677,7 @@ __all__ = [
     "PeerRequest",
     "PointLocation",
     "PrivacyProfile",
+    "ProfileBounds",
     "Query",
     "QueryAnswer",
     "QueryRequest",

@@ -26,6 +26,8 @@ _PARTS: tuple[type[BaseModel], ...] = (
     m.RegionLocation,
     m.CentroidLocation,
     m.Region,
+    m.ErrorDetails,
+    m.ProfileBounds,
     m.POI,
     m.IssuerKey,
 )

@@ -118,7 +118,7 @@ async def test_bad_messages_get_error_replies_and_service_keeps_serving(
                 ).encode(),
                 reply_to,
                 ErrorCode.BAD_PARAMETERS,
-                "profile",
+                "profile.k",
                 "bnd",
             ),
         ]

@@ -48,9 +48,17 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "p50 ms" in proc.stdout and "wrote" in proc.stdout  # the summary table
+    # what it measured: service latency per protocol (temporal waits excluded) and CPU
+    assert "measured service latency p50/p99 ms" in proc.stdout
+    assert "CPU: broker + services" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["scenario"]["users"] == 50 and summary["run"]["users"] == 50
     assert summary["all"]["queries"] > 0 and summary["all"]["answered"] > 0
+    cpu = summary["services"]["cpu"]
+    assert 0.0 < cpu["broker_services_cores"] <= 1.5 and cpu["wall_s"] > 0
+    waits = summary["service_latency_s"]
+    assert waits["all"]["p50"] is not None
+    assert waits["all"]["p50"] <= summary["all"]["e2e_latency_s"]["p50"] + 1e-9
     assert summary["run"]["location_updates"] >= 50
     for name in (
         "latency",
@@ -63,6 +71,10 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         "attacks",
     ):
         assert (out / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    # the map: one self-contained page holding the run's users, regions and groups
+    html = (out / "map.html").read_text()
+    assert '<script id="data"' in html and "<script src" not in html and "<link" not in html
+    assert '"regions":[{' in html or '"groups":[{' in html
     attacks = summary["attacks"]
     assert "intersection" in attacks  # of the run's own repeated requesters (none here)
     # the three attacks over time, without and with their defences

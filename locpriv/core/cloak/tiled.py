@@ -79,6 +79,11 @@ class TileCloakers:
         self._dirty.add(tile)
         return c
 
+    @property
+    def request_config(self) -> CloakConfig:
+        """The configuration requests are checked against (with tiles: a tile's world)."""
+        return self._tile_config
+
     def validate(self, params: CloakParams | None) -> CloakParams:
         """``params`` (or the default) checked against the bounds; raises ConfigError."""
         p = self._tile_config.default if params is None else params

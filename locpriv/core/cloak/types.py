@@ -19,6 +19,7 @@ __all__ = [
     "CloakOutcome",
     "CloakParams",
     "CloakRegion",
+    "ParamError",
     "check_params",
     "round_a_min",
 ]
@@ -115,24 +116,36 @@ class CloakConfig:
         return (x1 - x0) * (y1 - y0)
 
 
+class ParamError(ConfigError):
+    """A privacy parameter outside the operator's bounds; ``param`` names it (``k``,
+    ``a_min_m2``, ``a_max_m2``, ``max_delay_s`` or ``session_s``)."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 def check_params(cfg: CloakConfig, p: CloakParams) -> None:
+    """Raise :class:`ParamError` naming the first parameter of ``p`` outside ``cfg``'s bounds."""
     if not isinstance(p.k, int) or isinstance(p.k, bool) or not cfg.k_min <= p.k <= cfg.k_max:
-        raise ConfigError(f"k must be an integer in [{cfg.k_min}, {cfg.k_max}]")
-    vals = (p.a_min_m2, p.a_max_m2, p.max_delay_s, p.session_s)
-    if not all(math.isfinite(v) for v in vals):
-        raise ConfigError("areas, max_delay_s and session_s must be finite")
+        raise ParamError("k", f"k must be an integer in [{cfg.k_min}, {cfg.k_max}]")
+    for name in ("a_min_m2", "a_max_m2", "max_delay_s", "session_s"):
+        if not math.isfinite(getattr(p, name)):
+            raise ParamError(name, f"{name} must be finite")
     if p.a_min_m2 < cfg.a_min_floor_m2:
-        raise ConfigError(f"a_min_m2 must be >= {cfg.a_min_floor_m2:g}")
+        raise ParamError("a_min_m2", f"a_min_m2 must be >= {cfg.a_min_floor_m2:g}")
     if p.a_max_m2 > cfg.a_max_ceiling_m2:
-        raise ConfigError(f"a_max_m2 must be <= {cfg.a_max_ceiling_m2:g}")
+        raise ParamError("a_max_m2", f"a_max_m2 must be <= {cfg.a_max_ceiling_m2:g}")
     if not p.a_min_m2 < p.a_max_m2:
-        raise ConfigError("a_min_m2 must be < a_max_m2")
+        raise ParamError("a_max_m2", "a_min_m2 must be < a_max_m2")
     if p.a_min_m2 >= cfg.world_area_m2:
-        raise ConfigError("a_min_m2 must be smaller than the world extent")
+        raise ParamError(
+            "a_min_m2", f"a_min_m2 must be smaller than the world extent ({cfg.world_area_m2:g})"
+        )
     if not 0 <= p.max_delay_s <= cfg.max_delay_s_bound:
-        raise ConfigError(f"max_delay_s must be in [0, {cfg.max_delay_s_bound:g}]")
+        raise ParamError("max_delay_s", f"max_delay_s must be in [0, {cfg.max_delay_s_bound:g}]")
     if not 0 <= p.session_s <= cfg.session_s_bound:
-        raise ConfigError(f"session_s must be in [0, {cfg.session_s_bound:g}]")
+        raise ParamError("session_s", f"session_s must be in [0, {cfg.session_s_bound:g}]")
 
 
 def round_a_min(a_min: float, step: float) -> float:
