@@ -51,7 +51,7 @@ class AnonymizerService(ServiceDriver):
         self.tiles = shard_tiles(config, shard)
         """The tiles this process serves (None: every tile, no tiles configured)."""
         client_id = config.mqtt.client_id + suffix
-        reply_to = config.topics.reply(client_id)
+        reply_to = config.topics.svc_reply(client_id)
         machine = build_trusted_core(config, reply_to)
         routes = anonymizer_routes(
             config.topics,

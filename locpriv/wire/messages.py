@@ -86,6 +86,19 @@ ReplyTopic = Annotated[
     ),
 ]
 Category = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_-]+$")]
+AnswerTag = Annotated[
+    str,
+    Field(
+        min_length=43,
+        max_length=43,
+        pattern=r"^[A-Za-z0-9_-]{43}$",
+        description=(
+            "DS -> mediator only (svc/reply): HMAC-SHA256 (base64url, no padding) under the"
+            " answer key over 'locpriv/ds-answer/v1' and this message encoded without mac;"
+            " the mediator relays only answers whose mac checks, and never relays the mac"
+        ),
+    ),
+]
 
 
 class WireModel(BaseModel):
@@ -306,6 +319,7 @@ class QueryAnswer(Message):
     )
     t1: Seconds | None = None
     t2: Seconds | None = None
+    mac: AnswerTag | None = None
 
 
 class DSQuery(Message):
@@ -354,6 +368,7 @@ class ErrorReply(Message):
     code: ErrorCode
     reason: str = Field(max_length=1024)
     field: str | None = Field(default=None, max_length=256)
+    mac: AnswerTag | None = None
 
 
 class DeploymentConfig(Message):
