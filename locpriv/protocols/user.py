@@ -534,6 +534,12 @@ class UserMachine:
             projection=self._projection_for(req),
         )
 
+    def refuse_plain(self, message: QueryAnswer, query: Query, position: LonLat) -> bool:
+        """For a driver's plain DS query (no machine request): True - counted and logged -
+        when ``message`` cannot answer ``query`` at ``position``."""
+        req = _Open("", "query", 0, position, query, 0.0, "")
+        return self._refused(req, self._pois_problem(req, message, None))
+
     def _refused(self, req: _Open, problem: str | None) -> bool:
         """Count and log an inconsistent reply; True when ``problem`` is not None."""
         if problem is None:
