@@ -11,8 +11,8 @@ alone with ``python -m simulators.flood URL PREFIX --rate 300 --seconds 10 --kin
 from __future__ import annotations
 
 import argparse
-import json
 import asyncio
+import json
 import random
 import time
 from collections import Counter
