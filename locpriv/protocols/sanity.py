@@ -5,7 +5,10 @@ CloakReply` or :class:`~locpriv.wire.messages.QueryAnswer` is believed only when
 consistent with what was asked (:class:`Asked`). :func:`region_problem` and :func:`pois_problem`
 return a reason (no coordinates in it) or None:
 
-* the region is a valid polygon that covers the user's position (within ``POSITION_TOL_M``);
+* the region is a valid polygon that covers the user's position: within ``POSITION_TOL_M``, plus
+  how far she may have moved since the region's positions were taken (the snapshot holds her
+  position as of her last update, no earlier than ``t1``): ``MAX_SPEED_M_S * (now - t1)``, at
+  most half the side of a square of the region's area;
 * ``area_m2`` equals the polygon's geodesic area within ``AREA_REL_TOL`` (+1 m²), and lies in the
   profile's ``[a_min_m2, a_max_m2]`` within the same tolerance, when a profile was sent;
 * ``users`` is at least the profile's ``k`` (at least 1 without one);
@@ -39,6 +42,7 @@ __all__ = [
     "DISTANCE_ABS_M",
     "DISTANCE_REL_TOL",
     "MAX_AGE_S",
+    "MAX_SPEED_M_S",
     "POSITION_TOL_M",
     "Asked",
     "pois_problem",
@@ -49,6 +53,8 @@ AREA_REL_TOL: Final = 0.01
 """Claimed area vs the polygon's geodesic area, and vs the profile's bounds (relative)."""
 POSITION_TOL_M: Final = 1.0
 """How far outside the region the user's position may lie (edges in degrees vs metres), m."""
+MAX_SPEED_M_S: Final = 70.0
+"""Fastest a user may have moved since her position in the region's snapshot, m/s."""
 CLOCK_SKEW_S: Final = 300.0
 """How far the service's clock may run ahead of the user's, s."""
 MAX_AGE_S: Final = 86_400.0
@@ -83,16 +89,18 @@ def region_problem(  # noqa: PLR0917
     could have produced for ``asked``; None when consistent."""
     if not region.is_valid or region.area <= 0.0:
         return "the region is not a valid polygon"
+    true_area = area_m2(region)
     if asked.position is not None:
         p = asked.position
         if not region.covers(Point(p.lon, p.lat)):
             xy = projection.geometry_to_xy(region)
             x, y = projection.point_to_xy(p.lon, p.lat)
-            if xy.distance(Point(x, y)) > POSITION_TOL_M:
-                return "the region does not cover the user's position"
+            off = xy.distance(Point(x, y))
+            moved = MAX_SPEED_M_S * max(0.0, now - (t1 if t1 is not None else now))
+            if off > POSITION_TOL_M + min(moved, 0.5 * math.sqrt(true_area)):
+                return f"the region does not cover the user's position ({off:.0f} m off)"
     if area is None:
         return "no area"
-    true_area = area_m2(region)
     if abs(true_area - area) > AREA_REL_TOL * max(true_area, area) + 1.0:
         return f"claimed area {area:.4g} m² is not the polygon's {true_area:.4g} m²"
     prof = asked.profile
