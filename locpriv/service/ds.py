@@ -127,9 +127,9 @@ class DSService(ServiceDriver):
                         return
                     raise ServiceFailure("the transport's message stream ended") from None
                 self._intake(first, time.monotonic())
-            now = time.monotonic()
             while (more := transport.take_nowait()) is not None:
-                self._intake(more, now)
+                self._intake(more, time.monotonic())
+            now = time.monotonic()
             for _lane, late in lanes.expired(now):
                 self.stats["waited"] += 1
                 self.stats["overloaded"] += 1

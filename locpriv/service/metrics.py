@@ -8,7 +8,7 @@ Prometheus scrapes (:class:`_StateCollector`), so the machines stay pure and pay
 metric                                 type       labels
 =====================================  =========  ============================================
 ``locpriv_messages_total``             counter    ``service``, ``kind`` (route: location,
-                                                  p1, p2, p3, ds, ds_answer)
+                                                  p1, p2, p3, ds, svc_ds, ds_answer)
 ``locpriv_errors_total``               counter    ``service``, ``kind``, ``code``
 ``locpriv_request_seconds``            histogram  ``service``, ``kind``: receipt to reply
 ``locpriv_queue_depth``                gauge      ``service``, ``queue`` (inbound, outbound)
