@@ -450,3 +450,31 @@ def test_genuine_replies_of_the_real_machines_pass_the_checks() -> None:
         (done,) = um.receive(answer.message, T0 + 0.01)
         assert isinstance(done, Done)
         assert um.rejected == 0
+
+
+def test_a_region_may_miss_a_moving_user_by_what_she_can_have_moved() -> None:
+    """Genuine regions hold her position as of her last update: a few metres off is fine when
+    the snapshot is seconds old, a kilometre is not."""
+    um = _user()
+    _rid, (send,) = um.cloak(
+        user_id="alice", position=ALICE, profile=PROFILE, now=T0, timeout_s=5.0
+    )
+    cid = send.message.correlation_id  # type: ignore[union-attr]
+    # a 400 m square whose edge passes 5 m west of alice (120, -80)
+    beside = _square(315.0, -80.0, 200.0)
+    away = _square(1_400.0, -80.0, 200.0)
+    assert um.receive(_cloak_reply(cid, away, t1=T0 - 1.0, t2=T0 - 0.5), T0 + 0.1) == []
+    assert um.receive(_cloak_reply(cid, beside, t1=T0, t2=T0), T0) == []  # 5 m off, no time
+    assert um.rejected == 2
+    (done,) = um.receive(_cloak_reply(cid, beside, t1=T0 - 1.0, t2=T0 - 0.5), T0 + 0.1)
+    assert isinstance(done, Done)
+
+
+def test_plain_ds_answers_are_checked_too() -> None:
+    um = _user()
+    query = WithinQuery(category="cafe", radius_m=300.0)
+    far = QueryAnswer(correlation_id="d", pois=[_poi_at(5_000.0, 0.0)])
+    near = QueryAnswer(correlation_id="d", pois=[_poi_at(200.0, -80.0)])
+    assert um.refuse_plain(far, query, ALICE)
+    assert not um.refuse_plain(near, query, ALICE)
+    assert um.rejected == 1
