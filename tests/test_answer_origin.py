@@ -460,8 +460,8 @@ def test_a_region_may_miss_a_moving_user_by_what_she_can_have_moved() -> None:
         user_id="alice", position=ALICE, profile=PROFILE, now=T0, timeout_s=5.0
     )
     cid = send.message.correlation_id  # type: ignore[union-attr]
-    # a 400 m square whose edge passes 5 m west of alice (120, -80)
-    beside = _square(315.0, -80.0, 200.0)
+    # a 400 m square whose west edge passes 5 m east of alice (120, -80)
+    beside = _square(325.0, -80.0, 200.0)
     away = _square(1_400.0, -80.0, 200.0)
     assert um.receive(_cloak_reply(cid, away, t1=T0 - 1.0, t2=T0 - 0.5), T0 + 0.1) == []
     assert um.receive(_cloak_reply(cid, beside, t1=T0, t2=T0), T0) == []  # 5 m off, no time
