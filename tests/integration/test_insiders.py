@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -399,3 +400,37 @@ async def test_ds_serves_the_service_lane_first_and_sheds_by_waiting_time(
     assert all(isinstance(r, QueryAnswer) and r.mac is None for r in public if r not in shed)
     assert ds.stats["waited"] == len(shed) > 0
     print(f"public: {len(public) - len(shed)} answered, {len(shed)} overloaded by waiting time")
+
+
+@pytest.mark.asyncio
+async def test_public_lane_rate_drops_only_public_queries(topics: Topics, tmp_path: Path) -> None:
+    """200 public queries at once against a public lane of 20/s (burst 20), 10 mediator
+    queries among them: the excess public ones are dropped unread and counted, every mediator
+    query is answered (in-process bus: this is DS's own bookkeeping, not a broker's)."""
+    url = f"memory://{uuid.uuid4().hex}"
+    config = _keyed(topics, tmp_path, ds_public_per_s=20.0, ds_public_burst=20.0)
+    ds = DSService(url, config)
+    app, svc = topics.reply("burst"), topics.svc_reply("mediator")
+    here = PointLocation(lat=ALICE_LAT, lon=ALICE_LON)
+    got: dict[str, object] = {}
+    async with running(ds), connect(url) as t:
+        await t.subscribe(app)
+        await t.subscribe(svc)
+        start = time.monotonic()
+        for i in range(200):
+            q = DSQuery(correlation_id=f"p{i}", reply_to=app, query=CAFE3, location=here)
+            await t.publish(topics.ds_query, encode(q))
+            if i % 20 == 10:
+                s = DSQuery(correlation_id=f"s{i}", reply_to=svc, query=CAFE3, location=here)
+                await t.publish(topics.svc_ds_query, encode(s))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                async for m in t.messages():
+                    reply = decode(m.payload, max_bytes=1 << 24)
+                    got[getattr(reply, "correlation_id", "") or ""] = reply
+        elapsed = time.monotonic() - start
+    service = [r for k, r in got.items() if k.startswith("s")]
+    public = [r for k, r in got.items() if k.startswith("p")]
+    assert len(service) == 10 and all(isinstance(r, QueryAnswer) for r in service)
+    assert 20 <= len(public) <= 20 + 20 * elapsed + 1
+    assert ds.stats["lane_rate"] == 200 - len(public)
