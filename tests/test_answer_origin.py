@@ -478,3 +478,16 @@ def test_plain_ds_answers_are_checked_too() -> None:
     assert um.refuse_plain(far, query, ALICE)
     assert not um.refuse_plain(near, query, ALICE)
     assert um.rejected == 1
+
+
+def test_mac_is_the_documented_hmac_sha256() -> None:
+    """docs/protocol.md's definition, computed with the standard library: another DS
+    implementation can tag answers from the text alone."""
+    import base64
+    import hashlib
+    import hmac
+
+    answer = QueryAnswer(correlation_id="s1.tok", pois=INDEX.pois[:2], candidates=True)
+    body = answer.model_dump_json(exclude_none=True).encode()
+    tag = hmac.new(KEY, b"locpriv/ds-answer/v1\n" + body, hashlib.sha256).digest()
+    assert MAC.sign(answer).mac == base64.urlsafe_b64encode(tag).rstrip(b"=").decode()
