@@ -20,6 +20,7 @@ from locpriv.protocols.ds import DSCore, ds_routes, tag_service_replies
 from locpriv.protocols.effects import Done, Send
 from locpriv.protocols.lanes import Lanes
 from locpriv.protocols.p2 import Mediator
+from locpriv.protocols.sanity import Asked, region_problem
 from locpriv.protocols.seal import ANSWER_KEY_ENV, AnswerMac
 from locpriv.protocols.user import UserMachine
 from locpriv.wire.envelope import Received
@@ -295,7 +296,7 @@ def test_lanes_weighted_round_robin_and_waiting_time() -> None:
 # ------------------------------------------------------------ requester checks
 
 
-PROFILE = PrivacyProfile(k=5, a_min_m2=1e4, a_max_m2=4e6)
+PROFILE = PrivacyProfile(k=5, a_min_m2=1.0, a_max_m2=4e6)
 
 
 def _user() -> UserMachine:
@@ -338,13 +339,15 @@ def test_crafted_cloak_replies_are_dropped_and_the_request_waits() -> None:
     huge = Region(ring=[(LON0 - 0.45, LAT0 - 0.1), (LON0 + 0.45, LAT0 - 0.1), (LON0, LAT0 + 0.26)])
     assert 1.4e9 < area_m2(region_from_wire(huge)) < 1.6e9  # ~1,500 km²
     far = _square(5_000.0, 5_000.0, 400.0)
+    tiny = _square(120.0, -80.0, 1.0)
     crafted = [
         _cloak_reply(cid, huge, area_m2=1.0, users=50),  # the triangle
         _cloak_reply(cid, huge, users=50),  # honest area, beyond a_max
         _cloak_reply(cid, far),  # does not cover her
         _cloak_reply(cid, area_m2=1.0),  # area is not the polygon's
         _cloak_reply(cid, users=2),  # fewer than k
-        _cloak_reply(cid, _square(120.0, -80.0, 20.0)),  # 1,600 m² < a_min
+        _cloak_reply(cid, tiny, users=50),  # 50 users in 4 m²
+        _cloak_reply(cid, _square(120.0, -80.0, 2_100.0)),  # 17.6 km² > a_max
         _cloak_reply(cid, t1=T0 + 10, t2=T0),  # t1 > t2
         _cloak_reply(cid, t1=T0 + 5000, t2=T0 + 5000),  # from the future
         _cloak_reply(cid, t1=T0 - 10 * 86_400, t2=T0 - 9 * 86_400),  # stale
@@ -491,3 +494,13 @@ def test_mac_is_the_documented_hmac_sha256() -> None:
     body = answer.model_dump_json(exclude_none=True).encode()
     tag = hmac.new(KEY, b"locpriv/ds-answer/v1\n" + body, hashlib.sha256).digest()
     assert MAC.sign(answer).mac == base64.urlsafe_b64encode(tag).rstrip(b"=").decode()
+
+
+def test_a_region_below_a_min_is_refused() -> None:
+    small = region_from_wire(_square(120.0, -80.0, 20.0))  # 1,600 m²
+    asked = Asked(ALICE, None, PrivacyProfile(k=2, a_min_m2=1e4, a_max_m2=4e6), T0)
+    area = area_m2(small)
+    problem = region_problem(asked, small, area, 3, T0 - 1, T0, T0, PROJ)
+    assert problem is not None and "outside the asked" in problem
+    loose = Asked(ALICE, None, PrivacyProfile(k=2, a_min_m2=1e3, a_max_m2=4e6), T0)
+    assert region_problem(loose, small, area, 3, T0 - 1, T0, T0, PROJ) is None

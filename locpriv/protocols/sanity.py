@@ -11,7 +11,8 @@ return a reason (no coordinates in it) or None:
   most half the side of a square of the region's area;
 * ``area_m2`` equals the polygon's geodesic area within ``AREA_REL_TOL`` (+1 m²), and lies in the
   profile's ``[a_min_m2, a_max_m2]`` within the same tolerance, when a profile was sent;
-* ``users`` is at least the profile's ``k`` (at least 1 without one);
+* ``users`` is at least the profile's ``k`` (at least 1 without one), and no denser than
+  ``MAX_USERS_PER_M2`` beyond that (50 users claimed in 1 m² are not);
 * ``t1 <= t2``, ``t2`` not later than ``now + CLOCK_SKEW_S`` nor earlier than the request minus
   ``MAX_AGE_S``;
 * every POI has the asked category, lies within ``radius_m`` (with ``DISTANCE_REL_TOL`` and
@@ -43,6 +44,7 @@ __all__ = [
     "DISTANCE_REL_TOL",
     "MAX_AGE_S",
     "MAX_SPEED_M_S",
+    "MAX_USERS_PER_M2",
     "POSITION_TOL_M",
     "Asked",
     "pois_problem",
@@ -53,6 +55,9 @@ AREA_REL_TOL: Final = 0.01
 """Claimed area vs the polygon's geodesic area, and vs the profile's bounds (relative)."""
 POSITION_TOL_M: Final = 1.0
 """How far outside the region the user's position may lie (edges in degrees vs metres), m."""
+MAX_USERS_PER_M2: Final = 4.0
+"""Most users per m² a region may claim beyond the asked k (people standing shoulder to
+shoulder)."""
 MAX_SPEED_M_S: Final = 70.0
 """Fastest a user may have moved since her position in the region's snapshot, m/s."""
 CLOCK_SKEW_S: Final = 300.0
@@ -108,8 +113,11 @@ def region_problem(  # noqa: PLR0917
         prof.a_min_m2 * (1.0 - AREA_REL_TOL) <= area <= prof.a_max_m2 * (1.0 + AREA_REL_TOL)
     ):
         return f"area {area:.4g} m² outside the asked [{prof.a_min_m2:g}, {prof.a_max_m2:g}]"
-    if users is None or users < (prof.k if prof is not None else 1):
+    k = prof.k if prof is not None else 1
+    if users is None or users < k:
         return f"users {users} fewer than the asked k"
+    if users > k and users > MAX_USERS_PER_M2 * true_area:
+        return f"{users} users in {true_area:.4g} m² is implausible"
     if t1 is None or t2 is None or not t1 <= t2:
         return "no interval [t1, t2]"
     if t2 > now + CLOCK_SKEW_S or t2 < asked.sent - MAX_AGE_S:
