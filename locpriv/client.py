@@ -20,6 +20,11 @@ computed from the deployment configuration the anonymizer keeps retained on
 (no anonymizer has ever run on this broker and prefix) it logs a warning, and calls that need
 a tile raise ``LocalProtocolError`` saying so until it arrives.
 
+Replies are checked against their request (:mod:`locpriv.protocols.sanity`): a cloak reply or
+an answer inconsistent with it - another app may write to this client's reply topic - is
+dropped, logged and counted (:attr:`Client.rejected_replies`), and the call keeps waiting for
+the genuine reply or its timeout.
+
 Broker credentials: the user name in the URL (``mqtts://alice@broker:8883``), the password as
 ``password=`` (not in the URL, which ends up in logs); ``ca_file=`` verifies a TLS broker.
 
@@ -123,10 +128,15 @@ class Client:
             clock=clock,
             name=f"client-{self.client_id}",
         )
-        self._plain: set[str] = set()
+        self._plain: dict[str, tuple[Query, LonLat]] = {}
         """Correlation ids of plain DS queries (:meth:`ds_query`) in flight; only these
         settle the host's futures from here (a machine request's id never does)."""
         self._position: LonLat | None = None
+
+    @property
+    def rejected_replies(self) -> int:
+        """Replies dropped as inconsistent with their request since the start."""
+        return self.machine.rejected
 
     @property
     def _transport(self) -> Transport:
@@ -277,11 +287,11 @@ class Client:
         )
         # not the machine's: the host's futures, resolved in _handle by correlation id
         effects: list[Effect] = [Send(self.topics.ds_query, message)]
-        self._plain.add(cid)
+        self._plain[cid] = (query, LonLat(lon, lat))
         try:
             reply = await self._host.request(cid, effects, timeout_s or self.timeout_s)
         finally:
-            self._plain.discard(cid)
+            self._plain.pop(cid, None)
         assert isinstance(reply, QueryAnswer)
         return list(reply.pois)
 
@@ -307,6 +317,10 @@ class Client:
             return
         cid = getattr(message, "correlation_id", None)
         if cid is not None and cid in self._plain:  # a plain ds_query
+            if isinstance(message, QueryAnswer) and self.machine.refuse_plain(
+                message, *self._plain[cid]
+            ):
+                return  # inconsistent with the query: keep waiting for DS's
             if isinstance(message, ErrorReply):
                 err = message.exception()
                 self._host.spawn([Failed(cid, err)])

@@ -38,10 +38,19 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     max_pending_per_user = 10          # a user's unanswered requests; beyond: "rate_limited"
     updates_per_s = 2.0                # per user: location updates refilled per second ...
     update_burst = 20.0                # ... up to this many at once; beyond: dropped
+    ds_max_answer_pois = 2000          # DS: a query whose estimated answer (POIs, from the
+                                       # index, before the work) exceeds it: "bad_parameters"
+    ds_max_wait_s = 1.0                # DS: a query that waited longer in its lane: "overloaded"
+    ds_service_weight = 8              # DS: svc/ds/query (mediator) turns per public ds/query turn
+    ds_public_per_s = 500.0            # DS: public ds/query messages per second (all apps) ...
+    ds_public_burst = 1000.0           # ... up to this many at once; beyond: dropped, counted
 
     [state]                            # what lets accepted requests survive a crash
     token_key_file = ""                # 64 hex digits shared by the anonymizer processes (or
                                        # LOCPRIV_TOKEN_KEY); empty: a key per process
+    answer_key_file = ""               # 64 hex digits shared by DS and the anonymizers (or
+                                       # LOCPRIV_ANSWER_KEY): DS tags its answers, the mediator
+                                       # relays only tagged ones; empty: answers not checked
     journal_file = ""                  # pending temporal cloaks, answered at the next start
 
     [mqtt]
@@ -140,6 +149,11 @@ class LimitsSection(_Section):
     max_pending_per_user: int = Field(10, ge=1)
     updates_per_s: float = Field(2.0, gt=0)
     update_burst: float = Field(20.0, ge=1)
+    ds_max_answer_pois: int = Field(2000, ge=1, le=10_000)
+    ds_max_wait_s: float = Field(1.0, gt=0)
+    ds_service_weight: int = Field(8, ge=1, le=1000)
+    ds_public_per_s: float = Field(500.0, gt=0)
+    ds_public_burst: float = Field(1000.0, ge=1)
 
 
 class StateSection(_Section):
@@ -147,11 +161,15 @@ class StateSection(_Section):
 
     ``token_key_file``: the key sealing the mediator's DS correlation ids (64 hex digits; or
     the ``LOCPRIV_TOKEN_KEY`` environment variable), so that a restarted or another anonymizer
-    relays DS's answers. ``journal_file``: pending temporal cloaks, answered ``unavailable`` by
-    the next run. Neither ever holds a position or a user id.
+    relays DS's answers. ``answer_key_file``: the key DS tags its answers to the mediator with
+    and the mediator checks them with (64 hex digits; or ``LOCPRIV_ANSWER_KEY``); DS and every
+    anonymizer process hold it, DS never holds the token key. ``journal_file``: pending
+    temporal cloaks, answered ``unavailable`` by the next run. None ever holds a position or a
+    user id.
     """
 
     token_key_file: str = ""
+    answer_key_file: str = ""
     journal_file: str = ""
 
 

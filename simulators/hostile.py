@@ -305,15 +305,15 @@ def stray_topics(topics: Topics, seen: Mapping[str, int], sent: Mapping[str, int
     """Topics the services published on outside their namespaces: every topic an observer of
     ``{root}/#`` saw more often (``seen``) than the test itself published there (``sent``),
     except replies, error topics, status, the retained deployment configuration and the
-    mediator's DS hop."""
+    mediator's DS hop (``ds/query``, and the service lane ``svc/ds/query``, ``svc/reply/+``)."""
     return sorted(
         topic
         for topic, n in seen.items()
         if n > sent.get(topic, 0)
         and not (
-            topic.startswith(topics.reply_prefix)
+            topic.startswith((topics.reply_prefix, topics.svc_reply_prefix))
             or matches(topics.errors_filter, topic)
             or matches(f"{topics.root}/status/+", topic)
-            or topic in (topics.ds_query, topics.config)
+            or topic in (topics.ds_query, topics.svc_ds_query, topics.config)
         )
     )

@@ -98,6 +98,41 @@ class _Layer:
             if len(rows)
             else None
         )
+        self._grid(x, y)
+
+    def _grid(self, x: F64, y: F64) -> None:
+        """2-D prefix sums of POI counts over square cells (at most 256 a side): any box's
+        count is bounded from above in O(1) (:meth:`count_box`)."""
+        if len(x) == 0:
+            self.origin, self.cell, self.sums = (0.0, 0.0), 1.0, np.zeros((2, 2), np.int64)
+            return
+        x0, y0 = float(x.min()), float(y.min())
+        extent = max(float(x.max()) - x0, float(y.max()) - y0, 1.0)
+        self.cell = max(extent / 255.0, 1.0)
+        side = int(extent // self.cell) + 1
+        i = np.minimum(((x - x0) // self.cell).astype(np.int64), side - 1)
+        j = np.minimum(((y - y0) // self.cell).astype(np.int64), side - 1)
+        counts = np.zeros((side, side), np.int64)
+        np.add.at(counts, (i, j), 1)
+        self.sums = np.zeros((side + 1, side + 1), np.int64)
+        self.sums[1:, 1:] = counts.cumsum(0).cumsum(1)
+        self.origin = (x0, y0)
+
+    def count_box(self, x0: float, y0: float, x1: float, y1: float) -> int:
+        """An upper bound of the POIs in the box ``[x0, x1] x [y0, y1]`` (metres): those of
+        the grid cells it touches; O(1)."""
+        side = self.sums.shape[0] - 1
+        ox, oy = self.origin
+
+        def cell(v: float, o: float) -> int:
+            return int(min(max(math.floor((v - o) / self.cell), -1), side))
+
+        i0, i1 = max(cell(x0, ox), 0), min(cell(x1, ox), side - 1)
+        j0, j1 = max(cell(y0, oy), 0), min(cell(y1, oy), side - 1)
+        if i0 > i1 or j0 > j1:
+            return 0
+        s = self.sums
+        return int(s[i1 + 1, j1 + 1] - s[i0, j1 + 1] - s[i1 + 1, j0] + s[i0, j0])
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -214,6 +249,37 @@ class POIIndex:
         return self._take(layer, layer.within_geom(shapely.Point(x, y), _inflate(r)))
 
     # ------------------------------------------------------------------- wire level
+
+    def estimate(self, query: Query, location: DSLocation) -> int:
+        """About how many POIs :meth:`answer` would return, from the index alone and before the
+        work: the POIs of the category in the bounding box of the location (a region's ring, a
+        centroid's disk) widened by the query's reach (``radius_m``, or for ``nearest`` over an
+        area the n-th nearest distance from the box's centre plus twice its half diagonal).
+        An upper bound for ``within`` queries and point queries (counted by grid cells,
+        :meth:`_Layer.count_box`); O(1) but for a region's vertices."""
+        layer = self._layer(query.category)
+        if layer is None or layer.tree is None:
+            return 0
+        proj = self.projection
+        if isinstance(location, RegionLocation):
+            lon, lat = zip(*location.region.ring, strict=True)
+            xs, ys = proj.to_xy(np.asarray(lon), np.asarray(lat))
+            x0, y0, x1, y1 = float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max())
+        else:
+            x, y = proj.point_to_xy(location.lon, location.lat)
+            rho = location.radius_m if isinstance(location, CentroidLocation) else 0.0
+            if isinstance(query, NearestQuery) and rho <= 0.0:
+                return min(query.n, len(layer))
+            x0, y0, x1, y1 = x - rho, y - rho, x + rho, y + rho
+        if isinstance(query, WithinQuery):
+            reach = _inflate(query.radius_m)
+        elif len(layer) <= query.n:
+            return len(layer)
+        else:
+            half = 0.5 * math.hypot(x1 - x0, y1 - y0)
+            centre = (0.5 * (x0 + x1), 0.5 * (y0 + y1))
+            reach = _inflate(layer.kth_distance(*centre, query.n) + 2.0 * half)
+        return layer.count_box(x0 - reach, y0 - reach, x1 + reach, y1 + reach)
 
     def answer(self, query: Query, location: DSLocation) -> tuple[list[POI], bool]:
         """``(pois, candidates)`` for a wire query; ``candidates`` is True for supersets."""

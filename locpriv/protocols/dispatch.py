@@ -98,6 +98,9 @@ class Route:
     admit: Callable[[str, float], bool] | None = None
     label: str = ""
     """Short name of what arrives here (``location``, ``p1``, ``ds``, ...), for metrics."""
+    reply_ok: Callable[[str], bool] | None = None
+    """Which ``reply_to`` topics this route's requests may name (None: the public reply
+    namespace, :meth:`Topics.is_reply`; DS's service lane: :meth:`Topics.is_svc_reply`)."""
 
     @property
     def filters(self) -> tuple[str, ...]:
@@ -105,9 +108,12 @@ class Route:
         return self.subscriptions or (self.topic_filter,)
 
 
-def salvage_reply(payload: bytes, topics: Topics) -> tuple[str | None, str | None]:
+def salvage_reply(
+    payload: bytes, topics: Topics, reply_ok: Callable[[str], bool] | None = None
+) -> tuple[str | None, str | None]:
     """``(reply_to, correlation_id)`` read from a rejected raw payload when they are usable:
-    ``reply_to`` only if it is one of ``topics``' reply topics (:meth:`Topics.is_reply`).
+    ``reply_to`` only if it is one of ``topics``' reply topics (:meth:`Topics.is_reply`, or
+    ``reply_ok`` when given: a route's own namespace).
 
     A payload that is not JSON (truncated, invalid UTF-8 or a bad number after the address, too
     deeply nested) is scanned for its top-level ``reply_to`` and ``correlation_id`` string
@@ -122,7 +128,7 @@ def salvage_reply(payload: bytes, topics: Topics) -> tuple[str | None, str | Non
         return None, None
     reply_to = obj.get("reply_to")
     cid = obj.get("correlation_id")
-    ok_topic = isinstance(reply_to, str) and topics.is_reply(reply_to)
+    ok_topic = isinstance(reply_to, str) and (reply_ok or topics.is_reply)(reply_to)
     ok_cid = isinstance(cid, str) and _CORRELATION.fullmatch(cid) is not None
     return (reply_to if ok_topic else None), (cid if ok_cid else None)
 
@@ -207,7 +213,9 @@ class Dispatcher:
     ) -> Send:
         """An error reply to the raw message's ``reply_to`` if readable, else the error topic."""
         self.stats["rejected"] += 1
-        reply_to, cid = salvage_reply(received.payload, self.topics)
+        route = self.route(received.topic)
+        reply_ok = route.reply_ok if route is not None else None
+        reply_to, cid = salvage_reply(received.payload, self.topics, reply_ok)
         target = reply_to or self.topics.errors(self.name)
         return error_send(target, cid, code, reason, field, details=details)
 
@@ -249,7 +257,8 @@ class Dispatcher:
             log.info("%s: rejected message on a no-reply topic: %s", self.name, exc.code)
             return []
         reply_to = getattr(message, "reply_to", None)
-        if isinstance(reply_to, str) and not self.topics.is_reply(reply_to):
+        reply_ok = route.reply_ok or self.topics.is_reply
+        if isinstance(reply_to, str) and not reply_ok(reply_to):
             return self._bad_reply_to(route, message)
         if route.check is not None:
             problem = route.check(received, message)

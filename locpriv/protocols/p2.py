@@ -11,6 +11,14 @@ the key - nothing the relay needs lives only in memory. A DS that does not answe
 ``ds_timeout_s`` seconds yields ``upstream_timeout`` (from the in-memory timer of the process
 that forwarded the query; a DS answer after the deadline is dropped, so the user never gets
 two replies); more than ``max_pending`` outstanding DS requests yield ``overloaded``.
+
+Answers that prove their origin: with an :class:`~locpriv.protocols.seal.AnswerMac` (the answer
+key DS shares) the mediator relays a DS reply only when its ``mac`` is DS's tag over exactly
+that reply - its sealed token included - and before anything else is looked at: a forged,
+altered or untagged reply changes no state, is never relayed, and is counted in
+:attr:`Mediator.forged`. A genuine reply replayed is dropped as already answered (the token is
+unique per query, and remembered until its deadline, after which it no longer opens). The
+``mac`` never reaches the user.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from typing import Any
 
 from locpriv.errors import ErrorCode
 from locpriv.protocols.effects import Send, error_send
-from locpriv.protocols.seal import Sealer
+from locpriv.protocols.seal import AnswerMac, Sealer
 from locpriv.wire.messages import (
     DSLocation,
     DSQuery,
@@ -74,7 +82,8 @@ class Mediator:
     """Forwards anonymous queries to DS and relays the answers (sans-I/O).
 
     ``reply_to`` is the mediator's own reply topic; ``ds_topic`` where DS listens; ``sealer``
-    seals the DS correlation ids (default: an ephemeral key of this process).
+    seals the DS correlation ids (default: an ephemeral key of this process); ``answer_mac``
+    checks DS's replies (None: relayed unchecked - a deployment without an answer key).
     """
 
     def __init__(
@@ -85,8 +94,12 @@ class Mediator:
         ds_timeout_s: float = 5.0,
         max_pending: int = 10_000,
         sealer: Sealer | None = None,
+        answer_mac: AnswerMac | None = None,
     ) -> None:
         self.ds_topic = ds_topic
+        self.answer_mac = answer_mac
+        self.forged = 0
+        """DS replies dropped because their ``mac`` did not check (forged, altered, untagged)."""
         self.reply_to = reply_to
         self.ds_timeout_s = ds_timeout_s
         self.max_pending = max_pending
@@ -182,6 +195,12 @@ class Mediator:
         return pend if now <= deadline else None
 
     def _relay(self, message: QueryAnswer | ErrorReply, now: float) -> list[Send]:
+        mac = self.answer_mac
+        if mac is not None and not mac.verify(message):
+            self.forged += 1
+            if self.forged == 1 or self.forged % 1000 == 0:
+                log.warning("DS reply without a valid mac dropped (%d so far)", self.forged)
+            return []
         cid = message.correlation_id
         pend = None if cid is None else self._unseal(cid, now)
         if cid is None or pend is None:

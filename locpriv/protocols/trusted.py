@@ -34,7 +34,7 @@ from locpriv.protocols.limits import RequestLimits, UserLimits
 from locpriv.protocols.p1 import P1Mediator
 from locpriv.protocols.p2 import Mediator
 from locpriv.protocols.p3 import Anonymizer
-from locpriv.protocols.seal import Sealer
+from locpriv.protocols.seal import AnswerMac, Sealer
 from locpriv.wire.envelope import Received
 from locpriv.wire.messages import (
     REPLY_MAX_BYTES,
@@ -111,6 +111,11 @@ class TrustedCore:
         return self.anonymizer.pending + self.mediator.pending
 
     @property
+    def forged_answers(self) -> int:
+        """DS replies dropped unrelayed: their ``mac`` did not check (see :class:`Mediator`)."""
+        return self.mediator.forged
+
+    @property
     def pending_cloaks(self) -> int:
         """Cloak requests waiting for enough users (temporal cloaking)."""
         return self.anonymizer.pending
@@ -148,15 +153,18 @@ class TrustedCore:
 
 
 def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
-    """The P1/P2/P3 machine for ``config``; DS answers are expected on ``reply_to``."""
+    """The P1/P2/P3 machine for ``config``; DS answers are expected on ``reply_to`` (a
+    ``svc/reply/{client id}`` topic), its queries go to ``svc/ds/query``, and with an answer
+    key (``[state] answer_key_file``) only DS-tagged answers are relayed."""
     cloakers = TileCloakers(config.cloak_config(), config.tiling())
     anonymizer = Anonymizer(cloakers, config.make_projection())
     mediator = Mediator(
-        ds_topic=config.topics.ds_query,
+        ds_topic=config.topics.svc_ds_query,
         reply_to=reply_to,
         ds_timeout_s=config.limits.ds_timeout_s,
         max_pending=config.limits.max_pending,
         sealer=Sealer.from_config(config.state.token_key_file or None),
+        answer_mac=AnswerMac.from_config(config.state.answer_key_file or None),
     )
     lim = config.limits
     limits = RequestLimits(

@@ -27,6 +27,13 @@ Profiles: a request's ``k``, ``a_min_m2``, ``a_max_m2`` and ``max_delay_s`` over
 machine's default profile field by field; with ``bounds`` the result is clamped to the
 operator's bounds (``k`` and ``max_delay_s``), as the simulators do for their users.
 
+Replies are believed only when consistent with the request
+(:mod:`locpriv.protocols.sanity`: the region covers her position, its area is the polygon's and
+within her bounds, users >= k, plausible times, POIs of the category and within the radius
+asked, no more than n): an inconsistent :class:`CloakReply` or :class:`QueryAnswer` - anyone
+may write to a reply topic - is dropped and counted in :attr:`UserMachine.rejected`, and the
+request keeps waiting for the genuine reply (or its timeout); it never becomes an answer.
+
 Inputs: :meth:`cloak`, :meth:`query`, :meth:`receive`, :meth:`on_deadline`, :meth:`cancel`;
 outputs: :mod:`~locpriv.protocols.effects` - ``Send``, ``Subscribe``/``Unsubscribe`` (the
 fresh DS-hop topics), and ``Done`` (a :class:`Cloak` or an :class:`Answer`) or ``Failed``
@@ -38,6 +45,7 @@ fresh DS-hop topics), and ``Done`` (a :class:`Cloak` or an :class:`Answer`) or `
 from __future__ import annotations
 
 import heapq
+import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -49,6 +57,7 @@ from locpriv.core.tiles import Tiling
 from locpriv.errors import LocalProtocolError, RequestTimeout
 from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
 from locpriv.protocols.ids import IdSource, new_id
+from locpriv.protocols.sanity import Asked, pois_problem, region_problem
 from locpriv.wire.messages import (
     POI,
     CloakReply,
@@ -68,6 +77,8 @@ from locpriv.wire.messages import (
 from locpriv.wire.topics import WORLD_TILE, Topics
 
 __all__ = ["Answer", "Cloak", "ProfileBounds", "UserMachine"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +126,8 @@ class _Open:
     query: Query | None
     deadline: float
     cid: str
+    sent: float = 0.0
+    profile: PrivacyProfile | None = None
     hop_topic: str | None = None
     hop_cid: str | None = None
     cloak: Cloak | None = None
@@ -148,6 +161,9 @@ class UserMachine:
         self._open: dict[str, _Open] = {}
         self._by_cid: dict[str, str] = {}
         self._heap: list[tuple[float, str]] = []
+        self._check_projection: LocalProjection | None = None
+        self.rejected = 0
+        """Replies dropped as inconsistent with their request (see the module docstring)."""
 
     @property
     def pending(self) -> int:
@@ -341,6 +357,7 @@ class UserMachine:
             return self._finish(req, Failed(req.id, err))
         if req.hop_cid is not None and cid == req.hop_cid:
             return self._ds_answer(req, message)
+        problem: str | None = None
         if isinstance(message, CloakReply):
             if req.kind == "query" and (req.protocol != 3 or req.hop_cid is not None):
                 return []  # a duplicate (QoS 1 delivers at least once) or out of place
@@ -351,6 +368,9 @@ class UserMachine:
                 message.t1,
                 message.t2,
             )
+            problem = self._region_problem(req, region, now, area=message.area_m2, t1=message.t1)
+            if self._refused(req, problem):
+                return []
             if req.kind == "cloak":
                 return self._finish(req, Done(req.id, region))
             return self._ds_hop(req, region, message)
@@ -366,6 +386,12 @@ class UserMachine:
                     message.t1 or 0.0,
                     message.t2 or 0.0,
                 )
+            if req.protocol == 1 and cloak is None:
+                problem = "a protocol 1 answer without its region"
+            elif cloak is not None:
+                problem = self._region_problem(req, cloak, now, area=message.area_m2, t1=message.t1)
+            if self._refused(req, problem or self._pois_problem(req, message, cloak)):
+                return []
             return self._finish(req, Done(req.id, self._answer(req, message, cloak)))
         unexpected = LocalProtocolError(f"unexpected {type(message).__name__} reply")
         return self._finish(req, Failed(req.id, unexpected))
@@ -415,6 +441,8 @@ class UserMachine:
             query=query,
             deadline=now + timeout_s + delay,
             cid=self.ids(),
+            sent=now,
+            profile=profile,
         )
         self._open[req.id] = req
         self._by_cid[req.cid] = req.id
@@ -458,7 +486,67 @@ class UserMachine:
         if not isinstance(message, QueryAnswer):
             err = LocalProtocolError(f"unexpected {type(message).__name__} from DS")
             return self._finish(req, Failed(req.id, err))
+        if self._refused(req, self._pois_problem(req, message, req.cloak)):
+            return []
         return self._finish(req, Done(req.id, self._answer(req, message, req.cloak)))
+
+    # ------------------------------------------------------------------ checks
+
+    def _projection_for(self, req: _Open) -> LocalProjection:
+        """The deployment's projection (DS's and the anonymizer's), else one at the user."""
+        d = self.deployment
+        lat0, lon0 = (
+            (d.lat0_deg, d.lon0_deg)
+            if d is not None
+            else (req.position.lat, req.position.lon)
+            if req.position is not None
+            else (0.0, 0.0)
+        )
+        proj = self._check_projection
+        if proj is None or (proj.lat0_deg, proj.lon0_deg) != (lat0, lon0):
+            proj = self._check_projection = LocalProjection(lat0, lon0)
+        return proj
+
+    def _asked(self, req: _Open) -> Asked:
+        return Asked(req.position, req.query, req.profile, req.sent)
+
+    def _region_problem(
+        self, req: _Open, cloak: Cloak, now: float, *, area: float | None, t1: float | None
+    ) -> str | None:
+        """``area`` and ``t1`` as on the wire (a P1 answer may lack them)."""
+        return region_problem(
+            self._asked(req),
+            cloak.region,
+            area,
+            cloak.users,
+            t1,
+            cloak.t2,
+            now,
+            self._projection_for(req),
+        )
+
+    def _pois_problem(self, req: _Open, message: QueryAnswer, cloak: Cloak | None) -> str | None:
+        return pois_problem(
+            self._asked(req),
+            list(message.pois),
+            cloak.region if cloak is not None else None,
+            exact=not message.candidates,
+            projection=self._projection_for(req),
+        )
+
+    def refuse_plain(self, message: QueryAnswer, query: Query, position: LonLat) -> bool:
+        """For a driver's plain DS query (no machine request): True - counted and logged -
+        when ``message`` cannot answer ``query`` at ``position``."""
+        req = _Open("", "query", 0, position, query, 0.0, "")
+        return self._refused(req, self._pois_problem(req, message, None))
+
+    def _refused(self, req: _Open, problem: str | None) -> bool:
+        """Count and log an inconsistent reply; True when ``problem`` is not None."""
+        if problem is None:
+            return False
+        self.rejected += 1
+        log.warning("reply dropped as inconsistent with its request: %s", problem)
+        return True
 
     def _answer(self, req: _Open, message: QueryAnswer, cloak: Cloak | None) -> Answer:
         assert req.query is not None and req.position is not None

@@ -85,7 +85,7 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
             update["mqtt"] = config.mqtt.model_copy(update={"client_id": opts.client_id})
         self.service_config: ServiceConfig = config.model_copy(update=update)
         topics = self.service_config.topics  # validates the prefix
-        reply_to = topics.reply(self.service_config.mqtt.client_id)
+        reply_to = topics.svc_reply(self.service_config.mqtt.client_id)
         self.core = build_trusted_core(self.service_config, reply_to)
         self.dispatcher = Dispatcher(
             name="anonymizer",

@@ -12,6 +12,7 @@ process publishes the retained deployment configuration on ``{prefix}/v1/config`
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from locpriv.service.driver import ServiceDriver
 from locpriv.wire.messages import encode
 
 __all__ = ["AnonymizerService"]
+
+log = logging.getLogger(__name__)
 
 
 class AnonymizerService(ServiceDriver):
@@ -51,8 +54,13 @@ class AnonymizerService(ServiceDriver):
         self.tiles = shard_tiles(config, shard)
         """The tiles this process serves (None: every tile, no tiles configured)."""
         client_id = config.mqtt.client_id + suffix
-        reply_to = config.topics.reply(client_id)
+        reply_to = config.topics.svc_reply(client_id)
         machine = build_trusted_core(config, reply_to)
+        if machine.mediator.answer_mac is None:
+            log.warning(
+                "anonymizer: no answer key ([state] answer_key_file or LOCPRIV_ANSWER_KEY):"
+                " DS answers are relayed without checking who wrote them"
+            )
         routes = anonymizer_routes(
             config.topics,
             reply_to,

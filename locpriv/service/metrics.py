@@ -8,7 +8,7 @@ Prometheus scrapes (:class:`_StateCollector`), so the machines stay pure and pay
 metric                                 type       labels
 =====================================  =========  ============================================
 ``locpriv_messages_total``             counter    ``service``, ``kind`` (route: location,
-                                                  p1, p2, p3, ds, ds_answer)
+                                                  p1, p2, p3, ds, svc_ds, ds_answer)
 ``locpriv_errors_total``               counter    ``service``, ``kind``, ``code``
 ``locpriv_request_seconds``            histogram  ``service``, ``kind``: receipt to reply
 ``locpriv_queue_depth``                gauge      ``service``, ``queue`` (inbound, outbound)
@@ -17,6 +17,11 @@ metric                                 type       labels
 ``locpriv_pending_cloaks``             gauge      ``service`` (temporal cloaking)
 ``locpriv_users``                      gauge      ``service``, ``tile`` (tiles this process
                                                   serves only: bounded)
+``locpriv_forged_answers_total``       counter    ``service``: DS replies whose ``mac`` did not
+                                                  check, dropped unrelayed (mediator)
+``locpriv_shed_total``                 counter    ``service``, ``reason`` (DS: ``too_costly``,
+                                                  ``waited`` - overloaded by waiting time,
+                                                  ``lane_rate`` - public lane over its rate)
 =====================================  =========  ============================================
 
 Labels never hold a user id, a correlation id or a position. Latencies are monotonic seconds
@@ -160,3 +165,18 @@ class _StateCollector(Collector):
             for tile, n in sorted(machine.users_per_tile().items()):
                 users.add_metric([name, tile], float(n))
             yield users
+        if hasattr(machine, "forged_answers"):
+            forged = CounterMetricFamily(
+                "locpriv_forged_answers",
+                "DS replies dropped unrelayed: their mac did not check",
+                labels=["service"],
+            )
+            forged.add_metric([name], float(machine.forged_answers))
+            yield forged
+        shed = CounterMetricFamily(
+            "locpriv_shed", "Requests refused to keep a fair share", labels=["service", "reason"]
+        )
+        for reason in ("too_costly", "waited", "lane_rate"):
+            if reason in d.stats:
+                shed.add_metric([name, reason], float(d.stats[reason]))
+        yield shed

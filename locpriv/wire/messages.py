@@ -82,11 +82,18 @@ ReplyTopic = Annotated[
         pattern=r"^[A-Za-z0-9_.:@-]+(/[A-Za-z0-9_.:@-]+)*$",
         description=(
             "MQTT topic for the reply: levels of [A-Za-z0-9_.:@-], no wildcards, no empty level;"
-            " services accept only {prefix}/v1/reply/{one segment}"
+            " services accept only {prefix}/v1/reply/{one segment} (DS's service lane,"
+            " svc/ds/query: only {prefix}/v1/svc/reply/{one segment})"
         ),
     ),
 ]
 Category = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_-]+$")]
+AnswerTag = Annotated[str, Field(min_length=43, max_length=43, pattern=r"^[A-Za-z0-9_-]{43}$")]
+_MAC_DOC: Final = (
+    "DS -> mediator only (svc/reply): HMAC-SHA256 (base64url, no padding) under the answer key"
+    " over 'locpriv/ds-answer/v1\\n' and this message encoded without mac; the mediator relays"
+    " only answers whose mac checks, and never relays the mac"
+)
 
 
 class WireModel(BaseModel):
@@ -310,6 +317,7 @@ class QueryAnswer(Message):
     )
     t1: Seconds | None = None
     t2: Seconds | None = None
+    mac: AnswerTag | None = Field(default=None, description=_MAC_DOC)
 
 
 class DSQuery(Message):
@@ -462,6 +470,7 @@ class ErrorReply(Message):
     reason: str = Field(max_length=1024)
     field: str | None = Field(default=None, max_length=256)
     details: ErrorDetails | None = None
+    mac: AnswerTag | None = Field(default=None, description=_MAC_DOC)
 
     def exception(self) -> RemoteError:
         """The exception a client raises for this reply (:func:`locpriv.errors.remote_error`),

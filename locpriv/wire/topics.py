@@ -13,9 +13,12 @@ topic                       payload                               QoS    retaine
 ``p2/query/{tile}/{user}``  QueryRequest protocol=2               1      no
 ``p3/cloak/{tile}/{user}``  CloakRequest                          1      no
 ``config``                  DeploymentConfig (services -> all)    1      yes
-``ds/query``                DSQuery                               1      no
+``ds/query``                DSQuery (apps: P3's second hop, P4)   1      no
+``svc/ds/query``            DSQuery (mediator -> DS only)         1      no
 ``reply/{client_id}``       replies: CloakReply, QueryAnswer,     1      no
                             ErrorReply, PeerReply
+``svc/reply/{client_id}``   QueryAnswer/ErrorReply (DS ->         1      no
+                            mediator only), with a ``mac``
 ``errors/{service}``        ErrorReply for unparseable requests   1      no
 ``peer/cell/{cell}``        PeerRequest (Protocol 4 discovery)    0      no
 ``status/{service}``        "online"/"offline" (last will)        1      yes
@@ -29,6 +32,13 @@ from that segment (:meth:`Topics.user_of`), and a payload ``user_id`` must equal
 before it is the **tile** of the position (:mod:`locpriv.core.tiles`; ``t0_0`` when the
 deployment has no tiles), which lets the broker route a tile's traffic to the shard owning it;
 clients compute it from the retained ``config`` message (:meth:`Topics.config`).
+
+Service topics (``svc/...``): the mediator's queries to DS and DS's answers travel on topics of
+their own that the broker's ACL lets only the service accounts use (the anonymizer writes
+``svc/ds/query`` and reads ``svc/reply/#``; DS reads the first and writes the second), so an
+app flood of the public ``ds/query`` is a separate lane at DS, and no app reads or writes DS's
+answers to the mediator. Those answers also carry a MAC (:class:`locpriv.protocols.seal.
+AnswerMac`): the mediator relays only what DS produced for the query it sent.
 
 Protocol 4 uses a fresh ``reply/p4-<random>`` per query and purpose (peer replies, DS
 answer); ``{cell}`` is ``g{side_m}_{row}_{col}`` from :mod:`locpriv.core.cells` (docs/peer.md).
@@ -158,6 +168,27 @@ class Topics:
     def ds_query(self) -> str:
         """Queries for the location-based database server."""
         return f"{self.root}/ds/query"
+
+    @property
+    def svc_ds_query(self) -> str:
+        """The mediator's (P1/P2) queries to DS: only the anonymizer account writes here, only
+        DS reads (the service lane DS serves before the public ``ds/query``)."""
+        return f"{self.root}/svc/ds/query"
+
+    def svc_reply(self, client_id: str) -> str:
+        """Where DS answers a mediator process: only the DS account writes here, only the
+        anonymizer account reads."""
+        return f"{self.root}/svc/reply/{_segment(client_id, 'client id')}"
+
+    @property
+    def svc_reply_prefix(self) -> str:
+        """``{prefix}/v1/svc/reply/``: every service reply topic starts with it."""
+        return f"{self.root}/svc/reply/"
+
+    def is_svc_reply(self, topic: str) -> bool:
+        """True when ``topic`` is ``{prefix}/v1/svc/reply/`` and one valid segment."""
+        prefix = self.svc_reply_prefix
+        return topic.startswith(prefix) and _SEGMENT.fullmatch(topic[len(prefix) :]) is not None
 
     def reply(self, client_id: str) -> str:
         """A client's private reply topic."""

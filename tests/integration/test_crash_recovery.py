@@ -95,7 +95,7 @@ async def test_ds_answer_relayed_by_the_restarted_anonymizer(
     async with running(ds):
         pass  # DS's persistent session now queues the DS queries while DS is away
     async with (
-        Spy(url, topics.ds_query) as spy,
+        Spy(url, topics.svc_ds_query) as spy,
         Client(url, user_id="ann", prefix=topics.prefix, timeout_s=90) as ann,
     ):
         async with _serve(url, "anonymizer", config) as first:

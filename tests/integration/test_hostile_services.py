@@ -98,7 +98,8 @@ async def test_hostile_payloads_on_every_topic_stop_nothing(
         topics.p2_query("bob"),
         topics.p3_cloak("bob"),
         topics.ds_query,
-        topics.reply(config.mqtt.client_id),  # the mediator's own DS reply topic
+        topics.svc_ds_query,  # DS's service lane
+        topics.svc_reply(config.mqtt.client_id),  # the mediator's own DS reply topic
     ]
     async with running(anonymizer, ds), Spy(broker_url, f"{topics.root}/#") as spy:
         await seed_population(broker_url, topics, n=30)
@@ -130,6 +131,7 @@ async def test_bad_reply_to_is_answered_on_the_error_topic_only(
             (topics.p1_query("bob"), _query(reply_to, f"q{i}", 1), "anonymizer"),
             (topics.p2_query("bob"), _query(reply_to, f"r{i}", 2), "anonymizer"),
             (topics.ds_query, _ds(reply_to, f"d{i}"), "ds"),
+            (topics.svc_ds_query, _ds(reply_to, f"e{i}"), "ds"),
         ]
     # finding 3: sixteen lone surrogates used to kill the sixteen publisher tasks
     surrogate = f"{topics.reply_prefix}\ud800"
@@ -163,7 +165,7 @@ async def test_bad_reply_to_is_answered_on_the_error_topic_only(
                 assert err.code in (ErrorCode.INVALID_FIELD, ErrorCode.MALFORMED)
         assert _stray(topics, spy.seen, sent) == []
         assert all(
-            m.topic in (topics.reply("probe"), topics.reply(config.mqtt.client_id))
+            m.topic in (topics.reply("probe"), topics.svc_reply(config.mqtt.client_id))
             for m in spy.seen
             if m.topic.startswith(topics.reply_prefix)
         )
@@ -183,9 +185,11 @@ async def test_p2_answer_still_relayed_after_hostile_ds_replies(
     async with running(anonymizer, ds):
         async with connect(broker_url) as t:
             forged = QueryAnswer(correlation_id="s1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", pois=[])
-            await t.publish(topics.reply(config.mqtt.client_id), forged.model_dump_json().encode())
+            await t.publish(
+                topics.svc_reply(config.mqtt.client_id), forged.model_dump_json().encode()
+            )
             for _, payload, _ in HOSTILE:
-                await t.publish(topics.reply(config.mqtt.client_id), payload)
+                await t.publish(topics.svc_reply(config.mqtt.client_id), payload)
         async with Client(broker_url, user_id="bob", prefix=topics.prefix) as bob:
             answer = await bob.query(
                 NearestQuery(category="cafe", n=2), protocol=2, lat=LAT, lon=LON

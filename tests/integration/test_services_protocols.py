@@ -26,7 +26,7 @@ async def test_p1_p2_p3_end_to_end(broker_url: str, topics: Topics) -> None:
     config = make_config(topics)
     anonymizer = AnonymizerService(broker_url, config)
     ds = DSService(broker_url, config)
-    async with running(anonymizer, ds), Spy(broker_url, topics.ds_query) as spy:
+    async with running(anonymizer, ds), Spy(broker_url, topics.svc_ds_query) as spy:
         await seed_population(broker_url, topics)
         async with Client(broker_url, user_id="alice", prefix=topics.prefix) as alice:
             await alice.update_location(lat=ALICE_LAT, lon=ALICE_LON)
@@ -58,7 +58,7 @@ async def test_p1_p2_p3_end_to_end(broker_url: str, topics: Topics) -> None:
         from_mediator = [
             m
             for m in spy.seen
-            if decode(m.payload).reply_to == topics.reply(config.mqtt.client_id)  # type: ignore[attr-defined]
+            if decode(m.payload).reply_to == topics.svc_reply(config.mqtt.client_id)  # type: ignore[attr-defined]
         ]
         assert len(from_mediator) == 3  # P1 nearest, P2 nearest, P1 within
         kinds = []
