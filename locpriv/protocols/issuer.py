@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from locpriv.core.blind_rsa import BlindRSAError, blind_sign
 from locpriv.errors import ErrorCode
-from locpriv.protocols.dispatch import Check, Route
+from locpriv.protocols.dispatch import Check, Rejection, Route
 from locpriv.protocols.effects import Send, error_send
 from locpriv.protocols.p4.tokens import b64d, b64e, issuer_key, period_of
 from locpriv.wire.envelope import Received
@@ -139,10 +139,10 @@ class IssuerCore:
 def _check_login(topics: Topics) -> Check:
     """The payload's ``user_id`` must be the topic's login (which the ACL binds)."""
 
-    def check(received: Received, message: Message) -> tuple[ErrorCode, str, str] | None:
+    def check(received: Received, message: Message) -> Rejection | None:
         user = topics.issue_user(received.topic)
         if user is None or getattr(message, "user_id", None) != user:
-            return ErrorCode.INVALID_FIELD, "user_id does not match the topic", "user_id"
+            return Rejection(ErrorCode.INVALID_FIELD, "user_id does not match the topic", "user_id")
         return None
 
     return check
