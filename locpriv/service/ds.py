@@ -13,6 +13,7 @@ from locpriv.config import ServiceConfig
 from locpriv.core.poi import DEFAULT_POIS, POIIndex, load_pois
 from locpriv.protocols.ds import DSCore, ds_routes
 from locpriv.service.driver import ServiceDriver
+from locpriv.service.identity import DS, service_client_id
 
 __all__ = ["DSService"]
 
@@ -39,7 +40,7 @@ class DSService(ServiceDriver):
             machine=DSCore(index),
             routes=ds_routes(config.topics),
             config=config,
-            client_id=config.mqtt.ds_client_id,
+            client_id=service_client_id(DS, driver.get("password"), config.mqtt.ds_client_id),
             **driver,
         )
         self.index = index

@@ -20,13 +20,18 @@ from locpriv.transport.base import _CLOSED, Received, _drain, _take_nowait, new_
 
 log = logging.getLogger(__name__)
 
+_SHORT_S = 2.0
+"""A connection lost sooner than this after it was made counts towards a longer backoff."""
+
 
 class MqttTransport:
     """A reconnecting MQTT 3.1.1 connection over aiomqtt.
 
     Parameters (seconds): ``connect_timeout_s`` bounds the *first* connection (raises
     :class:`TransportError`); later outages are retried forever with backoff from
-    ``backoff_initial_s`` doubling up to ``backoff_max_s`` (jitter 50-100 %).
+    ``backoff_initial_s`` doubling up to ``backoff_max_s`` (jitter 50-100 %); a connection lost
+    within 2 s of being made (taken over by another client with the same id, or cut by the
+    broker) counts as a failed attempt, so a tug of war over a client id backs off too.
     ``publish_timeout_s`` bounds how long a publish waits for a lost connection.
     ``clean_session=False`` asks the broker for a persistent session (services use it so that
     QoS 1 requests queued while they were away are delivered on reconnect). ``will`` and
@@ -109,7 +114,8 @@ class MqttTransport:
 
     async def __aenter__(self) -> Self:
         self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"mqtt-{self.client_id}"
+            self._run(),
+            name="mqtt-transport",  # the client id is a service's secret
         )
         try:
             async with asyncio.timeout(self._connect_timeout_s):
@@ -156,6 +162,8 @@ class MqttTransport:
 
     async def _run(self) -> None:
         attempt = 0
+        short = 0  # consecutive connections lost within SHORT_S of being made
+        loop = asyncio.get_running_loop()
         while not self._closing:
             try:
                 await self._client.__aenter__()
@@ -170,6 +178,7 @@ class MqttTransport:
                 self.reconnects += 1
                 log.info("reconnected to %s", self.url)
             attempt = 0
+            up_since = loop.time()
             try:
                 for topic_filter, qos in list(self._subs.items()):
                     await self._client.subscribe(topic_filter, qos=qos)
@@ -187,8 +196,11 @@ class MqttTransport:
             finally:
                 self._connected.clear()
                 await self._disconnect()
+            # a connection taken over again and again (another client with this id) or one the
+            # broker keeps cutting: back off up to backoff_max_s instead of retaking it at once
+            short = short + 1 if loop.time() - up_since < _SHORT_S else 0
             if not self._closing:
-                await asyncio.sleep(self._backoff(0))
+                await asyncio.sleep(self._backoff(max(0, short - 1)))
 
     async def _wait_connected(self, deadline: float) -> None:
         if self._closing:

@@ -19,6 +19,10 @@ topic                       payload                               QoS    retaine
 ``errors/{service}``        ErrorReply for unparseable requests   1      no
 ``peer/cell/{cell}``        PeerRequest (Protocol 4 discovery)    0      no
 ``status/{service}``        "online"/"offline" (last will)        1      yes
+``svc/ds/query``            DSQuery (mediator -> DS)              1      no
+``svc/reply/{client_id}``   QueryAnswer, ErrorReply (DS ->        1      no
+                            mediator)
+``issue/{user_id}``         token request (device -> issuer)      1      no
 ==========================  ====================================  =====  ========
 
 Every topic that names a user ends with her id, the segment a broker ACL binds to the
@@ -171,6 +175,20 @@ class Topics:
         topics a service or device answers on, whatever a request's ``reply_to`` asks."""
         prefix = self.reply_prefix
         return topic.startswith(prefix) and _SEGMENT.fullmatch(topic[len(prefix) :]) is not None
+
+    @property
+    def svc_ds_query(self) -> str:
+        """The mediator's DS queries: only the anonymizer's login writes, only DS's reads."""
+        return f"{self.root}/svc/ds/query"
+
+    def svc_reply(self, client_id: str) -> str:
+        """DS's answers to the mediator ``client_id``: only DS writes, only the anonymizer's
+        login reads (no app reads anything under ``svc/``)."""
+        return f"{self.root}/svc/reply/{_segment(client_id, 'client id')}"
+
+    def issue(self, user_id: str) -> str:
+        """A device's Protocol 4 token requests to the issuer, in its own name."""
+        return f"{self.root}/issue/{_segment(user_id, 'user id')}"
 
     def errors(self, service: str) -> str:
         """Where a service reports requests it could not even address a reply to."""

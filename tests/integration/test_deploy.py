@@ -515,7 +515,9 @@ async def test_amqtt_unit_with_the_shipped_broker_config_serves_p3(tmp_path: Pat
     (exec_start,) = unit_service("locpriv-amqtt.service")["ExecStart"]
     venv_bin = str(Path(__import__("sys").executable).parent) + "/"
     argv = exec_start.replace("/opt/locpriv/venv/bin/", venv_bin)
-    argv = argv.replace("/etc/locpriv/amqtt-broker.yaml", str(tmp_path / "amqtt-broker.yaml"))
+    # the unit runs the password-file config (tests/integration/test_deploy_amqtt.py); this is
+    # the anonymous demo file under the same command
+    argv = argv.replace("/etc/locpriv/amqtt-broker-auth.yaml", str(tmp_path / "amqtt-broker.yaml"))
     proc = subprocess.Popen(argv.split(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"mqtt://127.0.0.1:{port}"
