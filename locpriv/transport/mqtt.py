@@ -21,7 +21,9 @@ from locpriv.transport.base import _CLOSED, Received, _drain, _take_nowait, new_
 log = logging.getLogger(__name__)
 
 _SHORT_S = 2.0
-"""A connection lost sooner than this after it was made counts towards a longer backoff."""
+"""A connection lost sooner than this after it was made counts towards a longer backoff ..."""
+_SHORT_BACKOFF_S = 1.0
+"""... of at most this many seconds (a tug of war over a client id: one retake a second)."""
 
 
 class MqttTransport:
@@ -31,7 +33,8 @@ class MqttTransport:
     :class:`TransportError`); later outages are retried forever with backoff from
     ``backoff_initial_s`` doubling up to ``backoff_max_s`` (jitter 50-100 %); a connection lost
     within 2 s of being made (taken over by another client with the same id, or cut by the
-    broker) counts as a failed attempt, so a tug of war over a client id backs off too.
+    broker) counts as a failed attempt, backing off up to 1 s: a tug of war over a client id
+    costs the broker about one CONNECT a second, and the service is back within 1 s of its end.
     ``publish_timeout_s`` bounds how long a publish waits for a lost connection.
     ``clean_session=False`` asks the broker for a persistent session (services use it so that
     QoS 1 requests queued while they were away are delivered on reconnect). ``will`` and
@@ -197,10 +200,12 @@ class MqttTransport:
                 self._connected.clear()
                 await self._disconnect()
             # a connection taken over again and again (another client with this id) or one the
-            # broker keeps cutting: back off up to backoff_max_s instead of retaking it at once
+            # broker keeps cutting: back off (up to _SHORT_BACKOFF_S) instead of retaking it at
+            # once, without leaving the service away longer than that when it ends
             short = short + 1 if loop.time() - up_since < _SHORT_S else 0
             if not self._closing:
-                await asyncio.sleep(self._backoff(max(0, short - 1)))
+                delay = self._backoff(max(0, short - 1))
+                await asyncio.sleep(min(delay, max(_SHORT_BACKOFF_S, self._backoff(0))))
 
     async def _wait_connected(self, deadline: float) -> None:
         if self._closing:

@@ -294,11 +294,25 @@ def stop_deployment(
 
 def app(dep: Deployment, user: str, **kw: Any) -> Client:
     """An app of ``user`` over TLS with her password, as an operator's user would run it."""
+    kw.setdefault("timeout_s", 8.0)
     return Client(
         dep.app_url(user),
         user_id=user,
         password=dep.passwords[user],
         ca_file=str(dep.ca_file),
-        timeout_s=8.0,
         **kw,
     )
+
+
+_CONNECTED = re.compile(r"New client connected from \S+ as (\S+) \(.*u'([^']+)'\)")
+
+
+def service_ids(dep: Deployment) -> dict[str, str]:
+    """The client id each service login connected with, read from the broker's log (where an
+    operator sees them; what a leak of that log would give away)."""
+    ids = {}
+    for line in dep.log.read_text().splitlines():
+        m = _CONNECTED.search(line)
+        if m and m.group(2) in SERVICES:
+            ids.setdefault(m.group(2), m.group(1))
+    return ids
