@@ -57,6 +57,8 @@ class AnonymizerService(ServiceDriver):
             ANONYMIZER + suffix, driver.get("password"), configured + suffix if configured else ""
         )
         reply_to = config.topics.reply(client_id)
+        self.reply_to = reply_to
+        """Where DS answers this mediator (named by the secret client id)."""
         machine = build_trusted_core(config, reply_to)
         routes = anonymizer_routes(
             config.topics,

@@ -24,9 +24,12 @@ machine keeps every accepted request, and a storm of them is a log line and a me
 
 Answers to the service's own requests (routes with ``answer_errors=False``: DS's answers to the
 mediator) are read only while a request of ours that names that topic as ``reply_to`` is
-outstanding (sent within ``ds_timeout_s`` + 5 s): at most one answer per request; the rest is
-dropped unread (``stats["unsolicited"]``), so a flood on a service-to-service route costs no
-decoding and cannot fill the inbound queue. The route's ``max_bytes`` bounds each payload.
+outstanding (sent within ``ds_timeout_s`` + 1 s; in the first such period after the start,
+answers to a previous run's requests too, which the sealed tokens let this run relay): at most
+one answer per request (a message
+that does not even decode gives its request back); the rest is dropped unread
+(``stats["unsolicited"]``), so a flood on a service-to-service route is read no faster than the
+service asks, and cannot fill the inbound queue. The route's ``max_bytes`` bounds each payload.
 
 The transport and the clock are injectable (``transport=``, ``clock=``); ``password=`` is the
 broker password (never logged; the URL is logged without one); the services are
@@ -144,7 +147,7 @@ class ServiceDriver:
         )
         self._transport: Transport | None = None
         self._answer_topics = {r.topic_filter for r in routes if not r.answer_errors}
-        self._credit_s = config.limits.ds_timeout_s + 5.0
+        self._credit_s = config.limits.ds_timeout_s + 1.0
         self._credits: deque[float] = deque()
         """Monotonic expiry of each outstanding request of ours awaiting an answer."""
         self._unsolicited_logged = -math.inf
@@ -286,16 +289,22 @@ class ServiceDriver:
         max_queue = self.config.limits.max_queue
         async for received in transport.messages():
             self.stats["received"] += 1
-            if received.topic in self._answer_topics and not self._take_credit():
-                self._unsolicited()
-                continue
+            credit = None
+            if received.topic in self._answer_topics:
+                credit = self._take_credit()
+                if credit is None:
+                    self._unsolicited()
+                    continue
             if transport.backlog >= max_queue:
                 self._overloaded(received)
                 continue
+            rejected = self.stats["rejected"]
             try:
                 if self.metrics is not None:
                     self.metrics.handled(self._route(received.topic), received)
                 self._emit(self.dispatcher.handle(received, self.clock()))
+                if credit is not None and self.stats["rejected"] != rejected:
+                    self._credits.appendleft(credit)  # not an answer: the request still waits
             except Exception:  # the dispatcher never raises; a bug must not stop the reader
                 self.stats["internal"] += 1
                 log.exception("%s: failed handling a message", self.name)
@@ -304,16 +313,14 @@ class ServiceDriver:
         if not self._stop.is_set():
             raise ServiceFailure("the transport's message stream ended")
 
-    def _take_credit(self) -> bool:
-        """Consume one outstanding request of ours (False: none, the answer is unsolicited)."""
+    def _take_credit(self) -> float | None:
+        """Consume one outstanding request of ours, returning its expiry (None: there is none,
+        the answer is unsolicited)."""
         now = time.monotonic()
         credits = self._credits
         while credits and credits[0] < now:
             credits.popleft()
-        if not credits:
-            return False
-        credits.popleft()
-        return True
+        return credits.popleft() if credits else None
 
     def _unsolicited(self) -> None:
         self.stats["unsolicited"] += 1
