@@ -108,6 +108,7 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
         self.require_login = opts.require_login
         self.ds_user = opts.ds_user
         self.stats: dict[str, int] = {"dropped_login": 0}
+        self._dropped_logged = -1e9
         self.core = build_trusted_core(self.service_config, reply_to)
         self.dispatcher = Dispatcher(
             name="anonymizer",
@@ -168,7 +169,13 @@ class AnonymizerPlugin(BasePlugin[BrokerContext]):  # type: ignore[misc]
             session = self.context.get_session(client_id)
             if not self.login_holds(topic, getattr(session, "username", None)):
                 self.stats["dropped_login"] += 1
-                log.warning("locpriv plugin: a message on a topic not of its login, dropped")
+                now = time.monotonic()
+                if now - self._dropped_logged >= 10.0:  # at most one line per 10 s
+                    self._dropped_logged = now
+                    log.warning(
+                        "locpriv plugin: %d messages on topics not of their login, dropped",
+                        self.stats["dropped_login"],
+                    )
                 return
             effects = self.dispatcher.handle(Received(topic, bytes(data)), self.clock())
             self._deadlines.poke()
