@@ -84,7 +84,9 @@ class MqttTransport:
             timeout=connect_timeout_s,
             tls_context=_tls_context(ca_file) if tls else None,
             max_inflight_messages=max_inflight,
-            logger=_QuietAdapter(logging.getLogger("aiomqtt"), {}),  # type: ignore[arg-type]
+            logger=_QuietAdapter(  # type: ignore[arg-type]
+                logging.getLogger("aiomqtt"), {"redact": self.client_id}
+            ),
             queue_type=_forwarding_queue(self._queue),
             # request/reply traffic is many small packets: Nagle + delayed ACK would add ~40 ms
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
@@ -288,10 +290,22 @@ class _ClosingSSLSocket(ssl.SSLSocket):
 
 class _QuietAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
     """aiomqtt and paho log a dropped connection at ERROR ("failed to receive on socket");
-    this transport reconnects and logs the loss itself, so theirs is capped at WARNING."""
+    this transport reconnects and logs the loss itself, so theirs is capped at WARNING. paho's
+    DEBUG lines name the client id (CONNECT, SUBSCRIBE to the reply topic): a service's id is
+    a secret (:mod:`locpriv.service.identity`), so ``extra["redact"]`` is shown as ``***``."""
 
     def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        super().log(min(level, logging.WARNING), msg, *args, **kwargs)
+        level = min(level, logging.WARNING)
+        if not self.isEnabledFor(level):
+            return
+        secret = (self.extra or {}).get("redact")
+        if secret:
+            try:
+                text = str(msg) % args if args else str(msg)
+            except (TypeError, ValueError):
+                text = f"{msg} {args}"
+            msg, args = text.replace(str(secret), "***"), ()
+        super().log(level, msg, *args, **kwargs)
 
 
 class _Client(aiomqtt.Client):

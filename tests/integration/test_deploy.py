@@ -37,6 +37,7 @@ from _deploy import (
     locpriv_paths,
     read_env_file,
     service_env,
+    service_ids,
     start_mosquitto,
     start_unit,
     stop_deployment,
@@ -436,6 +437,8 @@ def test_no_password_in_service_output_or_command_lines(
     deployment: tuple[Deployment, dict[str, subprocess.Popen[bytes]]],
 ) -> None:
     dep, services = deployment
+    ids = service_ids(dep)  # derived from the passwords, as secret (docs/operations.md)
+    assert set(ids) == set(services)
     for user, proc in services.items():
         assert proc.poll() is None, f"{user} died"
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
@@ -443,6 +446,7 @@ def test_no_password_in_service_output_or_command_lines(
         for suffix in (".out", ".err"):
             text = (dep.root / f"{user}{suffix}").read_bytes()
             assert dep.passwords[user].encode() not in text
+            assert not any(cid.encode() in text for cid in ids.values()), (user, suffix)
         assert b"serving" in (dep.root / f"{user}.out").read_bytes()
         assert b"DEBUG" in (dep.root / f"{user}.err").read_bytes()  # the logs were there
 
