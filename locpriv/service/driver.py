@@ -27,7 +27,7 @@ mediator) are read only while a request of ours that names that topic as ``reply
 outstanding (sent within ``ds_timeout_s`` + 1 s; in the first such period after the start,
 answers to a previous run's requests too, which the sealed tokens let this run relay): at most
 one answer per request (a message
-that does not even decode gives its request back); the rest is dropped unread
+that relays nothing - undecodable, forged, late - gives its request back); the rest is dropped unread
 (``stats["unsolicited"]``), so a flood on a service-to-service route is read no faster than the
 service asks, and cannot fill the inbound queue. The route's ``max_bytes`` bounds each payload.
 
@@ -298,13 +298,13 @@ class ServiceDriver:
             if transport.backlog >= max_queue:
                 self._overloaded(received)
                 continue
-            rejected = self.stats["rejected"]
             try:
                 if self.metrics is not None:
                     self.metrics.handled(self._route(received.topic), received)
-                self._emit(self.dispatcher.handle(received, self.clock()))
-                if credit is not None and self.stats["rejected"] != rejected:
-                    self._credits.appendleft(credit)  # not an answer: the request still waits
+                effects = self.dispatcher.handle(received, self.clock())
+                if credit is not None and not effects:
+                    self._credits.append(credit)  # relayed nothing: the request still waits
+                self._emit(effects)
             except Exception:  # the dispatcher never raises; a bug must not stop the reader
                 self.stats["internal"] += 1
                 log.exception("%s: failed handling a message", self.name)
@@ -320,7 +320,8 @@ class ServiceDriver:
         credits = self._credits
         while credits and credits[0] < now:
             credits.popleft()
-        return credits.popleft() if credits else None
+        # the newest: a surplus (answers that were never asked for) then expires from the left
+        return credits.pop() if credits else None
 
     def _unsolicited(self) -> None:
         self.stats["unsolicited"] += 1

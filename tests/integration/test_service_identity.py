@@ -72,8 +72,8 @@ async def _asks(url: str, topics: Topics, seconds: float) -> tuple[int, list[flo
             try:
                 await alice.query(QUERY, protocol=2)
                 latencies.append(time.monotonic() - t0)
-            except LocprivError:
-                pass
+            except LocprivError as exc:
+                print(f"alice: {exc!r} after {time.monotonic() - t0:.2f} s")
             await asyncio.sleep(max(0.0, 0.2 - (time.monotonic() - t0)))
     return asked, latencies
 
