@@ -26,10 +26,10 @@ Answers to the service's own requests (routes with ``answer_errors=False``: DS's
 mediator) are read only while a request of ours that names that topic as ``reply_to`` is
 outstanding (sent within ``ds_timeout_s`` + 1 s; in the first such period after the start,
 answers to a previous run's requests too, which the sealed tokens let this run relay): at most
-one answer per request (a message
-that relays nothing - undecodable, forged, late - gives its request back); the rest is dropped unread
-(``stats["unsolicited"]``), so a flood on a service-to-service route is read no faster than the
-service asks, and cannot fill the inbound queue. The route's ``max_bytes`` bounds each payload.
+one answer per request, and a message that relays nothing (undecodable, forged, late) gives its
+request back; the rest is dropped unread (``stats["unsolicited"]``), so a flood on a
+service-to-service route is read no faster than the service asks and cannot fill the inbound
+queue. The route's ``max_bytes`` bounds each payload.
 
 The transport and the clock are injectable (``transport=``, ``clock=``); ``password=`` is the
 broker password (never logged; the URL is logged without one); the services are
