@@ -7,6 +7,7 @@ import contextlib
 import logging
 import math
 import random
+import re
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -20,6 +21,8 @@ from locpriv.transport.base import _CLOSED, Received, _drain, _take_nowait, new_
 
 log = logging.getLogger(__name__)
 
+_REPLY_TOPIC = re.compile(r"(/reply/)[A-Za-z0-9_.:@-]+")
+"""A reply topic's last segment (a client id) in a paho log line."""
 _SHORT_S = 2.0
 """A connection lost sooner than this after it was made counts towards a longer backoff ..."""
 _SHORT_BACKOFF_S = 1.0
@@ -291,21 +294,22 @@ class _ClosingSSLSocket(ssl.SSLSocket):
 class _QuietAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
     """aiomqtt and paho log a dropped connection at ERROR ("failed to receive on socket");
     this transport reconnects and logs the loss itself, so theirs is capped at WARNING. paho's
-    DEBUG lines name the client id (CONNECT, SUBSCRIBE to the reply topic): a service's id is
-    a secret (:mod:`locpriv.service.identity`), so ``extra["redact"]`` is shown as ``***``."""
+    DEBUG lines name client ids and reply topics (CONNECT, SUBSCRIBE, PUBLISH to the mediator's
+    reply topic): a service's id is a secret (:mod:`locpriv.service.identity`), so
+    ``extra["redact"]`` and the last segment of every ``reply/...`` topic are shown as ``***``."""
 
     def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
         level = min(level, logging.WARNING)
         if not self.isEnabledFor(level):
             return
+        try:
+            text = str(msg) % args if args else str(msg)
+        except (TypeError, ValueError):
+            text = f"{msg} {args}"
         secret = (self.extra or {}).get("redact")
         if secret:
-            try:
-                text = str(msg) % args if args else str(msg)
-            except (TypeError, ValueError):
-                text = f"{msg} {args}"
-            msg, args = text.replace(str(secret), "***"), ()
-        super().log(level, msg, *args, **kwargs)
+            text = text.replace(str(secret), "***")
+        super().log(level, _REPLY_TOPIC.sub(r"\1***", text), **kwargs)
 
 
 class _Client(aiomqtt.Client):

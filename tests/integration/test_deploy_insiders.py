@@ -273,6 +273,7 @@ async def test_reads_of_the_services_traffic_give_nothing(dep: Deployment) -> No
         TOPICS.svc_ds_query,
         f"{TOPICS.root}/#",
         "#",
+        "$SYS/#",
     ]
     seen: list[Received] = []
     auth = {"password": dep.passwords["mallory"], "ca_file": str(dep.ca_file)}
