@@ -123,7 +123,7 @@ def test_journal_round_trip_and_corruption(tmp_path: Path) -> None:
 
 
 def test_publish_health() -> None:
-    h = PublishHealth(max_cut=3, storm_reconnects=10, window_s=60.0)
+    h = PublishHealth(max_cut=3, stall_s=0.0, storm_reconnects=10, window_s=60.0)
     h.reconnected(0.0)  # an outage with nothing pending is no failure
     assert h.verdict(0.0) is None
     h.started()
@@ -136,6 +136,13 @@ def test_publish_health() -> None:
     for t in (3.0, 4.0, 5.0):
         h.reconnected(t)
     assert h.verdict(5.0) is not None and "dropped the connection 3 times" in (h.verdict(5.0) or "")
+    # ... and only after stall_s without a confirmed publish (not a brief tug of war)
+    slow = PublishHealth(max_cut=3)  # stall_s = 30 s
+    slow.started()
+    for t in (3.0, 4.0, 5.0):
+        slow.reconnected(t)
+    assert slow.verdict(5.0) is None and slow.verdict(32.9) is None
+    assert slow.verdict(33.0) is not None
     # reconnections alone (a session taken over by another client) warn, never fail
     flapping = PublishHealth(storm_reconnects=4, window_s=10.0)
     for t in (0.0, 1.0, 2.0):

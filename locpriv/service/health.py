@@ -6,9 +6,11 @@ reports every publish it starts and how it ended, and every re-established broke
 status so that its supervisor (systemd ``Restart=on-failure``) starts a fresh process:
 
 the connection was re-established ``max_cut`` times while publishes were outstanding or
-failing, without one publish confirmed in between: the broker is there, yet it drops the
-connection for what we send (a poisoned connection, whose MQTT client would re-send the same
-packet after every reconnect, for ever).
+failing, without one publish confirmed in between, for ``stall_s`` seconds or more: the broker
+is there, yet it drops the connection for what we send (a poisoned connection, whose MQTT
+client would re-send the same packet after every reconnect, for ever). The time bound keeps a
+tug of war over the service's client id, where publishes may go unconfirmed for a while, from
+ending the process.
 
 Frequent reconnections alone are *not* a failure: another client connecting with the service's
 client id takes its session over (MQTT), and a service that exited on that would exit in a loop,
@@ -32,6 +34,7 @@ class PublishHealth:
     """Tracks publishes and reconnections; see the module docstring."""
 
     max_cut: int = 3
+    stall_s: float = 30.0
     storm_reconnects: int = 10
     window_s: float = 60.0
     outstanding: int = 0
@@ -40,6 +43,8 @@ class PublishHealth:
     """The last publish that ended failed."""
     cut: int = 0
     """Reconnections while publishes were outstanding or failing, since the last success."""
+    cut_since: float = 0.0
+    """When the first of those reconnections happened."""
     _times: deque[float] = field(default_factory=deque)
 
     def started(self) -> None:
@@ -57,6 +62,8 @@ class PublishHealth:
         """The broker connection was re-established at ``now``."""
         self._times.append(now)
         if self.outstanding or self.failing:
+            if self.cut == 0:
+                self.cut_since = now
             self.cut += 1
 
     def recent(self, now: float) -> int:
@@ -78,9 +85,10 @@ class PublishHealth:
 
     def verdict(self, now: float) -> str | None:
         """Why the service should exit now, or None while it is healthy."""
-        if self.cut >= self.max_cut:
+        if self.cut >= self.max_cut and now - self.cut_since >= self.stall_s:
             return (
-                f"the broker dropped the connection {self.cut} times while publishes were"
-                " pending and none was confirmed"
+                f"the broker dropped the connection {self.cut} times in"
+                f" {now - self.cut_since:.0f} s while publishes were pending and none was"
+                " confirmed"
             )
         return None

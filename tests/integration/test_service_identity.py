@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from _svc_helpers import PROJ, make_config, running, seed_population
+from _svc_helpers import PROJ, make_config, running, seed_population, wait_until
 
 from locpriv.client import Client
 from locpriv.errors import LocprivError
@@ -102,6 +102,10 @@ async def test_a_taken_over_service_keeps_serving_and_reports_the_storm(
                     ):
                         await asyncio.sleep(0.05)
                     await asyncio.sleep(0.6)
+                # a thief that takes the session back each time it loses it: a tug of war
+                async with connect(mosquitto_url, client_id=anon.client_id, backoff_max_s=0.2):
+                    await asyncio.sleep(8.0)
+                await wait_until(lambda: anon.connected, timeout=10.0)  # alive, connected
                 await seed_population(mosquitto_url, topics, n=11, seed=1)  # u10 arrives
                 cloak = await asyncio.wait_for(pending, 30.0)
                 assert cloak.users is not None and cloak.users >= 12
