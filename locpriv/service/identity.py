@@ -21,6 +21,7 @@ secret as the password.
 
 from __future__ import annotations
 
+import logging
 from typing import Final
 
 from cryptography.hazmat.primitives import hashes
@@ -36,11 +37,20 @@ ITERATIONS: Final = 200_000
 """PBKDF2 iterations (about 0.1 s once per start)."""
 _SALT: Final = b"locpriv mqtt client id v1\x00"
 
+log = logging.getLogger(__name__)
+
 
 def service_client_id(name: str, password: str | None, configured: str = "") -> str:
     """The client id of service ``name``: ``configured`` when set, else ``name`` and 128 bits
     derived from ``password`` (see the module docstring), else ``name`` (no password)."""
     if configured:
+        if password:  # a login to protect, and an id that may be written down somewhere
+            log.warning(
+                "%s: the client id is set in the configuration: any login that learns it can"
+                " take this service's broker session over; leave it empty to derive a secret"
+                " one from the password",
+                name,
+            )
         return configured
     if not password:
         return name
