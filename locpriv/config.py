@@ -54,8 +54,9 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     journal_file = ""                  # pending temporal cloaks, answered at the next start
 
     [mqtt]
-    client_id = "locpriv-anonymizer"   # DS uses "<client_id>-ds" unless ds_client_id is set
-    ds_client_id = "locpriv-ds"
+    client_id = ""                     # empty: "locpriv-anonymizer-<secret>", derived from the
+    ds_client_id = ""                  # broker password (locpriv.service.identity); an id set
+                                       # here is used as is and must be kept secret
     shared_group = ""                  # e.g. "anonymizers": $share/<group>/... (mosquitto only)
     clean_session = false              # persistent session: queued QoS 1 requests survive
     publish_timeout_s = 30.0           # how long a publish waits through a broker outage
@@ -176,8 +177,12 @@ class StateSection(_Section):
 class MqttSection(_Section):
     """Broker session settings of the services."""
 
-    client_id: str = Field("locpriv-anonymizer", pattern=r"^[A-Za-z0-9_.:@+-]{1,128}$")
-    ds_client_id: str = Field("locpriv-ds", pattern=r"^[A-Za-z0-9_.:@+-]{1,128}$")
+    client_id: str = Field("", pattern=r"^[A-Za-z0-9_.:@+-]{0,128}$")
+    """The anonymizer's client id; empty: derived from the broker password, unguessable
+    (:func:`locpriv.service.identity.service_client_id`). A set id must be kept secret: any
+    login that connects with it takes the service's broker session over."""
+    ds_client_id: str = Field("", pattern=r"^[A-Za-z0-9_.:@+-]{0,128}$")
+    """DS's client id; empty: derived like ``client_id``."""
     shared_group: str = Field("", pattern=r"^[A-Za-z0-9_.:@+-]{0,128}$")
     clean_session: bool = False
     publish_timeout_s: float = Field(30.0, gt=0)

@@ -123,7 +123,7 @@ def test_journal_round_trip_and_corruption(tmp_path: Path) -> None:
 
 
 def test_publish_health() -> None:
-    h = PublishHealth(max_cut=3, max_reconnects=10, window_s=60.0)
+    h = PublishHealth(max_cut=3, stall_s=0.0, storm_reconnects=10, window_s=60.0)
     h.reconnected(0.0)  # an outage with nothing pending is no failure
     assert h.verdict(0.0) is None
     h.started()
@@ -136,10 +136,20 @@ def test_publish_health() -> None:
     for t in (3.0, 4.0, 5.0):
         h.reconnected(t)
     assert h.verdict(5.0) is not None and "dropped the connection 3 times" in (h.verdict(5.0) or "")
-    flapping = PublishHealth(max_reconnects=4, window_s=10.0)
+    # ... and only after stall_s without a confirmed publish (not a brief tug of war)
+    slow = PublishHealth(max_cut=3)  # stall_s = 30 s
+    slow.started()
+    for t in (3.0, 4.0, 5.0):
+        slow.reconnected(t)
+    assert slow.verdict(5.0) is None and slow.verdict(32.9) is None
+    assert slow.verdict(33.0) is not None
+    # reconnections alone (a session taken over by another client) warn, never fail
+    flapping = PublishHealth(storm_reconnects=4, window_s=10.0)
     for t in (0.0, 1.0, 2.0):
         flapping.reconnected(t)
-    assert flapping.verdict(2.0) is None
-    flapping.reconnected(3.0)
-    assert flapping.verdict(3.0) is not None
-    assert flapping.verdict(30.0) is None  # the window slid past them
+    assert flapping.storm(2.0) is None
+    for t in (3.0, 3.5, 4.0, 4.5, 5.0):
+        flapping.reconnected(t)
+    assert "client id" in (flapping.storm(5.0) or "") and flapping.recent(5.0) == 8
+    assert flapping.verdict(5.0) is None
+    assert flapping.storm(30.0) is None and flapping.recent(30.0) == 0  # the window slid

@@ -2,12 +2,13 @@
 
 With ``shard=Shard(I, N)`` (``locpriv serve anonymizer --shard I/N``) the process serves the
 tiles rendezvous hashing gives shard I (:func:`~locpriv.protocols.trusted.shard_tiles`) and
-subscribes to their topics only; its client id, reply topic and status topic get the suffix
-``-s{I}of{N}``, and so does its ``[state] journal_file`` (``pending.json`` ->
-``pending-s{I}of{N}.json``): shards on one host never overwrite each other's journal. The
-journal is the anonymizer's alone (DS, sharing the configuration file, has none). Every
-process publishes the retained deployment configuration on ``{prefix}/v1/config`` after each
-(re)connection, from which clients compute their tile.
+subscribes to their topics only; its client id (:mod:`locpriv.service.identity`: secret,
+derived from the broker password), reply topic and status topic get the suffix ``-s{I}of{N}``,
+and so does its ``[state] journal_file`` (``pending.json`` -> ``pending-s{I}of{N}.json``):
+shards on one host never overwrite each other's journal. The journal is the anonymizer's alone
+(DS, sharing the configuration file, has none). Every process publishes the retained
+deployment configuration on ``{prefix}/v1/config`` after each (re)connection, from which
+clients compute their tile.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from locpriv.core.tiles import Shard
 from locpriv.errors import ConfigError
 from locpriv.protocols.trusted import anonymizer_routes, build_trusted_core, shard_tiles
 from locpriv.service.driver import ServiceDriver
+from locpriv.service.identity import ANONYMIZER, service_client_id
 from locpriv.wire.messages import encode
 
 __all__ = ["AnonymizerService"]
@@ -53,8 +55,13 @@ class AnonymizerService(ServiceDriver):
         self.shard = shard
         self.tiles = shard_tiles(config, shard)
         """The tiles this process serves (None: every tile, no tiles configured)."""
-        client_id = config.mqtt.client_id + suffix
+        configured = config.mqtt.client_id
+        client_id = service_client_id(
+            ANONYMIZER + suffix, driver.get("password"), configured + suffix if configured else ""
+        )
         reply_to = config.topics.svc_reply(client_id)
+        self.reply_to = reply_to
+        """Where DS answers this mediator (named by the secret client id)."""
         machine = build_trusted_core(config, reply_to)
         if machine.mediator.answer_mac is None:
             log.warning(

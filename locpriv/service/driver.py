@@ -17,6 +17,19 @@ connection that keeps dropping what we publish (:class:`~locpriv.service.health.
 ends :meth:`ServiceDriver.run` with :class:`~locpriv.errors.ServiceFailure`, so the process exits
 non-zero and its supervisor restarts it. Requests a crash would lose are journaled
 (:class:`~locpriv.service.journal.Journal`) and answered ``unavailable`` by the next run.
+Reconnections alone never end it: a session taken over by another client with the service's
+client id (:mod:`locpriv.service.identity`) is taken back by the transport's reconnection, the
+machine keeps every accepted request, and a storm of them is a log line and a metric
+(``locpriv_reconnects_recent``).
+
+Answers to the service's own requests (routes with ``answer_errors=False``: DS's answers to the
+mediator) are read only while a request of ours that names that topic as ``reply_to`` is
+outstanding (sent within ``ds_timeout_s`` + 1 s; in the first such period after the start,
+answers to a previous run's requests too, which the sealed tokens let this run relay): at most
+one answer per request, and a message that relays nothing (undecodable, forged, late) gives its
+request back; the rest is dropped unread (``stats["unsolicited"]``), so a flood on a
+service-to-service route is read no faster than the service asks and cannot fill the inbound
+queue. The route's ``max_bytes`` bounds each payload.
 
 The transport and the clock are injectable (``transport=``, ``clock=``); ``password=`` is the
 broker password (never logged; the URL is logged without one); the services are
@@ -28,7 +41,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -109,6 +124,7 @@ class ServiceDriver:
             "sent": 0,
             "publish_failed": 0,
             "internal": 0,
+            "unsolicited": 0,
         }
         self.dispatcher = Dispatcher(
             name=name,
@@ -130,6 +146,12 @@ class ServiceDriver:
             machine, self._emit, clock=clock, name=name, on_error=self._count_internal
         )
         self._transport: Transport | None = None
+        self._answer_topics = {r.topic_filter for r in routes if not r.answer_errors}
+        self._credit_s = config.limits.ds_timeout_s + 1.0
+        self._credits: deque[float] = deque()
+        """Monotonic expiry of each outstanding request of ours awaiting an answer."""
+        self._unsolicited_logged = -math.inf
+        self._storm_logged = -math.inf
         self.metrics_port = metrics_port
         """``--metrics-port`` (0: a free port; the bound one replaces it once serving)."""
         self._metrics_addr = metrics_addr
@@ -161,6 +183,12 @@ class ServiceDriver:
         """How often the broker connection was re-established."""
         t = self._transport
         return t.reconnects if t is not None else 0
+
+    @property
+    def reconnects_recent(self) -> int:
+        """Reconnections within the health window (60 s): a storm means another client is
+        connecting with this service's client id, or the network flaps."""
+        return self.health.recent(time.monotonic())
 
     def stop(self) -> None:
         """Ask :meth:`run` to shut down cleanly (answers pending requests ``unavailable``)."""
@@ -195,6 +223,9 @@ class ServiceDriver:
                 log.info("%s: metrics on %s:%d", self.name, self._metrics_addr, self.metrics_port)
             for effect in self._recover_journal():
                 self._outbox.put_nowait(effect)
+            if self._answer_topics:  # a previous run's requests may still be answered
+                expiry = time.monotonic() + self._credit_s
+                self._credits.extend([expiry] * self.config.limits.max_pending)
             publishers = [
                 asyncio.create_task(self._publisher(), name=f"{self.name}-pub{i}")
                 for i in range(self.config.limits.publishers)
@@ -258,13 +289,22 @@ class ServiceDriver:
         max_queue = self.config.limits.max_queue
         async for received in transport.messages():
             self.stats["received"] += 1
+            credit = None
+            if received.topic in self._answer_topics:
+                credit = self._take_credit()
+                if credit is None:
+                    self._unsolicited()
+                    continue
             if transport.backlog >= max_queue:
                 self._overloaded(received)
                 continue
             try:
                 if self.metrics is not None:
                     self.metrics.handled(self._route(received.topic), received)
-                self._emit(self.dispatcher.handle(received, self.clock()))
+                effects = self.dispatcher.handle(received, self.clock())
+                if credit is not None and not effects:
+                    self._credits.append(credit)  # relayed nothing: the request still waits
+                self._emit(effects)
             except Exception:  # the dispatcher never raises; a bug must not stop the reader
                 self.stats["internal"] += 1
                 log.exception("%s: failed handling a message", self.name)
@@ -272,6 +312,27 @@ class ServiceDriver:
             self._timer.poke()
         if not self._stop.is_set():
             raise ServiceFailure("the transport's message stream ended")
+
+    def _take_credit(self) -> float | None:
+        """Consume one outstanding request of ours, returning its expiry (None: there is none,
+        the answer is unsolicited)."""
+        now = time.monotonic()
+        credits = self._credits
+        while credits and credits[0] < now:
+            credits.popleft()
+        # the newest: a surplus (answers that were never asked for) then expires from the left
+        return credits.pop() if credits else None
+
+    def _unsolicited(self) -> None:
+        self.stats["unsolicited"] += 1
+        now = time.monotonic()
+        if now - self._unsolicited_logged >= 10.0:
+            self._unsolicited_logged = now
+            log.warning(
+                "%s: %d answers arrived with no request of ours outstanding, dropped unread",
+                self.name,
+                self.stats["unsolicited"],
+            )
 
     def _overloaded(self, received: Received) -> None:
         self.stats["overloaded"] += 1
@@ -282,7 +343,8 @@ class ServiceDriver:
             log.debug("%s: queue full, message on a no-reply topic dropped", self.name)
 
     async def _watchdog(self) -> None:
-        """Every ``watchdog_s``: journal pending requests; raise when publishing is wedged."""
+        """Every ``watchdog_s``: journal pending requests; log a reconnection storm; raise when
+        publishing is wedged."""
         seen = 0
         while True:
             await asyncio.sleep(self.watchdog_s)
@@ -294,6 +356,10 @@ class ServiceDriver:
                 await self._publish_retained(self._transport)
             seen = count
             self._write_journal()
+            storm = self.health.storm(now)
+            if storm is not None and now - self._storm_logged >= self.health.window_s:
+                self._storm_logged = now
+                log.error("%s: %s", self.name, storm)
             verdict = self.health.verdict(now)
             if verdict is not None:
                 raise ServiceFailure(verdict)
@@ -372,6 +438,12 @@ class ServiceDriver:
         for effect in effects:
             if metrics is not None:
                 metrics.sent(effect)
+            if self._answer_topics:
+                reply_to = getattr(effect.message, "reply_to", None)
+                if reply_to in self._answer_topics:  # a request of ours: one answer may come
+                    self._credits.append(time.monotonic() + self._credit_s)
+                    if len(self._credits) > 2 * self.config.limits.max_pending:
+                        self._credits.popleft()
             self._outbox.put_nowait(effect)
 
     def _count_internal(self, exc: Exception) -> None:

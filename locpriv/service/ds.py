@@ -34,6 +34,7 @@ from locpriv.protocols.lanes import Lanes
 from locpriv.protocols.limits import TokenBucket
 from locpriv.protocols.seal import AnswerMac
 from locpriv.service.driver import ServiceDriver
+from locpriv.service.identity import DS, service_client_id
 from locpriv.transport import Received
 
 __all__ = ["DSService"]
@@ -75,7 +76,7 @@ class DSService(ServiceDriver):
             ),
             routes=ds_routes(config.topics),
             config=config,
-            client_id=config.mqtt.ds_client_id,
+            client_id=service_client_id(DS, driver.get("password"), config.mqtt.ds_client_id),
             **driver,
         )
         self.index = index

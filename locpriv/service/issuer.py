@@ -26,6 +26,7 @@ from locpriv.files import atomic_path
 from locpriv.protocols.issuer import Counts, IssuerCore, issuer_routes
 from locpriv.protocols.p4.tokens import period_of
 from locpriv.service.driver import ServiceDriver
+from locpriv.service.identity import ISSUER, service_client_id
 from locpriv.wire.messages import encode
 
 __all__ = ["IssuerService", "KeyDirectory"]
@@ -118,7 +119,7 @@ class IssuerService(ServiceDriver):
         key_dir: str | Path,
         period_s: float = 3600.0,
         per_login: int = 2,
-        client_id: str = "locpriv-issuer",
+        client_id: str = "",
         **driver: Any,
     ) -> None:
         config = config or ServiceConfig()
@@ -136,7 +137,7 @@ class IssuerService(ServiceDriver):
             machine=self.core,
             routes=issuer_routes(config.topics),
             config=config,
-            client_id=client_id,
+            client_id=service_client_id(ISSUER, driver.get("password"), client_id),
             **driver,
         )
         self._refresh_keys()

@@ -13,6 +13,11 @@ metric                                 type       labels
 ``locpriv_request_seconds``            histogram  ``service``, ``kind``: receipt to reply
 ``locpriv_queue_depth``                gauge      ``service``, ``queue`` (inbound, outbound)
 ``locpriv_reconnects_total``           counter    ``service``
+``locpriv_reconnects_recent``          gauge      ``service``: within the last 60 s (10 or
+                                                  more: a storm, logged at ERROR; another
+                                                  client may be using the service's id)
+``locpriv_unsolicited_total``          counter    ``service``: answers with no request of
+                                                  ours outstanding, dropped unread
 ``locpriv_pending_requests``           gauge      ``service`` (waiting for DS or a cloak)
 ``locpriv_pending_cloaks``             gauge      ``service`` (temporal cloaking)
 ``locpriv_users``                      gauge      ``service``, ``tile`` (tiles this process
@@ -139,6 +144,20 @@ class _StateCollector(Collector):
         )
         reconnects.add_metric([name], d.reconnects)
         yield reconnects
+        recent = GaugeMetricFamily(
+            "locpriv_reconnects_recent",
+            "Broker connections re-established within the last 60 s",
+            labels=["service"],
+        )
+        recent.add_metric([name], float(d.reconnects_recent))
+        yield recent
+        unsolicited = CounterMetricFamily(
+            "locpriv_unsolicited",
+            "Answers on a service-to-service route with no request outstanding, dropped unread",
+            labels=["service"],
+        )
+        unsolicited.add_metric([name], float(d.stats.get("unsolicited", 0)))
+        yield unsolicited
         dropped = CounterMetricFamily(
             "locpriv_dropped",
             "Messages dropped unread by a per-user rate limit (location updates)",

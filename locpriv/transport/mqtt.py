@@ -7,6 +7,7 @@ import contextlib
 import logging
 import math
 import random
+import re
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -20,13 +21,23 @@ from locpriv.transport.base import _CLOSED, Received, _drain, _take_nowait, new_
 
 log = logging.getLogger(__name__)
 
+_REPLY_TOPIC = re.compile(r"(/reply/)[A-Za-z0-9_.:@-]+")
+"""A reply topic's last segment (a client id) in a paho log line."""
+_SHORT_S = 2.0
+"""A connection lost sooner than this after it was made counts towards a longer backoff ..."""
+_SHORT_BACKOFF_S = 1.0
+"""... of at most this many seconds (a tug of war over a client id: one retake a second)."""
+
 
 class MqttTransport:
     """A reconnecting MQTT 3.1.1 connection over aiomqtt.
 
     Parameters (seconds): ``connect_timeout_s`` bounds the *first* connection (raises
     :class:`TransportError`); later outages are retried forever with backoff from
-    ``backoff_initial_s`` doubling up to ``backoff_max_s`` (jitter 50-100 %).
+    ``backoff_initial_s`` doubling up to ``backoff_max_s`` (jitter 50-100 %); a connection lost
+    within 2 s of being made (taken over by another client with the same id, or cut by the
+    broker) counts as a failed attempt, backing off up to 1 s: a tug of war over a client id
+    costs the broker about one CONNECT a second, and the service is back within 1 s of its end.
     ``publish_timeout_s`` bounds how long a publish waits for a lost connection.
     ``clean_session=False`` asks the broker for a persistent session (services use it so that
     QoS 1 requests queued while they were away are delivered on reconnect). ``will`` and
@@ -76,7 +87,9 @@ class MqttTransport:
             timeout=connect_timeout_s,
             tls_context=_tls_context(ca_file) if tls else None,
             max_inflight_messages=max_inflight,
-            logger=_QuietAdapter(logging.getLogger("aiomqtt"), {}),  # type: ignore[arg-type]
+            logger=_QuietAdapter(  # type: ignore[arg-type]
+                logging.getLogger("aiomqtt"), {"redact": self.client_id}
+            ),
             queue_type=_forwarding_queue(self._queue),
             # request/reply traffic is many small packets: Nagle + delayed ACK would add ~40 ms
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
@@ -109,7 +122,8 @@ class MqttTransport:
 
     async def __aenter__(self) -> Self:
         self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"mqtt-{self.client_id}"
+            self._run(),
+            name="mqtt-transport",  # the client id is a service's secret
         )
         try:
             async with asyncio.timeout(self._connect_timeout_s):
@@ -156,6 +170,8 @@ class MqttTransport:
 
     async def _run(self) -> None:
         attempt = 0
+        short = 0  # consecutive connections lost within SHORT_S of being made
+        loop = asyncio.get_running_loop()
         while not self._closing:
             try:
                 await self._client.__aenter__()
@@ -170,6 +186,7 @@ class MqttTransport:
                 self.reconnects += 1
                 log.info("reconnected to %s", self.url)
             attempt = 0
+            up_since = loop.time()
             try:
                 for topic_filter, qos in list(self._subs.items()):
                     await self._client.subscribe(topic_filter, qos=qos)
@@ -187,8 +204,13 @@ class MqttTransport:
             finally:
                 self._connected.clear()
                 await self._disconnect()
+            # a connection taken over again and again (another client with this id) or one the
+            # broker keeps cutting: back off (up to _SHORT_BACKOFF_S) instead of retaking it at
+            # once, without leaving the service away longer than that when it ends
+            short = short + 1 if loop.time() - up_since < _SHORT_S else 0
             if not self._closing:
-                await asyncio.sleep(self._backoff(0))
+                delay = self._backoff(max(0, short - 1))
+                await asyncio.sleep(min(delay, max(_SHORT_BACKOFF_S, self._backoff(0))))
 
     async def _wait_connected(self, deadline: float) -> None:
         if self._closing:
@@ -271,10 +293,23 @@ class _ClosingSSLSocket(ssl.SSLSocket):
 
 class _QuietAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
     """aiomqtt and paho log a dropped connection at ERROR ("failed to receive on socket");
-    this transport reconnects and logs the loss itself, so theirs is capped at WARNING."""
+    this transport reconnects and logs the loss itself, so theirs is capped at WARNING. paho's
+    DEBUG lines name client ids and reply topics (CONNECT, SUBSCRIBE, PUBLISH to the mediator's
+    reply topic): a service's id is a secret (:mod:`locpriv.service.identity`), so
+    ``extra["redact"]`` and the last segment of every ``reply/...`` topic are shown as ``***``."""
 
     def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        super().log(min(level, logging.WARNING), msg, *args, **kwargs)
+        level = min(level, logging.WARNING)
+        if not self.isEnabledFor(level):
+            return
+        try:
+            text = str(msg) % args if args else str(msg)
+        except (TypeError, ValueError):
+            text = f"{msg} {args}"
+        secret = (self.extra or {}).get("redact")
+        if secret:
+            text = text.replace(str(secret), "***")
+        super().log(level, _REPLY_TOPIC.sub(r"\1***", text), **kwargs)
 
 
 class _Client(aiomqtt.Client):

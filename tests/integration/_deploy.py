@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 PASSWD_BIN = "/usr/bin/mosquitto_passwd"
 USERS = ("alice", "bob", "carol", "dave", "erin", "fay", "gus", "mallory")
-SERVICES = ("locpriv-anonymizer", "locpriv-ds")
+ANONYMIZER, DS = "locpriv-anonymizer", "locpriv-ds"
+SERVICES = (ANONYMIZER, DS)
 
 
 @dataclass
@@ -217,6 +218,7 @@ def locpriv_paths(dep: Deployment) -> dict[str, str]:
     etc.mkdir(exist_ok=True)
     var.mkdir(exist_ok=True)
     (etc / "token.key").write_text(secrets.token_hex(32) + "\n")
+    (etc / "answer.key").write_text(secrets.token_hex(32) + "\n")
     paths = {
         "/opt/locpriv/venv/bin/": f"{Path(sys.executable).parent}/",
         "/etc/locpriv/": f"{etc}/",
@@ -294,11 +296,94 @@ def stop_deployment(
 
 def app(dep: Deployment, user: str, **kw: Any) -> Client:
     """An app of ``user`` over TLS with her password, as an operator's user would run it."""
+    kw.setdefault("timeout_s", 8.0)
     return Client(
         dep.app_url(user),
         user_id=user,
         password=dep.passwords[user],
         ca_file=str(dep.ca_file),
-        timeout_s=8.0,
         **kw,
     )
+
+
+_CONNECTED = re.compile(r"New client connected from \S+ as (\S+) \(.*u'([^']+)'\)")
+
+
+def service_ids(dep: Deployment) -> dict[str, str]:
+    """The client id each service login connected with, read from the broker's log (where an
+    operator sees them; what a leak of that log would give away)."""
+    ids = {}
+    for line in dep.log.read_text().splitlines():
+        m = _CONNECTED.search(line)
+        if m and m.group(2) in SERVICES:
+            ids.setdefault(m.group(2), m.group(1))
+    return ids
+
+
+AMQTT_USERS = (DS, *USERS)
+"""Logins of the broker-plugin deployment: DS and the apps (the anonymizer is the plugin)."""
+
+
+def amqtt_password_line(user: str, password: str) -> str:
+    """``user:hash`` for amqtt's FileAuthPlugin (argon2, pwdlib), as docs/operations.md has the
+    operator make it (the password typed at a prompt there)."""
+    from pwdlib import PasswordHash
+    from pwdlib.hashers.argon2 import Argon2Hasher
+
+    return f"{user}:{PasswordHash((Argon2Hasher(),)).hash(password)}\n"
+
+
+def build_amqtt(root: Path) -> tuple[Deployment, dict[str, str]]:
+    """The broker-plugin deployment (deploy/amqtt-broker-auth.yaml) in a fresh directory:
+    certificates, the argon2 password file, locpriv.toml and token key, the YAML with only paths
+    and ports changed. Returns the deployment and the shipped -> test path mapping."""
+    root = Path(tempfile.mkdtemp(prefix="locpriv-amqtt-", dir=root))
+    ca = trustme.CA()
+    server = ca.issue_cert("localhost")
+    etc = root / "etc-locpriv"
+    (etc / "certs").mkdir(parents=True)
+    server.cert_chain_pems[0].write_to_path(str(etc / "certs" / "server.crt"))
+    for extra in server.cert_chain_pems[1:]:
+        extra.write_to_path(str(etc / "certs" / "server.crt"), append=True)
+    server.private_key_pem.write_to_path(str(etc / "certs" / "server.key"))
+    ca.cert_pem.write_to_path(str(root / "ca.crt"))
+    passwords = {name: secrets.token_urlsafe(18) for name in AMQTT_USERS}
+    (etc / "amqtt.passwd").write_text(
+        "".join(amqtt_password_line(u, p) for u, p in passwords.items())
+    )
+    plain, tls = free_port(), free_port()
+    dep = Deployment(
+        root, plain, tls, passwords, root / "ca.crt", etc / "amqtt-broker-auth.yaml", root / "x"
+    )
+    paths = locpriv_paths(dep)  # locpriv.toml, token.key, venv, 127.0.0.1:1883 -> plain
+    yaml_paths = {
+        **paths,
+        "bind: 127.0.0.1:1883": f"bind: 127.0.0.1:{plain}",
+        "bind: 0.0.0.0:8883": f"bind: 127.0.0.1:{tls}",  # loopback only, for the test
+    }
+    shipped = (DEPLOY / "amqtt-broker-auth.yaml").read_text()
+    dep.conf.write_text(substitute(shipped, yaml_paths))
+    dep.substitutions = yaml_paths
+    return dep, paths
+
+
+def start_amqtt_unit(dep: Deployment, paths: dict[str, str]) -> subprocess.Popen[bytes]:
+    """deploy/systemd/locpriv-amqtt.service's command on the deployment's YAML; returns once
+    the TLS listener accepts connections."""
+    (exec_start,) = unit_service("locpriv-amqtt.service")["ExecStart"]
+    argv = shlex.split(substitute(exec_start, paths))
+    assert argv[-1] == str(dep.conf), argv
+    with (dep.root / "amqtt.out").open("wb") as out:
+        proc = subprocess.Popen(argv, env=service_env({}), stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    for port in (dep.plain_port, dep.tls_port):
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = (dep.root / "amqtt.out").read_text(errors="replace")[-3000:]
+                raise AssertionError(f"amqtt not listening (exit {proc.poll()}): {tail}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.1)
+    return proc

@@ -37,6 +37,7 @@ from _deploy import (
     locpriv_paths,
     read_env_file,
     service_env,
+    service_ids,
     start_mosquitto,
     start_unit,
     stop_deployment,
@@ -436,6 +437,8 @@ def test_no_password_in_service_output_or_command_lines(
     deployment: tuple[Deployment, dict[str, subprocess.Popen[bytes]]],
 ) -> None:
     dep, services = deployment
+    ids = service_ids(dep)  # derived from the passwords, as secret (docs/operations.md)
+    assert set(ids) == set(services)
     for user, proc in services.items():
         assert proc.poll() is None, f"{user} died"
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
@@ -443,6 +446,8 @@ def test_no_password_in_service_output_or_command_lines(
         for suffix in (".out", ".err"):
             text = (dep.root / f"{user}{suffix}").read_bytes()
             assert dep.passwords[user].encode() not in text
+            leaks = [ln for ln in text.splitlines() if any(c.encode() in ln for c in ids.values())]
+            assert not leaks, (user, suffix, leaks[:3])
         assert b"serving" in (dep.root / f"{user}.out").read_bytes()
         assert b"DEBUG" in (dep.root / f"{user}.err").read_bytes()  # the logs were there
 
@@ -508,6 +513,7 @@ async def test_amqtt_unit_with_the_shipped_broker_config_serves_p3(tmp_path: Pat
     text = text.replace("/etc/locpriv/locpriv.toml", str(tmp_path / "locpriv.toml"))
     # the shipped service config (tiles, limits, state files), only its paths moved
     (tmp_path / "token.key").write_text(secrets.token_hex(32) + "\n")
+    (tmp_path / "answer.key").write_text(secrets.token_hex(32) + "\n")
     shipped = (DEPLOY / "locpriv.toml").read_text()
     moved = {"/etc/locpriv/": f"{tmp_path}/", "/var/lib/locpriv/": f"{tmp_path}/"}
     (tmp_path / "locpriv.toml").write_text(substitute(shipped, moved))
@@ -515,7 +521,9 @@ async def test_amqtt_unit_with_the_shipped_broker_config_serves_p3(tmp_path: Pat
     (exec_start,) = unit_service("locpriv-amqtt.service")["ExecStart"]
     venv_bin = str(Path(__import__("sys").executable).parent) + "/"
     argv = exec_start.replace("/opt/locpriv/venv/bin/", venv_bin)
-    argv = argv.replace("/etc/locpriv/amqtt-broker.yaml", str(tmp_path / "amqtt-broker.yaml"))
+    # the unit runs the password-file config (tests/integration/test_deploy_amqtt.py); this is
+    # the anonymous demo file under the same command
+    argv = argv.replace("/etc/locpriv/amqtt-broker-auth.yaml", str(tmp_path / "amqtt-broker.yaml"))
     proc = subprocess.Popen(argv.split(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"mqtt://127.0.0.1:{port}"

@@ -81,3 +81,46 @@ async def test_amqtt_broker_with_plugin_serves_p3_and_p1(tmp_path: Path, topics:
                     assert isinstance(err, ErrorReply) and err.correlation_id == "y"
                     assert err.code == ErrorCode.INVALID_FIELD and err.field == "user_id"
                     break
+
+
+@pytest.mark.asyncio
+async def test_the_plugin_binds_the_topic_to_the_login_itself(
+    tmp_path: Path, topics: Topics
+) -> None:
+    """With password logins and no topic ACL plugin at all, the anonymizer plugin still drops a
+    location or a request whose topic names another user than the session's login: it never
+    reaches the core (deploy/amqtt-broker-auth.yaml has both)."""
+    from _deploy import amqtt_password_line
+
+    from locpriv.service.amqtt_plugin import AnonymizerPlugin
+    from locpriv.wire.messages import CloakRequest, LocationUpdate, encode
+
+    passwords = {"alice": "alice-pw", "mallory": "mallory-pw"}
+    passwd = tmp_path / "amqtt.passwd"
+    passwd.write_text("".join(amqtt_password_line(u, p) for u, p in passwords.items()))
+    config = _broker_config(tmp_path, topics)
+    plugin_conf = config["plugins"].pop("locpriv.service.amqtt_plugin.AnonymizerPlugin")
+    plugin_conf["require_login"] = True
+    config["plugins"] = {
+        "amqtt.plugins.authentication.FileAuthPlugin": {"password_file": str(passwd)},
+        "locpriv.service.amqtt_plugin.AnonymizerPlugin": plugin_conf,
+    }
+    async with EmbeddedBroker(config=config) as broker:
+        plugins = broker.amqtt.plugins_manager.plugins
+        (plugin,) = [p for p in plugins if isinstance(p, AnonymizerPlugin)]
+        host = broker.url.removeprefix("mqtt://")
+        async with connect(f"mqtt://mallory@{host}", password="mallory-pw") as t:
+            update = LocationUpdate(user_id="alice", lat=LAT, lon=LON, t=0.0)
+            await t.publish(topics.location("alice"), encode(update))
+            request = CloakRequest(
+                correlation_id="m1", reply_to=topics.reply(t.client_id), user_id="alice"
+            )
+            await t.publish(topics.p3_cloak("alice"), encode(request))
+            own = LocationUpdate(user_id="mallory", lat=LAT, lon=LON, t=0.0)
+            await t.publish(topics.location("mallory"), encode(own))
+            async with asyncio.timeout(5):
+                while plugin.stats["dropped_login"] < 2 or not plugin.core.users_per_tile():
+                    await asyncio.sleep(0.02)
+        assert plugin.stats["dropped_login"] == 2
+        # mallory herself, never "alice"
+        assert sum(plugin.core.users_per_tile().values()) == 1
