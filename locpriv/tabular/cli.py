@@ -15,6 +15,8 @@ import time
 from typing import TextIO
 
 from locpriv.errors import ConfigError
+from locpriv.tabular.assess import assess_release, check_bounds, parse_bounds
+from locpriv.tabular.assess_cli import parse_ks, run_nested
 from locpriv.tabular.estimators import METHODS
 from locpriv.tabular.frame import anonymize
 from locpriv.tabular.io import (
@@ -86,8 +88,11 @@ def run(args: argparse.Namespace) -> int:
     sensitive = _columns(args.sensitive, "--sensitive")
     ordinal = _columns(args.ordinal, "--ordinal")
     nominal = _columns(args.nominal, "--nominal")
-    if args.k < 1:
-        raise ConfigError(f"--k must be >= 1, got {args.k}")
+    ks = parse_ks(str(args.k))
+    bounds = parse_bounds(args.max_risk) if args.max_risk else {}
+    if len(ks) > 1:  # nested releases at several k (locpriv.tabular.history)
+        return run_nested(args, ks, bounds)
+    args.k = ks[0]
     if args.p < 1:
         raise ConfigError(f"--p must be >= 1, got {args.p}")
     for name in (*ordinal, *nominal):
@@ -119,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
             scheduler=args.scheduler,
             workers=args.workers or os.cpu_count() or 1,
         )
+        # disclosure risk of what is written; above a --max-risk bound nothing is written
+        report["risk"] = assess_release(df, out, qi, sensitive, ordinal=ordinal, nominal=nominal)
+        check_bounds(report["risk"]["measures"], bounds)
         bar.stage("write")
         if stream:
             write_release(args.input, args.output, out[qi])
@@ -148,7 +156,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("output", help="output table (.csv or .parquet), written atomically")
     p.add_argument("--qi", required=True, help="key attributes, comma separated")
     p.add_argument("--sensitive", default=None, help="confidential attributes, comma separated")
-    p.add_argument("--k", type=int, required=True, help="minimum group size")
+    p.add_argument(
+        "--k",
+        required=True,
+        help="minimum group size; several (10,5) write one release per k with nested groups",
+    )
     p.add_argument("--p", type=int, default=1, help="distinct confidential values per group")
     p.add_argument(
         "--method",
@@ -188,5 +200,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         choices=("centroids", "intervals"),
         default="centroids",
         help="centroids (default) or generalised [min, max] intervals",
+    )
+    p.add_argument(
+        "--max-risk",
+        default=None,
+        help="MEASURE=BOUND,...: write nothing and fail when the release's risk exceeds a "
+        "bound (measures: see locpriv assess --help)",
     )
     p.set_defaults(func=run)
