@@ -14,6 +14,16 @@ if [ ! -x /usr/sbin/mosquitto ] || ! command -v mosquitto_pub >/dev/null 2>&1; t
   $sudo_cmd apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null
 fi
 
+# tests/tabular/test_assess_cli.py loads the HTML risk report in headless Chromium
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "setup: installing Debian's chromium" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($python --version)" >&2
@@ -21,3 +31,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+# test-only: anonymeter 1.1.0 pins numpy<1.27 and pyarrow<22, which would downgrade the
+# project's numpy 2 / pyarrow; its evaluators run unchanged on them, so it is installed without
+# its pins (its other requirements, polars and scikit-learn, come with locpriv[test]).
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps 'anonymeter==1.1.0'

@@ -46,7 +46,7 @@ FloatArray = npt.NDArray[np.float64]
 
 def class_ids(df: pd.DataFrame, qi: Sequence[str]) -> IntArray:
     """Class id of each row: rows with identical values of ``qi``."""
-    ids = df[list(qi)].astype(object).groupby(list(qi), sort=False, dropna=False).ngroup()
+    ids = df[list(qi)].groupby(list(qi), sort=False, dropna=False, observed=True).ngroup()
     out: IntArray = np.asarray(ids, dtype=np.int64)
     return out
 

@@ -141,23 +141,93 @@ def nearest_class_sizes(
     return out
 
 
+def nearest_classes(X: FloatArray, Y: FloatArray, labels: npt.ArrayLike) -> list[IntArray]:
+    """Per original record (row of ``X``), the classes of the released records at the minimum
+    distance (ties within a relative 1e-9). ``labels[j]`` = the class of released row j; rows of
+    a class carry the same key values, so the search runs over one vector per class."""
+    lab = np.asarray(labels, dtype=np.int64)
+    first = np.unique(lab, return_index=True)[1]
+    tree = cKDTree(np.ascontiguousarray(Y[first], dtype=np.float64))
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    d1, _ = tree.query(X, k=1)
+    near = tree.query_ball_point(X, r=d1 + 1e-9 * (1.0 + d1))
+    classes = lab[first]
+    return [classes[np.asarray(i, dtype=np.int64)] for i in near]
+
+
+def dbrl_by_class(near: list[IntArray], own: npt.ArrayLike, sizes: npt.ArrayLike) -> FloatArray:
+    """:func:`dbrl` on the key attributes from :func:`nearest_classes`: ``1 / (records of the
+    tied classes)`` when the record's own class ``own[i]`` is among them, else 0."""
+    o = np.asarray(own, dtype=np.int64)
+    f = np.asarray(sizes, dtype=np.float64)
+    out: FloatArray = np.array(
+        [(1.0 / f[c].sum()) if (c == oi).any() else 0.0 for c, oi in zip(near, o, strict=True)]
+    )
+    return out
+
+
 def nearest_inference(
-    X: FloatArray, Y: FloatArray, secret: npt.ArrayLike, released_secret: npt.ArrayLike
+    near: list[IntArray],
+    labels: npt.ArrayLike,
+    secret: npt.ArrayLike,
+    released_secret: npt.ArrayLike,
 ) -> FloatArray:
     """Per original record, the probability that an attacker who links its key values to the
     nearest released record (ties split, as in :func:`dbrl`) reads its confidential value
-    there: the share of the tied nearest released records whose ``released_secret`` equals
-    the record's ``secret`` (the nearest-record inference attack of anonymeter's
-    ``InferenceEvaluator``, with this module's distance)."""
+    there: the share of the records of the tied nearest classes (``near``, from
+    :func:`nearest_classes`; ``labels`` the classes of the released rows) whose
+    ``released_secret`` equals the record's ``secret`` (the nearest-record inference attack of
+    anonymeter's ``InferenceEvaluator``, with this module's distance)."""
     s = np.asarray(secret, dtype=object)
     r = np.asarray(released_secret, dtype=object)
     codes = pd.factorize(np.concatenate([s, r]))[0]
     cs, cr = codes[: s.size], codes[s.size :]
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    tree = cKDTree(np.ascontiguousarray(Y, dtype=np.float64))
-    d1, _ = tree.query(X, k=1)
-    near = tree.query_ball_point(X, r=d1 + 1e-9 * (1.0 + d1))
+    lab = np.asarray(labels, dtype=np.int64)
+    nv = int(codes.max()) + 1
+    g = int(lab.max()) + 1
+    table = np.bincount(lab * nv + cr, minlength=g * nv).reshape(g, nv).astype(np.float64)
+    size = table.sum(axis=1)
     out: FloatArray = np.array(
-        [np.mean(cr[np.asarray(idx, dtype=np.int64)] == c) for idx, c in zip(near, cs, strict=True)]
+        [table[c, v].sum() / size[c].sum() for c, v in zip(near, cs, strict=True)]
     )
+    return out
+
+
+def dbrl_with_column(
+    X: FloatArray,
+    Y: FloatArray,
+    *,
+    x_col: FloatArray,
+    y_col: FloatArray,
+    labels: npt.ArrayLike,
+    truth: npt.ArrayLike,
+) -> FloatArray:
+    """:func:`dbrl` on the key attributes plus one more attribute, computed through the
+    classes: ``X``/``Y`` the key matrices, ``x_col``/``y_col`` the extra column (encoded as by
+    :func:`encode_pair`), ``labels`` the classes of the released rows, ``truth`` the released
+    row of each row of ``X``. A released record can be nearer than the own one (at distance
+    ``D``) only if its class's key vector lies within ``D``, so only those classes' members are
+    compared; the result equals :func:`dbrl` on the joined matrices (tested)."""
+    lab = np.asarray(labels, dtype=np.int64)
+    t = np.asarray(truth, dtype=np.int64)
+    first = np.unique(lab, return_index=True)[1]
+    centres = np.ascontiguousarray(Y[first], dtype=np.float64)
+    tree = cKDTree(centres)
+    order = np.argsort(lab, kind="stable")
+    starts = np.searchsorted(lab[order], np.arange(first.size + 1))
+    X = np.asarray(X, dtype=np.float64)
+    own_d2 = np.sum((X - Y[t]) ** 2, axis=1) + (x_col - y_col[t]) ** 2
+    own_d = np.sqrt(own_d2)
+    balls = tree.query_ball_point(X, r=own_d + 1e-9 * (1.0 + own_d))
+    out: FloatArray = np.zeros(X.shape[0])
+    for i, cls in enumerate(balls):
+        cls_arr = np.asarray(cls, dtype=np.int64)
+        dk2 = np.sum((centres[cls_arr] - X[i]) ** 2, axis=1)
+        counts = starts[cls_arr + 1] - starts[cls_arr]
+        members = np.concatenate([order[starts[c] : starts[c + 1]] for c in cls_arr])
+        d2 = np.repeat(dk2, counts) + (x_col[i] - y_col[members]) ** 2
+        best = d2.min()
+        tied = d2 <= best + 1e-9 * (1.0 + best) * 2
+        if own_d2[i] <= best + 1e-9 * (1.0 + best) * 2:
+            out[i] = 1.0 / tied.sum()
     return out

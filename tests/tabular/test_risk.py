@@ -217,3 +217,51 @@ def test_agrees_with_anonymeter_attacks(qi: list[str]) -> None:
         rate = ie.results().attack_rate
         ours = res["inference"]["occupation"]["nearest_record"]
         assert abs(ours - rate.value) <= rate.error, (seed, rate)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dbrl_over_class_vectors_equals_dbrl_over_records(seed: int) -> None:
+    """assess searches one vector per class (every member carries it); the result is the
+    record-level DBRL's, ties (duplicate key values across classes included) split alike."""
+    rng = np.random.default_rng(seed)
+    n = 200
+    df = pd.DataFrame({"a": rng.integers(0, 6, n), "b": rng.integers(0, 4, n)})
+    df["s"] = rng.choice(list("xyz"), n)
+    out, _ = anonymize(df, ["a", "b"], [], 3, 1, "mdav", 0)
+    out = out.astype({"a": float, "b": float})
+    out.loc[:5, ["a", "b"]] = out.loc[6, ["a", "b"]].to_numpy()  # merge classes: ties
+    X, Y = linkage.encode_pair(df, out, ["a", "b"])
+    labels = out.groupby(["a", "b"]).ngroup().to_numpy()
+    near = linkage.nearest_classes(X, Y, labels)
+    by_class = linkage.dbrl_by_class(near, labels, np.bincount(labels))
+    assert by_class == pytest.approx(linkage.dbrl(X, Y, np.arange(n)))
+    # nearest-record inference = the share of the tied nearest records holding the value
+    inf = linkage.nearest_inference(near, labels, df["s"], df["s"])
+    d1 = np.sqrt(((X[:, None, :] - Y[None, :, :]) ** 2).sum(axis=2))
+    tied = d1 <= d1.min(axis=1, keepdims=True) + 1e-9
+    expected = [(df["s"].to_numpy()[t] == v).mean() for t, v in zip(tied, df["s"], strict=True)]
+    assert inf == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_dbrl_with_a_column_through_classes_equals_dbrl(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 300
+    df = pd.DataFrame(
+        {
+            "a": rng.normal(size=n),
+            "b": rng.integers(0, 5, n).astype(float),
+            "h": rng.integers(0, 8, n),  # repeated values: ties across and within classes
+            "c": rng.choice(list("pq"), n),
+        }
+    )
+    out, _ = anonymize(df, ["a", "b"], [], 4, 1, "mdav", 0)
+    labels = out.groupby(["a", "b"]).ngroup().to_numpy()
+    X, Y = linkage.encode_pair(df, out, ["a", "b"])
+    for col in ("h", "c"):
+        Xc, Yc = linkage.encode_pair(df, out, [col])
+        fast = linkage.dbrl_with_column(
+            X, Y, x_col=Xc[:, 0], y_col=Yc[:, 0], labels=labels, truth=np.arange(n)
+        )
+        Xj, Yj = linkage.encode_pair(df, out, ["a", "b", col])
+        assert fast == pytest.approx(linkage.dbrl(Xj, Yj, np.arange(n)))

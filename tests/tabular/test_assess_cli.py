@@ -1,0 +1,218 @@
+"""``locpriv assess``, ``anonymize --max-risk`` and ``anonymize --k 10,5`` through real files;
+the HTML report loaded in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from locpriv.cli import main
+from locpriv.tabular.history import intersected_sizes
+
+QI = ["age", "income", "zip"]
+
+
+@pytest.fixture
+def table() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    n = 240
+    return pd.DataFrame(
+        {
+            "id": np.arange(n),
+            "age": rng.integers(18, 90, n),
+            "income": rng.normal(50_000, 15_000, n).round(2),
+            "zip": rng.integers(10_000, 10_100, n),
+            "disease": rng.choice(["flu", "hiv", "cold", "cancer", "none"], n),
+            "city": rng.choice(["x", "y", "z"], n),
+        }
+    )
+
+
+def _anonymize(src: Path, dst: Path, *extra: str) -> int:
+    argv = ["anonymize", str(src), str(dst), "--qi", ",".join(QI), "--sensitive", "disease"]
+    return main([*argv, *extra])
+
+
+def test_max_risk_refuses_to_write(
+    table: pd.DataFrame, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    table.to_csv(src, index=False)
+    code = _anonymize(src, dst, "--k", "5", "--method", "mdav", "--max-risk", "prosecutor=0.1")
+    err = capsys.readouterr().err
+    assert code != 0
+    assert not dst.exists() and not list(tmp_path.glob(".*tmp*"))
+    assert re.search(r"prosecutor = 0\.2 > 0\.1", err), err
+    # pass-through 'id' identifies the records (DBRL on standardised values links > 90 %)
+    code = _anonymize(src, dst, "--k", "5", "--max-risk", "linkage_passthrough=0.5")
+    err = capsys.readouterr().err
+    assert code != 0 and not dst.exists()
+    assert re.search(r"linkage_passthrough = 0\.9\d* > 0\.5", err), err
+    code = _anonymize(src, dst, "--k", "5", "--max-risk", "bogus=1")
+    assert code == 2 and "not MEASURE=VALUE" in capsys.readouterr().err
+    # within the bounds: written, and the report carries the risk measured on that file
+    rep = tmp_path / "r.json"
+    code = _anonymize(
+        src, dst, "--k", "5", "--report", str(rep), "--max-risk", "prosecutor=0.2,linkage=0.2"
+    )
+    assert code == 0, capsys.readouterr().err
+    risk = json.loads(rep.read_text())["risk"]
+    out = pd.read_csv(dst)
+    sizes = out.groupby(QI).size()
+    assert risk["measures"]["prosecutor"] == pytest.approx(1 / sizes.min())
+    assert risk["measures"]["prosecutor_mean"] == pytest.approx(len(sizes) / len(out))
+    assert risk["linkage"]["passthrough"]["id"] > 0.9 > risk["linkage"]["keys"]
+    assert set(risk["inference"]) == {"disease"}
+
+
+def test_assess_command_json_and_a_shuffled_release(
+    table: pd.DataFrame, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    table.to_csv(src, index=False)
+    assert _anonymize(src, dst, "--k", "4", "--report", str(tmp_path / "r.json")) == 0
+    res_json = tmp_path / "a.json"
+    argv = ["assess", str(src), str(dst), "--qi", ",".join(QI), "--sensitive", "disease"]
+    assert main([*argv, "--json", str(res_json)]) == 0
+    stdout = capsys.readouterr().out
+    assert "prosecutor" in stdout and "linkage with 'city'" in stdout
+    res = json.loads(res_json.read_text())["release"]
+    # the same figures as the report anonymize wrote for that file
+    report = json.loads((tmp_path / "r.json").read_text())["risk"]
+    assert res["measures"] == pytest.approx(report["measures"])
+    # shuffled rows: position no longer matches and is refused; --id matches the rows again
+    shuffled = tmp_path / "shuffled.csv"
+    pd.read_csv(dst).sample(frac=1.0, random_state=3).to_csv(shuffled, index=False)
+    argv[2] = str(shuffled)
+    code = main([*argv, "--json", str(res_json), "--max-risk", "linkage=0.5"])
+    captured = capsys.readouterr()
+    assert code == 3 and "linkage could not be computed" in captured.err
+    assert "not in the original's order" in captured.out
+    assert main([*argv, "--id", "id", "--json", str(res_json)]) == 0
+    again = json.loads(res_json.read_text())["release"]
+    assert again["measures"] == pytest.approx(res["measures"])
+
+
+def test_nested_releases_survive_an_intersection(
+    table: pd.DataFrame, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "in.csv"
+    table.to_csv(src, index=False)
+    rep = tmp_path / "r.json"
+    code = _anonymize(src, tmp_path / "out.csv", "--k", "10,5", "--report", str(rep))
+    assert code == 0, capsys.readouterr().err
+    r5, r10 = pd.read_csv(tmp_path / "out.k5.csv"), pd.read_csv(tmp_path / "out.k10.csv")
+    assert r5.groupby(QI).size().min() >= 5 and r10.groupby(QI).size().min() >= 10
+    assert json.loads((tmp_path / "r.k10.json").read_text())["nested_in"] == 5
+    # the attacker joins the two files on the pass-through 'id' and intersects the classes
+    both = r5.merge(r10, on="id", suffixes=("_5", "_10"))
+    keys = [f"{c}_5" for c in QI] + [f"{c}_10" for c in QI]
+    assert len(both) == len(table)
+    assert both.groupby(keys).size().min() >= 5
+    # each k=10 class is a union of k=5 classes
+    assert both.groupby([f"{c}_5" for c in QI])[keys[3:]].nunique().max().max() == 1
+    assert intersected_sizes(r5, QI, [(r10, QI)]).min() >= 5
+    # `assess --history` agrees: nothing below k = 5
+    out = tmp_path / "h.json"
+    argv = ["assess", str(src), str(tmp_path / "out.k5.csv"), "--qi", ",".join(QI)]
+    assert main([*argv, "--history", str(tmp_path / "out.k10.csv"), "--json", str(out)]) == 0
+    hist = json.loads(out.read_text())["history"]
+    assert hist["min_size"] >= 5 and hist["share_below_k"] == 0.0
+
+
+def test_independent_releases_are_narrowed_by_the_intersection(
+    table: pd.DataFrame, tmp_path: Path
+) -> None:
+    """The attack the nested releases defend against: two independent runs (k = 5 and 10)."""
+    src = tmp_path / "in.csv"
+    table.to_csv(src, index=False)
+    assert _anonymize(src, tmp_path / "a.csv", "--k", "5", "--method", "mdav") == 0
+    assert _anonymize(src, tmp_path / "b.csv", "--k", "10", "--method", "best") == 0
+    a, b = pd.read_csv(tmp_path / "a.csv"), pd.read_csv(tmp_path / "b.csv")
+    sizes = intersected_sizes(a, QI, [(b, QI)])
+    both = a.merge(b, on="id")
+    independent = both.groupby([f"{c}_x" for c in QI] + [f"{c}_y" for c in QI])["id"]
+    expected = independent.transform("size").to_numpy()
+    order = np.argsort(both["id"].to_numpy())
+    assert sizes.tolist() == expected[order].tolist()  # = a pandas join by the attacker
+    assert sizes.min() < 5 and np.mean(sizes < 5) > 0.3
+
+
+def _require_chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is not None:
+        return exe
+    message = "chromium not found (apt-get install chromium; scripts/setup.sh installs it)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def test_html_report_drawn_in_headless_chromium(
+    table: pd.DataFrame, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exe = _require_chromium()
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    table.to_csv(src, index=False)
+    assert _anonymize(src, dst, "--k", "5") == 0
+    page, res_json = tmp_path / "report.html", tmp_path / "a.json"
+    argv = ["assess", str(src), str(dst), "--qi", ",".join(QI), "--sensitive", "disease"]
+    argv += ["--sweep", "2,3,5,10", "--html", str(page), "--json", str(res_json)]
+    assert main(argv) == 0, capsys.readouterr().err
+    text = page.read_text()
+    # self-contained: nothing fetched (no src/href/url()/@import, one inline script)
+    assert not re.search(r"\bsrc=|\bhref=|url\(|@import", text)
+    result = json.loads(res_json.read_text())
+    proc = subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    dom = proc.stdout
+    circles = re.findall(r"<circle ([^>]*)>", dom)
+    attrs = [dict(re.findall(r'([\w-]+)="([^"]*)"', c)) for c in circles]
+    drawn = re.search(r'<body[^>]*data-drawn="(\d+)"', dom)
+    assert drawn is not None and int(drawn.group(1)) == len(attrs) > 0  # laid out, not empty
+    # the curve: one point per k of the sweep (and the release) for each series, at the
+    # figures of the JSON, placed left to right by information loss
+    for series in ("linkage", "linkage_passthrough", "prosecutor"):
+        pts = [a for a in attrs if a["data-series"] == series]
+        ks = sorted(int(a["data-k"]) for a in pts)
+        assert ks == sorted([2, 3, 5, 10, result["release"]["reidentification"]["min_class_size"]])
+        for row in result["sweep"]:
+            match = [
+                a for a in pts
+                if int(a["data-k"]) == row["k"] and float(a["data-il"]) == pytest.approx(
+                    row["il_written"], rel=1e-5)
+            ]  # fmt: skip
+            assert match  # (the release is a second point at its k when it is the same file)
+            for pt in match:
+                assert float(pt["data-risk"]) == pytest.approx(row["measures"][series], rel=1e-5)
+        by_il = sorted(pts, key=lambda a: float(a["data-il"]))
+        xs = [float(a["data-px"]) for a in by_il]
+        assert xs == sorted(xs) and xs[-1] > xs[0]
+    # prosecutor risk falls as k grows: drawn higher on the page (smaller y) for k = 2
+    pros = {
+        int(a["data-k"]): float(a["data-py"]) for a in attrs if a["data-series"] == "prosecutor"
+    }
+    assert pros[2] < pros[10]
+    # the measures table, the class-size histogram, the loss per attribute, pass-through risk
+    rel = result["release"]
+    row = re.search(r'<tr data-measure="prosecutor" data-value="([^"]+)"', dom)
+    assert row is not None
+    assert float(row.group(1)) == pytest.approx(rel["measures"]["prosecutor"], rel=1e-5)
+    bars = dict(re.findall(r'data-size="(\d+)" data-count="(\d+)"', dom))
+    assert bars == {s: str(c) for s, c in rel["class_sizes"].items()}
+    loss = dict(re.findall(r'data-name="([\w-]+)" data-value="([^"]+)"', dom))
+    for col in QI:
+        assert float(loss[col]) == pytest.approx(rel["il_per_attribute"][col], rel=1e-5)
+    for col in ("id", "city", "disease"):
+        assert float(loss[col]) == pytest.approx(rel["linkage"]["passthrough"][col], rel=1e-5)
