@@ -72,7 +72,8 @@ def render_text(result: dict[str, Any]) -> str:
         lines.append("k      IL %     " + "  ".join(f"{n:>19s}" for n in names))
         for row in sweep:
             vals = "  ".join(f"{_fmt(row['measures'][n]):>19s}" for n in names)
-            lines.append(f"{row['k']:<6d} {row['il_percent']:8.4f} {vals}")
+            il = row["il_written"] if row.get("il_written") is not None else row["il_percent"]
+            lines.append(f"{row['k']:<6d} {il:8.4f} {vals}")
     return "\n".join(lines) + "\n"
 
 

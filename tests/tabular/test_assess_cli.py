@@ -216,3 +216,30 @@ def test_html_report_drawn_in_headless_chromium(
         assert float(loss[col]) == pytest.approx(rel["il_per_attribute"][col], rel=1e-5)
     for col in ("id", "city", "disease"):
         assert float(loss[col]) == pytest.approx(rel["linkage"]["passthrough"][col], rel=1e-5)
+
+
+def test_nested_releases_keep_p_and_a_population_sets_journalist_risk(
+    table: pd.DataFrame, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pycanon import anonymity
+
+    src = tmp_path / "in.csv"
+    table.to_csv(src, index=False)
+    code = _anonymize(src, tmp_path / "r{k}.csv", "--k", "4,8,12", "--p", "3")
+    assert code == 0, capsys.readouterr().err
+    files = {k: pd.read_csv(tmp_path / f"r{k}.csv") for k in (4, 8, 12)}
+    for k, df in files.items():
+        assert anonymity.k_anonymity(df, QI) >= k
+        assert anonymity.l_diversity(df, QI, ["disease"]) >= 3
+    sizes = intersected_sizes(files[4], QI, [(files[8], QI), (files[12], QI)])
+    assert sizes.min() >= 4
+    # journalist: a population of twice the records (the original and a jittered copy); each
+    # population record counts for the released class nearest to it, so F_c >= f_c
+    pop = pd.concat([table, table.assign(age=table["age"] + 1)], ignore_index=True)
+    pop.to_csv(tmp_path / "pop.csv", index=False)
+    out = tmp_path / "j.json"
+    argv = ["assess", str(src), str(tmp_path / "r4.csv"), "--qi", ",".join(QI)]
+    assert main([*argv, "--population", str(tmp_path / "pop.csv"), "--json", str(out)]) == 0
+    m = json.loads(out.read_text())["release"]["measures"]
+    assert m["journalist"] <= m["prosecutor"] and m["journalist_mean"] < m["prosecutor_mean"]
+    assert m["marketer"] == pytest.approx(m["journalist_mean"])
