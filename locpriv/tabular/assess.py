@@ -61,7 +61,16 @@ def passthrough_columns(
 
 
 def _is_interval_release(original: pd.DataFrame, released: pd.DataFrame, qi: Sequence[str]) -> bool:
-    return any(linkage._numeric(original[c]) and not linkage._numeric(released[c]) for c in qi)
+    """Whether the numerical keys were released as ``[lo, hi]`` ranges (``--release
+    intervals``); a numerical key released as anything else non-numerical is a DataError."""
+    found = False
+    for c in qi:
+        if linkage._numeric(original[c]) and not linkage._numeric(released[c]):
+            text = released[c].astype(str)
+            if not (text.str.startswith("[") & text.str.endswith("]")).all():
+                raise DataError(f"released key {c!r} is not numerical (nor [lo, hi] ranges)")
+            found = True
+    return found
 
 
 def align(
@@ -147,6 +156,8 @@ def assess(
         for label, df in (("original", original), ("released", released)):
             if name not in df.columns:
                 raise DataError(f"key attribute {name!r} not found in the {label} file")
+    if len(released) == 0 or len(original) == 0:
+        raise DataError("the original or the released file has no rows")
     for name in sensitive:
         if name not in released.columns:
             raise DataError(f"confidential attribute {name!r} not found in the released file")
@@ -195,6 +206,11 @@ def assess(
             "journalist = prosecutor: no population given (the release is its own population)"
             if population is None
             else "journalist = prosecutor: interval release"
+        )
+    if intervals:
+        notes.append(
+            "interval release (key ranges): no linkage, interval disclosure or per-attribute "
+            "loss; the class and inference measures hold"
         )
     re = risk.reidentification(labels, population_sizes)
     out["reidentification"] = re

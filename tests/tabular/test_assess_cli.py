@@ -243,3 +243,33 @@ def test_nested_releases_keep_p_and_a_population_sets_journalist_risk(
     m = json.loads(out.read_text())["release"]["measures"]
     assert m["journalist"] <= m["prosecutor"] and m["journalist_mean"] < m["prosecutor_mean"]
     assert m["marketer"] == pytest.approx(m["journalist_mean"])
+
+
+def test_assess_bad_input_is_one_line_error(
+    table: pd.DataFrame, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
+    table.to_csv(src, index=False)
+    assert _anonymize(src, dst, "--k", "5") == 0
+    capsys.readouterr()
+    short = tmp_path / "short.csv"
+    pd.read_csv(dst).iloc[:-3].to_csv(short, index=False)
+    empty = tmp_path / "empty.csv"
+    table.iloc[:0].to_csv(empty, index=False)
+    odd = tmp_path / "odd.csv"
+    pd.read_csv(dst).assign(zip="x").to_csv(odd, index=False)
+    cases = [
+        ([str(dst), "--qi", "age,nope"], "key attribute 'nope' not found"),
+        ([str(empty), "--qi", "age"], "has no rows"),
+        ([str(short), "--qi", "age", "--history", str(dst), "--link", "position"], "rows"),
+        ([str(dst), "--qi", "age", "--history", str(dst), "--link", "nope"], "'nope'"),
+        ([str(odd), "--qi", "age,zip"], "not numerical"),
+        ([str(dst), "--qi", "age", "--max-risk", "prosecutor=2"], "must be in [0, 1]"),
+        (["--qi", "age"], "give RELEASED, or --sweep"),
+        (["--qi", "age", "--sweep", "2,x"], "--sweep must be integers"),
+    ]
+    for extra, message in cases:
+        assert main(["assess", str(src), *extra]) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (extra, err)
+        assert err[0].startswith("locpriv assess: error:")
