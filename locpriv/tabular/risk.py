@@ -39,8 +39,6 @@ the most frequent value of the whole file (no release needed).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
@@ -184,8 +182,3 @@ def attribute_loss(original: npt.ArrayLike, released: npt.ArrayLike, kind: str) 
     y = np.asarray(released, dtype=np.float64)
     total = float(np.sum((x - x.mean()) ** 2))
     return 0.0 if total == 0 else float(100.0 * np.sum((x - y) ** 2) / total)
-
-
-def summary(values: dict[str, Any]) -> dict[str, float]:
-    """Only the float entries of ``values`` (for flat tables of measures)."""
-    return {k: float(v) for k, v in values.items() if isinstance(v, int | float)}

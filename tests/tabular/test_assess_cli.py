@@ -273,3 +273,53 @@ def test_assess_bad_input_is_one_line_error(
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], (extra, err)
         assert err[0].startswith("locpriv assess: error:")
+
+
+def test_nested_gate_writes_none_of_the_files(
+    table: pd.DataFrame, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / "in.csv"
+    table.to_csv(src, index=False)
+    # k=10 passes prosecutor <= 0.15, k=5 does not: neither file is written
+    code = _anonymize(src, tmp_path / "o.csv", "--k", "10,5", "--max-risk", "prosecutor=0.15")
+    err = capsys.readouterr().err
+    assert code == 2 and "prosecutor = 0.2 > 0.15" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+    assert _anonymize(src, tmp_path / "o.csv", "--k", "5,5") == 2
+    assert "twice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("ks", "p", "seed"), [((3, 7), 1, 0), ((5, 10), 2, 1), ((2, 5, 9), 1, 2), ((4, 6), 3, 3)]
+)
+def test_nested_releases_over_ranges(ks: tuple[int, ...], p: int, seed: int) -> None:
+    """Every larger-k release's classes are unions of the smaller-k's, at least k each, and
+    the attacker's intersection of all the files never falls below the smallest k."""
+    from locpriv.tabular.history import nested_releases
+
+    rng = np.random.default_rng(seed)
+    n = 180 + 40 * seed
+    df = pd.DataFrame(
+        {
+            "a": rng.normal(size=n),
+            "b": rng.integers(0, 20, n),  # integer key: released rounded, groups intact
+            "c": rng.exponential(size=n),
+            "s": rng.choice(list("uvwxyz"), n),
+        }
+    )
+    qi = ["a", "b", "c"]
+    method = "mdav" if p == 1 else "mdav-seed"
+    results = nested_releases(df, qi, ["s"], ks, p=p, method=method, seed=seed)
+    assert [k for k, _, _ in results] == sorted(ks)
+    frames = [out for _, out, _ in results]
+    for (k, out, report), prev in zip(results, [None, *frames[:-1]], strict=True):
+        classes = out.groupby(qi)
+        assert classes.size().min() >= k and report["min_group_size"] >= k
+        assert classes["s"].nunique().min() >= p
+        if prev is not None:  # (the smallest k's dtypes are anonymize's)
+            assert out["b"].dtype == df["b"].dtype
+            # union of the previous level's classes
+            pairs = pd.concat([prev[qi].add_suffix("_f"), out[qi]], axis=1)
+            assert pairs.groupby([f"{c}_f" for c in qi])[qi].nunique().max().max() == 1
+    sizes = intersected_sizes(frames[0], qi, [(f, qi) for f in frames[1:]], link="position")
+    assert sizes.min() >= min(ks)
