@@ -114,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
             ks = [int(np.bincount(history.class_ids(f, qi)).min()) for f, _ in earlier]
             k = min([int(rel["reidentification"]["min_class_size"]), *ks])
             result["history"] = history.history_summary(sizes, k)
+            values, counts = np.unique(sizes, return_counts=True)
+            result["history"]["records_by_size"] = {
+                str(int(v)): int(c) for v, c in zip(values, counts, strict=True)
+            }
             result["history_files"] = files
     if args.sweep:
         ks = parse_ks(args.sweep, "--sweep")

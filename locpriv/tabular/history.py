@@ -170,7 +170,7 @@ def intersected_sizes(
     return out
 
 
-def history_summary(sizes: npt.ArrayLike, k: int) -> dict[str, float]:
+def history_summary(sizes: npt.ArrayLike, k: int) -> dict[str, Any]:
     """Summary of intersected class sizes against the smaller k of the releases."""
     s = np.asarray(sizes, dtype=np.float64)
     return {

@@ -131,13 +131,13 @@ def _bars(pid: str, items: list[tuple[str, float]], unit: str) -> str:
     return "\n".join(out)
 
 
-def _histogram(sizes: dict[str, int]) -> str:
+def _histogram(sizes: dict[str, int], pid: str = "classes", what: str = "classes") -> str:
     items = sorted((int(s), c) for s, c in sizes.items())
     if not items:
         return "<p>none</p>"
     top = max(c for _, c in items)
     bw = max(6.0, min(40.0, (W - 2 * PAD) / len(items)))
-    out = [f'<svg id="classes" width="{W}" height="{H}" xmlns="http://www.w3.org/2000/svg">']
+    out = [f'<svg id="{pid}" width="{W}" height="{H}" xmlns="http://www.w3.org/2000/svg">']
     out.append(f'<line class="axis" x1="{PAD}" y1="{H - PAD}" x2="{W - 10}" y2="{H - PAD}"/>')
     for i, (size, count) in enumerate(items):
         h = (H - 2 * PAD) * count / top
@@ -145,11 +145,11 @@ def _histogram(sizes: dict[str, int]) -> str:
         out.append(
             f'<rect class="bar" data-size="{size}" data-count="{count}" x="{x:.1f}" '
             f'y="{H - PAD - h:.1f}" width="{bw - 2:.1f}" height="{h:.1f}" fill="#2471a3">'
-            f"<title>{count} classes of {size} records</title></rect>"
+            f"<title>{count} {what}: class of {size} records</title></rect>"
             f'<text class="lbl" x="{x:.1f}" y="{H - PAD + 14}">{size}</text>'
         )
     out.append(f'<text class="lbl" x="{W / 2}" y="{H - 10}">class size (records)</text>')
-    out.append(f'<text class="lbl" x="4" y="{PAD - 8}">classes (max {top})</text>')
+    out.append(f'<text class="lbl" x="4" y="{PAD - 8}">{what} (max {top})</text>')
     out.append("</svg>")
     return "\n".join(out)
 
@@ -236,6 +236,7 @@ def render(result: dict[str, Any]) -> str:
             f"median {hist['median_size']:.0f}; {100 * hist['share_below_k']:.1f} % of records "
             f"in a class below k = {hist['k']:.0f}.</p>"
         )
+        body.append(_histogram(hist.get("records_by_size", {}), "history-classes", "records"))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>locpriv assess</title>"

@@ -126,6 +126,7 @@ def test_nested_releases_survive_an_intersection(
     assert main([*argv, "--history", str(tmp_path / "out.k10.csv"), "--json", str(out)]) == 0
     hist = json.loads(out.read_text())["history"]
     assert hist["min_size"] >= 5 and hist["share_below_k"] == 0.0
+    assert sum(hist["records_by_size"].values()) == len(table)
 
 
 def test_independent_releases_are_narrowed_by_the_intersection(
@@ -163,9 +164,11 @@ def test_html_report_drawn_in_headless_chromium(
     src, dst = tmp_path / "in.csv", tmp_path / "out.csv"
     table.to_csv(src, index=False)
     assert _anonymize(src, dst, "--k", "5") == 0
+    assert _anonymize(src, tmp_path / "old.csv", "--k", "10", "--method", "mdav") == 0
     page, res_json = tmp_path / "report.html", tmp_path / "a.json"
     argv = ["assess", str(src), str(dst), "--qi", ",".join(QI), "--sensitive", "disease"]
     argv += ["--sweep", "2,3,5,10", "--html", str(page), "--json", str(res_json)]
+    argv += ["--history", str(tmp_path / "old.csv")]
     assert main(argv) == 0, capsys.readouterr().err
     text = page.read_text()
     # self-contained: nothing fetched (no src/href/url()/@import, one inline script)
@@ -209,8 +212,21 @@ def test_html_report_drawn_in_headless_chromium(
     row = re.search(r'<tr data-measure="prosecutor" data-value="([^"]+)"', dom)
     assert row is not None
     assert float(row.group(1)) == pytest.approx(rel["measures"]["prosecutor"], rel=1e-5)
-    bars = dict(re.findall(r'data-size="(\d+)" data-count="(\d+)"', dom))
+
+    def svg(pid: str) -> str:
+        found = re.search(rf'<svg id="{pid}".*?</svg>', dom, re.S)
+        assert found is not None, pid
+        return found.group(0)
+
+    bars = dict(re.findall(r'data-size="(\d+)" data-count="(\d+)"', svg("classes")))
     assert bars == {s: str(c) for s, c in rel["class_sizes"].items()}
+    # the classes left after intersecting the earlier release, records by class size
+    hist = result["history"]
+    bars = dict(re.findall(r'data-size="(\d+)" data-count="(\d+)"', svg("history-classes")))
+    assert bars == {s: str(c) for s, c in hist["records_by_size"].items()}
+    found = re.search(r'<p id="history" data-min="(\d+)" data-below="([^"]+)"', dom)
+    assert found is not None and int(found.group(1)) == hist["min_size"]
+    assert float(found.group(2)) == pytest.approx(hist["share_below_k"], rel=1e-5)
     loss = dict(re.findall(r'data-name="([\w-]+)" data-value="([^"]+)"', dom))
     for col in QI:
         assert float(loss[col]) == pytest.approx(rel["il_per_attribute"][col], rel=1e-5)
