@@ -339,3 +339,21 @@ def test_nested_releases_over_ranges(ks: tuple[int, ...], p: int, seed: int) -> 
             assert pairs.groupby([f"{c}_f" for c in qi])[qi].nunique().max().max() == 1
     sizes = intersected_sizes(frames[0], qi, [(f, qi) for f in frames[1:]], link="position")
     assert sizes.min() >= min(ks)
+
+
+def test_parquet_streaming_report_says_what_it_did_not_read(
+    table: pd.DataFrame, tmp_path: Path
+) -> None:
+    src, dst, rep = tmp_path / "in.parquet", tmp_path / "out.parquet", tmp_path / "r.json"
+    table.to_parquet(src, index=False)
+    assert _anonymize(src, dst, "--k", "5", "--report", str(rep)) == 0
+    risk = json.loads(rep.read_text())["risk"]
+    assert set(risk["linkage"]["passthrough"]) == {"disease"}  # the only column it read
+    assert any("Parquet streaming" in note for note in risk["notes"])
+    # assess on the two files measures every pass-through column of what was written
+    out = tmp_path / "a.json"
+    argv = ["assess", str(src), str(dst), "--qi", ",".join(QI), "--sensitive", "disease"]
+    assert main([*argv, "--json", str(out)]) == 0
+    through = json.loads(out.read_text())["release"]["linkage"]["passthrough"]
+    assert set(through) == {"id", "disease", "city"}
+    assert through["disease"] == pytest.approx(risk["linkage"]["passthrough"]["disease"])
