@@ -120,7 +120,14 @@ def run(args: argparse.Namespace) -> int:
             link: str | list[str] = args.link
             if args.link not in ("auto", "position"):
                 link = _columns(args.link, "--link")
-            sizes = history.intersected_sizes(released, qi, earlier, link)
+            known = None
+            if args.id is not None:
+                # matched by --id: the target's class in every file is known, as it is to an
+                # attacker who knows her key values (else the smallest over the links counts)
+                here = assess_mod.align(original, released, qi, id_col=args.id)
+                src = np.argsort(here)  # original record of each row of RELEASED
+                known = [assess_mod.align(original, f, qi, id_col=args.id)[src] for f, _ in earlier]
+            sizes = history.intersected_sizes(released, qi, earlier, link, truth=known)
             ks = [int(np.bincount(history.class_ids(f, qi)).min()) for f, _ in earlier]
             k = min([int(rel["reidentification"]["min_class_size"]), *ks])
             result["history"] = history.history_summary(sizes, k)

@@ -151,6 +151,16 @@ def test_nested_releases_survive_an_intersection(
     hist = json.loads(out.read_text())["history"]
     assert hist["min_size"] >= 5 and hist["share_below_k"] == 0.0
     assert sum(hist["records_by_size"].values()) == len(table)
+    # linked by repeated values only (the shuffled files' 'disease' and 'city'), the target's
+    # classes are unknown to assess and the smallest candidate set counts (over-stated);
+    # --id matches the records, and the intersection is the k = 5 class again
+    linked = [*argv, "--history", str(tmp_path / "out.k10.csv"), "--link", "disease,city"]
+    assert main([*linked, "--json", str(out)]) == 0
+    loose = json.loads(out.read_text())["history"]
+    assert main([*linked, "--id", "id", "--json", str(out)]) == 0
+    exact = json.loads(out.read_text())["history"]
+    assert exact["min_size"] >= 5 and exact["share_below_k"] == 0.0
+    assert loose["min_size"] <= exact["min_size"] and loose["share_below_k"] > 0.0
 
 
 def test_independent_releases_are_narrowed_by_the_intersection(
@@ -423,3 +433,28 @@ def test_the_permutation_never_reaches_the_file(table: pd.DataFrame, tmp_path: P
         meta = pq.read_schema(path).metadata or {}
         assert b"PANDAS_ATTRS" not in meta and not any(b"source_rows" in v for v in meta.values())
         assert pd.read_parquet(path).attrs == {}
+
+
+def test_nested_releases_without_a_shared_column(
+    table: pd.DataFrame, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No column to link the files by: independent random orders leave the attacker nothing;
+    the reports give the intersection with every record linked (the worst case). With
+    --keep-order the position links them."""
+    src = tmp_path / "in.csv"
+    table[QI].to_csv(src, index=False)
+    argv = ["anonymize", str(src), str(tmp_path / "o.csv"), "--qi", ",".join(QI), "--k", "8,4"]
+    argv += ["--seed", "1", "--report", str(tmp_path / "r.json")]
+    assert main(argv) == 0, capsys.readouterr().err
+    o4, o8 = pd.read_csv(tmp_path / "o.k4.csv"), pd.read_csv(tmp_path / "o.k8.csv")
+    for k in (4, 8):
+        rep = json.loads((tmp_path / f"r.k{k}.json").read_text())
+        assert rep["history"]["linked_by"] == "every record (worst case)"
+        assert rep["history"]["min_size"] >= 4 and rep["order"]["seed"] == 1
+        assert rep["risk"]["measures"]["linkage"] is not None
+    assert o4.groupby(QI).size().min() >= 4 and o8.groupby(QI).size().min() >= 8
+    assert main([*argv, "--keep-order"]) == 0
+    assert "ROW ORDER KEPT" in capsys.readouterr().err
+    rep = json.loads((tmp_path / "r.k4.json").read_text())
+    assert rep["history"]["linked_by"] == "row position" and not rep["order"]["shuffled"]
+    assert rep["history"]["min_size"] >= 4
