@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a development environment: Debian's mosquitto and its command-line clients and Debian's
-# chromium (headless, for the demo map's test; each only if missing) and .venv with locpriv[dev].
+# chromium (headless, for the demo map's and the HTML risk report's tests; each only if missing) and .venv with locpriv[dev].
 # Idempotent: safe to run again. Usage: bash scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -14,8 +14,10 @@ if [ ! -x /usr/sbin/mosquitto ] || ! command -v mosquitto_pub >/dev/null 2>&1; t
   $sudo_cmd apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null
 fi
 
+# headless Chromium for tests/simulators/test_sim_map.py (the demo map) and
+# tests/tabular/test_assess_cli.py (the HTML risk report)
 if ! command -v chromium >/dev/null 2>&1; then
-  echo "setup: installing Debian's chromium (headless browser for tests/simulators/test_sim_map.py)" >&2
+  echo "setup: installing Debian's chromium (headless browser for tests/simulators/test_sim_map.py and tests/tabular/test_assess_cli.py)" >&2
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   export DEBIAN_FRONTEND=noninteractive
@@ -30,3 +32,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+# test-only: anonymeter 1.1.0 pins numpy<1.27 and pyarrow<22, which would downgrade the
+# project's numpy 2 / pyarrow; its evaluators run unchanged on them, so it is installed without
+# its pins (its other requirements, polars and scikit-learn, come with locpriv[test]).
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps 'anonymeter==1.1.0'

@@ -23,6 +23,7 @@ from locpriv.errors import LocprivError
 COMMAND_MODULES: tuple[str, ...] = (
     "locpriv.cli.schemas",
     "locpriv.tabular.cli",
+    "locpriv.tabular.assess_cli",
     "locpriv.cli.serve",
     "locpriv.cli.conformance",
 )

@@ -12,12 +12,16 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from typing import Any, TextIO
 
 from locpriv.errors import ConfigError
-from locpriv.tabular.estimators import METHODS
+from locpriv.tabular.assess import assess_release, check_bounds, parse_bounds
+from locpriv.tabular.assess_cli import parse_ks, run_nested
+from locpriv.tabular.estimators import METHODS, source_rows_of
 from locpriv.tabular.frame import (
     anonymize,
+    apply_release,
     audit_pass_through,
     plan_release,
     release_warnings,
@@ -86,6 +90,20 @@ def _columns(text: str | None, option: str) -> list[str]:
     return cols
 
 
+def _not_read(risk: dict[str, Any], unread: list[str]) -> None:
+    """Streamed Parquet: the pass-through columns ``unread`` were not read, so the linkage an
+    attacker gets from each is unknown: ``linkage_passthrough`` is left uncomputed (``None``;
+    a ``--max-risk`` bound on it then refuses the release) and a note says so."""
+    if not unread:
+        return
+    risk["measures"]["linkage_passthrough"] = None
+    risk["notes"].append(
+        "Parquet streaming: only the key and confidential columns were read; linkage with the "
+        f"pass-through columns {', '.join(unread)} is not measured, so linkage_passthrough is "
+        "not computed (locpriv assess INPUT OUTPUT measures it)"
+    )
+
+
 def _no_warn(line: str) -> None:
     """The CLI prints the report's warnings itself (one stderr line each)."""
 
@@ -97,8 +115,11 @@ def run(args: argparse.Namespace) -> int:
     ordinal = _columns(args.ordinal, "--ordinal")
     nominal = _columns(args.nominal, "--nominal")
     drop = _columns(args.drop, "--drop")
-    if args.k < 1:
-        raise ConfigError(f"--k must be >= 1, got {args.k}")
+    ks = parse_ks(str(args.k))
+    bounds = parse_bounds(args.max_risk) if args.max_risk else {}
+    if len(ks) > 1:  # nested releases at several k (locpriv.tabular.history)
+        return run_nested(args, ks, bounds)
+    args.k = ks[0]
     if args.p < 1:
         raise ConfigError(f"--p must be >= 1, got {args.p}")
     for name in (*ordinal, *nominal):
@@ -136,12 +157,24 @@ def run(args: argparse.Namespace) -> int:
                 df, qi, roles, args.k, column=lambda c: read_columns(args.input, [c])[c]
             )
             report = rel.report
+            # the key and confidential columns as written (rows in the release's order)
+            written = apply_release(df, replace(rel, drop=[]))
+            report["risk"] = assess_release(
+                df, written, qi, sensitive, ordinal=ordinal, nominal=nominal, order=rel.order
+            )
+            _not_read(report["risk"], [c for c in every if c in roles and c not in sensitive])
         else:
             out, report = anonymize(
                 df, qi, sensitive, args.k, args.p, args.method, args.seed, warn=_no_warn, **options
             )
+            # linkage follows each written row to its record through the release's permutation
+            report["risk"] = assess_release(
+                df, out, qi, sensitive, ordinal=ordinal, nominal=nominal, order=source_rows_of(out)
+            )
         for line in release_warnings(report):
             print(f"locpriv anonymize: warning: {line}", file=sys.stderr)
+        # the gate: above a --max-risk bound this raises and nothing is written
+        check_bounds(report["risk"]["measures"], bounds)
         bar.stage("write")
         if stream:
             write_release(args.input, args.output, rel.keys, order=rel.order, drop=rel.drop)
@@ -174,7 +207,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("output", help="output table (.csv or .parquet), written atomically")
     p.add_argument("--qi", required=True, help="key attributes, comma separated")
     p.add_argument("--sensitive", default=None, help="confidential attributes, comma separated")
-    p.add_argument("--k", type=int, required=True, help="minimum group size")
+    p.add_argument(
+        "--k",
+        required=True,
+        help="minimum group size; several (10,5) write one release per k with nested groups,"
+        " each in its own random row order",
+    )
     p.add_argument("--p", type=int, default=1, help="distinct confidential values per group")
     p.add_argument(
         "--method",
@@ -233,5 +271,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         choices=("centroids", "intervals"),
         default="centroids",
         help="centroids (default) or generalised [min, max] intervals",
+    )
+    p.add_argument(
+        "--max-risk",
+        default=None,
+        help="MEASURE=BOUND,...: write nothing and fail when the release's risk exceeds a "
+        "bound (measures: see locpriv assess --help)",
     )
     p.set_defaults(func=run)

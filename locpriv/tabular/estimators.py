@@ -72,18 +72,55 @@ ORDER_WARNING = (
 )
 
 
-def row_order(n: int, seed: int | None, keep_order: bool) -> tuple[IntArray | None, dict[str, Any]]:
+SOURCE_ROWS = "source_rows"
+"""Key of ``DataFrame.attrs`` under which a released frame carries its permutation (the input
+row of each released row, as little-endian int64 bytes: immutable, so pandas can copy and
+compare attrs, e.g. in ``pd.concat``). Read it with :func:`source_rows_of`; it stays on this
+machine (a file written from the frame does not carry it)."""
+
+
+def with_source_rows(frame: Any, order: IntArray | None) -> Any:
+    """``frame`` (a released DataFrame) with ``attrs[SOURCE_ROWS]`` set to ``order`` (``None``:
+    the input order)."""
+    rows = np.arange(len(frame), dtype=np.int64) if order is None else np.asarray(order)
+    frame.attrs[SOURCE_ROWS] = rows.astype("<i8").tobytes()
+    return frame
+
+
+def source_rows_of(frame: Any) -> IntArray | None:
+    """The input row of each row of a released frame (:data:`SOURCE_ROWS`), or ``None`` when
+    the frame does not carry it or carries it for a different number of rows. Pandas copies
+    attrs through row selections too: whoever uses it must check it against the rows
+    (:func:`locpriv.tabular.assess.source_rows` does)."""
+    raw = frame.attrs.get(SOURCE_ROWS)
+    if raw is None:
+        return None
+    if isinstance(raw, bytes | bytearray):
+        rows: IntArray = np.frombuffer(raw, dtype="<i8").astype(np.int64)
+    else:
+        rows = np.asarray(raw, dtype=np.int64)
+    if rows.shape != (len(frame),):
+        return None
+    return rows
+
+
+def row_order(
+    n: int, seed: int | None, keep_order: bool, level: int | None = None
+) -> tuple[IntArray | None, dict[str, Any]]:
     """The permutation that orders the ``n`` released rows (``out[j] = in[perm[j]]``) and the
     report's ``order`` entry. ``seed=None`` draws it from the operating system's entropy (not
     reproducible, not recorded); an explicit seed reproduces it (and is recorded: whoever holds
     the seed can undo the shuffle, so it belongs with the report, not with the release).
-    ``keep_order`` returns ``None`` and a report entry that says so loudly."""
+    ``keep_order`` returns ``None`` and a report entry that says so loudly. ``level``: another
+    release of the same records from the same seed (the k of a nested release) gets its own,
+    independent permutation (the same one would link the two files row by row)."""
     if keep_order:
         return None, {"shuffled": False, "seed": None, "warning": ORDER_WARNING}
     if seed is None:
         perm = np.random.default_rng().permutation(n).astype(np.int64)
         return perm, {"shuffled": True, "seed": None, "source": "os-entropy"}
-    perm = np.random.default_rng([int(seed), 0x0D3E]).permutation(n).astype(np.int64)
+    entropy = [int(seed), 0x0D3E] if level is None else [int(seed), 0x0D3E, int(level)]
+    perm = np.random.default_rng(entropy).permutation(n).astype(np.int64)
     note = "the seed reproduces the row order: keep it with the report, never with the release"
     return perm, {"shuffled": True, "seed": int(seed), "source": "seed", "note": note}
 
@@ -434,5 +471,5 @@ class Microaggregator:
         self.report_["order"] = order
         if perm is None:
             warnings.warn(ORDER_WARNING, UserWarning, stacklevel=2)
-            return frame
-        return frame.iloc[perm].reset_index(drop=True)
+            return with_source_rows(frame, None)
+        return with_source_rows(frame.iloc[perm].reset_index(drop=True), perm)

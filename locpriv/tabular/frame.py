@@ -28,7 +28,12 @@ import pandas as pd
 from locpriv.errors import ConfigError, DataError, InfeasibleError
 from locpriv.tabular import metrics
 from locpriv.tabular.categorical import KeyColumn, Kind, encode, encode_written, group_centroids
-from locpriv.tabular.estimators import ORDER_WARNING, Microaggregator, row_order
+from locpriv.tabular.estimators import (
+    ORDER_WARNING,
+    Microaggregator,
+    row_order,
+    with_source_rows,
+)
 from locpriv.tabular.hierarchy import Hierarchy
 from locpriv.tabular.partitioned import BLOCK_SIZE
 from locpriv.tabular.validate import achieved_p
@@ -442,13 +447,16 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
 def apply_release(df: pd.DataFrame, rel: Release) -> pd.DataFrame:
     """The released frame: ``df`` with the key columns replaced, ``rel.drop`` removed, rows in
     ``rel.order`` (a fresh RangeIndex: the input's index would give the order away) or, when
-    kept, with the input's index."""
+    kept, with the input's index. ``attrs["source_rows"]`` holds the input row of each released
+    row (:func:`~locpriv.tabular.estimators.source_rows_of`; ``locpriv assess`` links the rows
+    by it)."""
     out = df.drop(columns=rel.drop)
     for name in rel.keys.columns:
         out[name] = rel.keys[name]
-    if rel.order is None:
-        return out
-    return out.iloc[rel.order].reset_index(drop=True)
+    if rel.order is not None:
+        out = out.iloc[rel.order].reset_index(drop=True)
+    with_source_rows(out, rel.order)
+    return out
 
 
 def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensitive, k, p, ...)

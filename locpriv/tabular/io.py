@@ -40,11 +40,15 @@ def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
 
 
 def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:
-    """Write atomically (temp file in the same directory, then ``os.replace``)."""
+    """Write atomically (temp file in the same directory, then ``os.replace``). ``df.attrs``
+    is never written: pandas would store it in the Parquet metadata, and a release's attrs hold
+    its row permutation (``attrs["source_rows"]``), which would undo the shuffle."""
     p = Path(path)
     name = p.name.lower()
     if not name.endswith((*_PARQUET, ".csv", ".csv.gz")):
         raise ConfigError(f"unknown file type of {str(p)!r} (use .csv or .parquet)")
+    df = df.copy(deep=False)
+    df.attrs = {}
     with atomic_path(p) as tmp:
         if name.endswith(_PARQUET):
             df.to_parquet(tmp, index=False)
