@@ -13,6 +13,10 @@ and the demo's ``summary.json`` report:
   (topics and payloads) linked by its connection; the adversary estimates the device's position
   from them at each instant. Result: the error of that estimate, metres.
 
+* :func:`edge_attack` - an observer who knows everyone's positions looks where each region's
+  edges sit: half-way between the nearest user inside and outside, on a member's coordinate,
+  or at a fixed offset from one. Result: counts of such edges and what a blind placement gives.
+
 Positions are local metres of the scenario's projection unless said otherwise; times seconds.
 """
 
@@ -35,10 +39,13 @@ from locpriv.wire.messages import NearestQuery, PeerRequest
 
 __all__ = [
     "BrokerTrackingResult",
+    "EdgeAttackResult",
     "RepeatedCloaksResult",
     "StaticDeviceResult",
     "attacks_summary",
     "broker_tracking_attack",
+    "edge_attack",
+    "edge_population",
     "intersection_attack",
     "repeated_cloaks_attack",
     "static_device_attack",
@@ -243,6 +250,176 @@ class BrokerTrackingResult:
     """The same over minutes a device had not moved for an hour (where averaging helps)."""
     linked_hours_mean: float
     """How long, on average, the broker follows one device under one identity, hours."""
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeAttackResult:
+    """Where region edges sit relative to the users around them (one population, one mode).
+
+    For every inner edge of every distinct region (edges on the world's border excepted),
+    ``d_in`` is the distance across the edge's axis to the nearest user inside the region and
+    ``d_out`` to the nearest user outside it (users whose other coordinate lies in the edge's
+    span). A placement blind to the users puts an edge anywhere in the gap ``d_in + d_out``:
+    the ``blind_*`` figures are the counts such a placement gives (1 mm, or 2 mm for the
+    offset, over the gap, summed over edges).
+    """
+
+    population: str
+    sessions: bool
+    regions: int
+    edges: int
+    midway: int
+    """Edges with ``|d_in - d_out| < 1 mm`` (a split half-way between two users)."""
+    at_member: int
+    """Edges with ``d_in < 1 mm`` (on a member's coordinate)."""
+    at_offset: int
+    """Edges with ``d_in`` within 1 mm of the session margin (a fixed offset from a member)."""
+    blind_midway: float
+    blind_at_member: float
+    blind_at_offset: float
+    distinct_per_session: float
+    """Sessions only (else nan): mean number of distinct regions one session published while
+    nobody moved. Each new placement around the same members is a fresh sample of where they
+    are; intersecting them narrows the box around the members."""
+    intersection_area_ratio: float
+    """Median over sessions of area(intersection of the session's regions) / area(first)."""
+
+    @property
+    def pinned(self) -> int:
+        """Edges at a deterministic function of users' coordinates (any of the three)."""
+        return self.midway + self.at_member + self.at_offset
+
+    @property
+    def blind(self) -> float:
+        """What a blind placement gives for :attr:`pinned`."""
+        return self.blind_midway + self.blind_at_member + self.blind_at_offset
+
+
+def edge_population(kind: str, n: int, side_m: float, rng: np.random.Generator) -> F64:
+    """``uniform`` over the square, ``clustered`` (60 % in 6 Gaussian hot spots of σ 50-300 m)
+    or ``tied`` (coordinates on a 50 m lattice: many exact ties), metres."""
+    if kind == "uniform":
+        return rng.uniform(0.0, side_m, (n, 2))
+    if kind == "clustered":
+        xy = rng.uniform(0.0, side_m, (n, 2))
+        m = int(0.6 * n)
+        centres = rng.uniform(0.2 * side_m, 0.8 * side_m, (6, 2))
+        spread = rng.uniform(50.0, 300.0, 6)
+        which = rng.integers(0, 6, m)
+        xy[:m] = centres[which] + rng.normal(0.0, 1.0, (m, 2)) * spread[which, None]
+        return np.clip(xy, 0.0, side_m)
+    if kind == "tied":
+        return rng.integers(0, int(side_m // 50), (n, 2)).astype(np.float64) * 50.0
+    raise ValueError(f"unknown population {kind!r}")
+
+
+def _edge_distances(
+    xy: F64, box: tuple[float, float, float, float], side_m: float
+) -> list[tuple[float, float]]:
+    """``(d_in, d_out)`` for each inner edge of ``box`` that has users on both sides."""
+    x0, y0, x1, y1 = box
+    out: list[tuple[float, float]] = []
+    for axis, edge, sign, span, ext in (
+        (0, x0, -1, (y0, y1), (x0, x1)),
+        (0, x1, 1, (y0, y1), (x0, x1)),
+        (1, y0, -1, (x0, x1), (y0, y1)),
+        (1, y1, 1, (x0, x1), (y0, y1)),
+    ):
+        if edge <= 0.0 or edge >= side_m:
+            continue
+        c, o = xy[:, axis], xy[:, 1 - axis]
+        band = (o >= span[0]) & (o <= span[1])
+        inside = band & (c >= ext[0]) & (c <= ext[1])
+        outside = band & ((c > edge) if sign > 0 else (c < edge))
+        if inside.any() and outside.any():
+            out.append(
+                (float(np.min(np.abs(c[inside] - edge))), float(np.min(np.abs(c[outside] - edge))))
+            )
+    return out
+
+
+def edge_attack(
+    population: str = "uniform",
+    *,
+    sessions: bool = False,
+    users: int = 2000,
+    side_m: float = 4000.0,
+    k: int = 5,
+    a_min_m2: float = 1e4,
+    a_max_m2: float = 1e6,
+    requests: int = 300,
+    rounds: int = 10,
+    seed: int = 0,
+) -> EdgeAttackResult:
+    """Cloak ``requests`` random users of a static population through a real
+    :class:`~locpriv.core.cloak.cloaker.Cloaker` and measure where the edges sit. With
+    ``sessions`` each asker asks ``rounds`` times in one session, a minute apart, while nobody
+    moves; every distinct region counts, and each session's regions are also intersected."""
+    from locpriv.core.cloak.cloaker import Cloaker  # keep the module light
+    from locpriv.core.cloak.types import CloakConfig, CloakParams
+
+    rng = np.random.default_rng(seed)
+    xy = edge_population(population, users, side_m, rng)
+    cfg = CloakConfig(world=(0.0, 0.0, side_m, side_m), epoch_s=1.0, k_min=1)
+    ck = Cloaker(cfg, rng=np.random.default_rng(seed + 1))
+    ids = [f"u{i}" for i in range(users)]
+    params = CloakParams(
+        k=k,
+        a_min_m2=a_min_m2,
+        a_max_m2=a_max_m2,
+        max_delay_s=0.0,
+        session_s=600.0 if sessions else 0.0,
+    )
+    seen: set[tuple[float, float, float, float]] = set()
+    per_user: dict[int, list[tuple[float, float, float, float]]] = {}
+    asks = rng.choice(users, size=min(requests, users), replace=False).tolist()
+    for rep in range(rounds if sessions else 1):
+        now = 60.0 * rep
+        ck.update_many(ids, xy, now=now)
+        for i in asks:
+            out = ck.request((rep, i), ids[i], params, now + 0.5)
+            if out is not None and out.region is not None:
+                x0, y0, x1, y1 = (float(v) for v in out.region.polygon.bounds)
+                seen.add((x0, y0, x1, y1))
+                per_user.setdefault(i, []).append((x0, y0, x1, y1))
+    margin = cfg.session_margin_m
+    counts = np.zeros(3, dtype=np.int64)
+    blind = np.zeros(3)
+    edges = 0
+    for box in seen:
+        for d_in, d_out in _edge_distances(xy, box, side_m):
+            gap = max(d_in + d_out, 1e-12)
+            edges += 1
+            counts += (abs(d_in - d_out) < 1e-3, d_in < 1e-3, abs(d_in - margin) < 1e-3)
+            blind += (
+                min(1.0, 1e-3 / gap),
+                min(1.0, 1e-3 / gap),
+                min(1.0, 2e-3 / gap) if margin < gap else 0.0,
+            )
+    distinct = ratio = math.nan
+    if sessions and per_user:
+        distinct = float(np.mean([len(set(v)) for v in per_user.values()]))
+        ratios = []
+        for boxes in per_user.values():
+            bx = np.asarray(boxes)
+            w = max(0.0, bx[:, 2].min() - bx[:, 0].max())
+            h = max(0.0, bx[:, 3].min() - bx[:, 1].max())
+            ratios.append(w * h / ((bx[0, 2] - bx[0, 0]) * (bx[0, 3] - bx[0, 1])))
+        ratio = float(np.median(ratios))
+    return EdgeAttackResult(
+        population,
+        sessions,
+        len(seen),
+        edges,
+        int(counts[0]),
+        int(counts[1]),
+        int(counts[2]),
+        float(blind[0]),
+        float(blind[1]),
+        float(blind[2]),
+        distinct,
+        ratio,
+    )
 
 
 def _day_of_moves(rng: np.random.Generator, side_m: float) -> list[tuple[float, float, float]]:

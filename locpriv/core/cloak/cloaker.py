@@ -104,11 +104,14 @@ class _Snapshot:
         self.order_x = np.argsort(self.x)
         self.order_y = np.argsort(self.y)
         b = world.copy()
-        if self.n:
-            b[0] = min(b[0], float(self.x[self.order_x[0]]))
-            b[1] = min(b[1], float(self.y[self.order_y[0]]))
-            b[2] = max(b[2], float(self.x[self.order_x[-1]]))
-            b[3] = max(b[3], float(self.y[self.order_y[-1]]))
+        if self.n:  # users outside the extent double it about its centre (no edge on a user)
+            x0, x1 = float(self.x[self.order_x[0]]), float(self.x[self.order_x[-1]])
+            y0, y1 = float(self.y[self.order_y[0]]), float(self.y[self.order_y[-1]])
+            cx, cy = (b[0] + b[2]) / 2, (b[1] + b[3]) / 2
+            hw, hh = (b[2] - b[0]) / 2, (b[3] - b[1]) / 2
+            while not (cx - hw <= x0 and x1 <= cx + hw and cy - hh <= y0 and y1 <= cy + hh):
+                hw, hh = 2 * hw, 2 * hh
+            b = np.array([cx - hw, cy - hh, cx + hw, cy + hh])
         self.bounds = (float(b[0]), float(b[1]), float(b[2]), float(b[3]))
         self.partitions: OrderedDict[tuple[int, float], _CachedPartition] = OrderedDict()
         self._tree: cKDTree | None = None
@@ -161,7 +164,7 @@ class Cloaker:
     """Spatio-temporal cloaking over moving users (sans-I/O; the caller supplies ``now`` in s).
 
     Not thread-safe; call from one task. See the module docstring for the epoch model. ``rng``
-    places session regions (historical k-anonymity); by default seeded from OS entropy.
+    offsets session grids (historical k-anonymity); by default seeded from OS entropy.
     """
 
     def __init__(self, config: CloakConfig, *, rng: np.random.Generator | None = None) -> None:
@@ -170,6 +173,9 @@ class Cloaker:
         self._sessions: dict[str, _Session] = {}
         self.table = UserTable()
         self._world = np.asarray(config.world, dtype=np.float64)
+        # where the partition's grids of split positions sit inside their cells: a secret
+        # drawn once (fixed across epochs), so the grids do not line up with round coordinates
+        self._phase = float(self._rng.uniform(0.05, 0.95))
         self._snap: _Snapshot | None = None
         self._pending: dict[Hashable, _Pending] = {}
         self._heap: list[tuple[float, int, Hashable]] = []
@@ -357,6 +363,7 @@ class Cloaker:
                 a_min_m2=key[1],
                 order_x=snap.order_x,
                 order_y=snap.order_y,
+                phase=self._phase,
             )
             cp = _CachedPartition(part, {})
             snap.partitions[key] = cp
@@ -426,7 +433,7 @@ class Cloaker:
             names.append(self.table.slot_ids[int(snap.slots[i])] or "")
         idx = np.asarray(rows, dtype=np.int64)
         xy = np.column_stack([snap.x[idx], snap.y[idx]])
-        rng = np.random.default_rng([session.seed, session.count])
+        rng = np.random.default_rng(session.seed)  # the same grid for the whole session
         poly, chosen, reason = session_region(
             xy,
             rows.index(i),

@@ -9,14 +9,16 @@ those ``k``. The set only ever shrinks and always holds the requester and at lea
 users, so every region of the session contains the same ``k`` users and the intersection of
 all of them holds at least ``k``.
 
-The region (:func:`session_region`) is the members' bounding box grown to an area between
-``A_min`` and ``A_max`` (the same target as a shrunk shared region) and placed at random around
-the box with a generator the anonymizer seeds per session: its edges do not pin a member's
-coordinate and the requester is not at its centre. When the members have spread so that their
-box reaches ``A_max``, no region exists: the request waits (temporal cloaking) or fails. The
-session goes on while requests keep coming (answered or not) and ends only after ``session_s``
-without one: restarting it at once would hand the attacker a second, unrelated set to intersect
-with. Coordinates are local metres; areas m².
+The region (:func:`session_region`) is the smallest box of a grid (cells of
+``max(margin, sqrt(A_min) / 4)`` metres, offset at random once per session by a generator the
+anonymizer seeds per session) that holds the members' box grown by the margin, grown cell by
+cell until its area exceeds ``A_min``: its edges are grid lines, so they tell an observer which
+cells hold members and nothing about where in a cell; the requester is not at its centre, and
+while the members stay put the region does not change (nothing to average). When the members
+have spread so that their box reaches ``A_max``, no region exists: the request waits (temporal
+cloaking) or fails. The session goes on while requests keep coming (answered or not) and ends
+only after ``session_s`` without one: restarting it at once would hand the attacker a second,
+unrelated set to intersect with. Coordinates are local metres; areas m².
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ def session_region(  # noqa: PLR0917
 
     ``members_xy`` (m, 2) holds the last reported positions of the session's members (row
     ``requester`` is the requester); the ``k`` rows nearest the requester (her included) are
-    chosen. Every side keeps at least ``margin_m`` metres between the members' box and the
-    edge (members move between their reports: the margin should exceed the distance one covers
-    in an update interval). ``polygon`` is None, with a human reason, when fewer than ``k``
-    members are known or their box with the margins leaves no room below ``a_max_m2``.
+    chosen. ``rng`` draws the grid's offset: pass a generator seeded the same way for every
+    request of one session. Every side keeps at least ``margin_m`` metres between the members'
+    box and the edge (members move between their reports: the margin should exceed the
+    distance one covers in an update interval). ``polygon`` is None, with a human reason,
+    when fewer than ``k`` members are known or their box with the margins leaves no room
+    below ``a_max_m2``.
     """
     xy = np.asarray(members_xy, dtype=np.float64)
     if len(xy) < k:
@@ -64,22 +68,32 @@ def session_region(  # noqa: PLR0917
     pts = xy[chosen]
     x0, y0 = pts.min(axis=0)
     x1, y1 = pts.max(axis=0)
-    w, h = float(x1 - x0), float(y1 - y0)
     b = margin_m
-    box = (w + 2.0 * b) * (h + 2.0 * b)
-    lo = max(a_min_m2 * (1 + 1e-6), box)
+    box = (float(x1 - x0) + 2.0 * b) * (float(y1 - y0) + 2.0 * b)
     hi = a_max_m2 * (1 - 1e-6)
-    if lo >= hi:
+    # a grid with a secret offset (the same for the whole session: ``rng`` is seeded per
+    # session), so that edges lie on grid lines, never at a function of members' coordinates
+    step = max(b, math.sqrt(max(a_min_m2, 0.0)) / 4.0, 1.0)
+    ox, oy = (float(v) for v in rng.uniform(0.0, step, 2))
+    ix0 = math.floor((float(x0) - b - ox) / step)
+    ix1 = max(ix0 + 1, math.ceil((float(x1) + b - ox) / step))
+    iy0 = math.floor((float(y0) - b - oy) / step)
+    iy1 = max(iy0 + 1, math.ceil((float(y1) + b - oy) / step))
+    floor_m2 = a_min_m2 * (1 + 1e-6)
+    while (ix1 - ix0) * (iy1 - iy0) * step * step <= floor_m2:
+        if ix1 - ix0 <= iy1 - iy0:
+            ix0, ix1 = ix0 - 1, ix1 + 1
+        else:
+            iy0, iy1 = iy0 - 1, iy1 + 1
+    area = (ix1 - ix0) * (iy1 - iy0) * step * step
+    if area >= hi:
         reason = (
             f"the session's {k} members have spread: their box with margins covers {box:.0f}"
             " m² >= a_max_m2"
         )
         return None, chosen, reason
-    target = max(lo, min(4.0 * box, math.sqrt(lo * hi)))
-    # grow the box by the same margin m >= b on both axes: (w + 2m)(h + 2m) = target
-    m = (-(w + h) + math.sqrt((w + h) ** 2 - 4.0 * (w * h - target))) / 4.0
-    # each side gets between b and 2m - b of it, at random
-    u, v = rng.uniform(0.0, 1.0, 2)
-    rx0 = float(x0) - (b + float(u) * 2.0 * (m - b))
-    ry0 = float(y0) - (b + float(v) * 2.0 * (m - b))
-    return shapely.box(rx0, ry0, rx0 + w + 2.0 * m, ry0 + h + 2.0 * m), chosen, ""
+    return (
+        shapely.box(ox + ix0 * step, oy + iy0 * step, ox + ix1 * step, oy + iy1 * step),
+        chosen,
+        "",
+    )
