@@ -180,3 +180,28 @@ def test_session_region_holds_its_k_members_and_pins_none(
     assert not (math.isclose(cx, xy[0, 0]) and math.isclose(cy, xy[0, 1]))
     for edge, col in ((x0, 0), (x1, 0), (y0, 1), (y1, 1)):
         assert np.abs(pts[:, col] - edge).min() > 1e-9
+
+
+def test_session_margins_follow_each_members_age() -> None:
+    """Each member keeps its own margin from every edge (what it may have moved since its last
+    update), and the session's regions grow only by whole grid cells."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        xy = rng.normal(0.0, 300.0, (8, 2))
+        margins = rng.uniform(0.0, 100.0, 8)
+        poly, chosen, _ = session_region(
+            xy, 0, 5, 1e4, 4e7, np.random.default_rng(9), margin_m=margins
+        )
+        assert poly is not None
+        x0, y0, x1, y1 = poly.bounds
+        for i in chosen.tolist():
+            gap = min(xy[i, 0] - x0, x1 - xy[i, 0], xy[i, 1] - y0, y1 - xy[i, 1])
+            assert gap >= margins[i] - 1e-9
+        # the same session generator: the grid is fixed, so the edges differ by whole cells
+        again, _, _ = session_region(
+            xy + 1.0, 0, 5, 1e4, 4e7, np.random.default_rng(9), margin_m=margins
+        )
+        assert again is not None
+        step = 25.0  # sqrt(1e4) / 4
+        for a, b in zip(poly.bounds, again.bounds, strict=True):
+            assert abs((a - b) / step - round((a - b) / step)) < 1e-6

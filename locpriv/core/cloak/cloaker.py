@@ -441,7 +441,11 @@ class Cloaker:
             p.a_min_m2,
             p.a_max_m2,
             rng,
-            margin_m=self.config.session_margin_m,
+            margin_m=np.minimum(
+                self.config.session_margin_m,
+                self.config.session_speed_m_s
+                * (max(now, snap.time) - snap.t[idx] + self.config.epoch_s),
+            ),
         )
         session.last = now  # a session lasts while requests keep coming, answered or not
         if poly is None:

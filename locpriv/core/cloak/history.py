@@ -10,7 +10,7 @@ users, so every region of the session contains the same ``k`` users and the inte
 all of them holds at least ``k``.
 
 The region (:func:`session_region`) is the smallest box of a grid (cells of
-``max(margin, sqrt(A_min) / 4)`` metres, offset at random once per session by a generator the
+``max(sqrt(A_min) / 4, 10 m)``, offset at random once per session by a generator the
 anonymizer seeds per session) that holds the members' box grown by the margin, grown cell by
 cell until its area exceeds ``A_min``: its edges are grid lines, so they tell an observer which
 cells hold members and nothing about where in a cell; the requester is not at its centre, and
@@ -29,7 +29,10 @@ import numpy as np
 import shapely
 from numpy.typing import NDArray
 
-__all__ = ["session_region"]
+__all__ = ["GRID_MIN_M", "session_region"]
+
+GRID_MIN_M = 10.0
+"""Least cell side of a session's grid, metres (cells are ``max(sqrt(A_min) / 4, this)``)."""
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -42,15 +45,15 @@ def session_region(  # noqa: PLR0917
     a_min_m2: float,
     a_max_m2: float,
     rng: np.random.Generator,
-    margin_m: float = 0.0,
+    margin_m: float | F64 = 0.0,
 ) -> tuple[shapely.Polygon | None, I64, str]:
     """The session region around ``k`` members: ``(polygon, chosen rows, reason)``.
 
     ``members_xy`` (m, 2) holds the last reported positions of the session's members (row
     ``requester`` is the requester); the ``k`` rows nearest the requester (her included) are
     chosen. ``rng`` draws the grid's offset: pass a generator seeded the same way for every
-    request of one session. Every side keeps at least ``margin_m`` metres between the members'
-    box and the edge (members move between their reports: the margin should exceed the
+    request of one session. Every member keeps at least ``margin_m`` metres (one value, or one
+    per row) from every edge (members move between their reports: the margin should exceed the
     distance one covers in an update interval). ``polygon`` is None, with a human reason,
     when fewer than ``k`` members are known or their box with the margins leaves no room
     below ``a_max_m2``.
@@ -66,19 +69,21 @@ def session_region(  # noqa: PLR0917
     d[requester] = -1.0  # the requester first, whatever the ties
     chosen = np.argsort(d, kind="stable")[:k].astype(np.int64)
     pts = xy[chosen]
-    x0, y0 = pts.min(axis=0)
-    x1, y1 = pts.max(axis=0)
-    b = margin_m
-    box = (float(x1 - x0) + 2.0 * b) * (float(y1 - y0) + 2.0 * b)
+    marg = np.broadcast_to(np.asarray(margin_m, dtype=np.float64), (len(xy),))[chosen]
+    x0 = float((pts[:, 0] - marg).min())
+    y0 = float((pts[:, 1] - marg).min())
+    x1 = float((pts[:, 0] + marg).max())
+    y1 = float((pts[:, 1] + marg).max())
+    box = (x1 - x0) * (y1 - y0)
     hi = a_max_m2 * (1 - 1e-6)
     # a grid with a secret offset (the same for the whole session: ``rng`` is seeded per
     # session), so that edges lie on grid lines, never at a function of members' coordinates
-    step = max(b, math.sqrt(max(a_min_m2, 0.0)) / 4.0, 1.0)
+    step = max(math.sqrt(max(a_min_m2, 0.0)) / 4.0, GRID_MIN_M)
     ox, oy = (float(v) for v in rng.uniform(0.0, step, 2))
-    ix0 = math.floor((float(x0) - b - ox) / step)
-    ix1 = max(ix0 + 1, math.ceil((float(x1) + b - ox) / step))
-    iy0 = math.floor((float(y0) - b - oy) / step)
-    iy1 = max(iy0 + 1, math.ceil((float(y1) + b - oy) / step))
+    ix0 = math.floor((x0 - ox) / step)
+    ix1 = max(ix0 + 1, math.ceil((x1 - ox) / step))
+    iy0 = math.floor((y0 - oy) / step)
+    iy1 = max(iy0 + 1, math.ceil((y1 - oy) / step))
     floor_m2 = a_min_m2 * (1 + 1e-6)
     while (ix1 - ix0) * (iy1 - iy0) * step * step <= floor_m2:
         if ix1 - ix0 <= iy1 - iy0:
