@@ -596,7 +596,21 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         name: broker_tracking_attack(devices=n_broker, defended=d, seed=seed)
         for name, d in (("before", False), ("after", True))
     }
+    wander = {  # a device at home, fixes scattered by 25 m, a walk a day
+        name: static_device_attack(
+            devices=n_static if small else 20,
+            days=30.0 if small else 365.0,
+            scatter_m=25.0,
+            walks_per_day=1.0,
+            seed=seed,
+            through_machine=False,
+            places_only=places_only,
+        )
+        for name, places_only in (("before", True), ("after", False))
+    }
     return {
+        "wandering_device": {f"{k}_error_sigma": v.best_sigma for k, v in wander.items()}
+        | {f"{k}_distinct_points": v.distinct_points_mean for k, v in wander.items()},
         "static_device": {f"{k}_error_sigma": v.best_sigma for k, v in static.items()}
         | {f"{k}_distinct_points": v.distinct_points_mean for k, v in static.items()},
         "repeated_cloaks": {f"{k}_success_rate": v.success_rate for k, v in cloaks.items()}
