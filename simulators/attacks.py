@@ -329,10 +329,13 @@ class EdgeAttackResult:
     blind_at_offset: float
     distinct_per_session: float
     """Sessions only (else nan): mean number of distinct regions one session published while
-    nobody moved. Each new placement around the same members is a fresh sample of where they
-    are; intersecting them narrows the box around the members."""
+    nobody moved (a session's set shrinks towards k over its first requests, so its regions
+    may shrink too)."""
     intersection_area_ratio: float
-    """Median over sessions of area(intersection of the session's regions) / area(first)."""
+    """Median over sessions of area(intersection of the session's regions) / area(its smallest
+    region): below 1 when placements around members who stay put differ (each is a fresh
+    sample of where they are, and intersecting them narrows the box around them); 1 when the
+    regions are nested, as the boxes of one fixed grid around a shrinking set are."""
 
     @property
     def pinned(self) -> int:
@@ -454,7 +457,8 @@ def edge_attack(
             bx = np.asarray(boxes)
             w = max(0.0, bx[:, 2].min() - bx[:, 0].max())
             h = max(0.0, bx[:, 3].min() - bx[:, 1].max())
-            ratios.append(w * h / ((bx[0, 2] - bx[0, 0]) * (bx[0, 3] - bx[0, 1])))
+            smallest = float(((bx[:, 2] - bx[:, 0]) * (bx[:, 3] - bx[:, 1])).min())
+            ratios.append(w * h / smallest)
         ratio = float(np.median(ratios))
     return EdgeAttackResult(
         population,

@@ -145,8 +145,10 @@ def test_repeated_cloaks_intersection_attack_before_and_with_sessions() -> None:
     assert after.success_rate <= 0.01
     assert after.candidates_mean >= 5
     assert after.answered_rate >= 0.95
-    # the price: larger regions (reported in docs/algorithms.md)
-    assert after.area_m2_median > before.area_m2_median
+    # the price: larger regions (reported in docs/algorithms.md), at most 5x the undefended
+    # median (issue 22; measured 4.3x: the set starts as the leaf for 2k and keeps the members
+    # nearest the requester, down to k over ten requests; margins sized by update age)
+    assert before.area_m2_median < after.area_m2_median <= 5.0 * before.area_m2_median
 
 
 @settings(max_examples=200, deadline=None)

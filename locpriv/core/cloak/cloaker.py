@@ -158,6 +158,7 @@ class _Session:
     last: float
     seed: int
     count: int = 0
+    pool: int = 0
 
 
 class Cloaker:
@@ -387,19 +388,26 @@ class Cloaker:
         if region is not None and leaf_of is not None and p.session_s > 0:
             # a new session: its anonymity set is the shared region's members, and already
             # its first region is a session region (members kept off the edges)
-            members = np.flatnonzero(leaf_of == leaf_of[i])
-            ids = [self.table.slot_ids[int(snap.slots[j])] for j in members]
-            session = _Session(
-                members=[u for u in ids if u is not None],
-                k=p.k,
-                session_s=p.session_s,
-                last=now,
-                seed=int(self._rng.integers(2**63)),
-            )
-            self._sessions[user_id] = session
-            first, _ = self._session_attempt(snap, i, session, p, now)
-            if first is not None:
-                return first, ""
+            seed = int(self._rng.integers(2**63))
+            pools = [np.flatnonzero(leaf_of == leaf_of[i])]
+            k_pool = self.config.session_pool_factor * p.k
+            if k_pool > p.k and snap.n >= k_pool:
+                big = self._partition(snap, k_pool, p.a_min_m2).part.leaf_of
+                pools.insert(0, np.flatnonzero(big == big[i]))
+            for members in pools:
+                ids = [self.table.slot_ids[int(snap.slots[j])] for j in members]
+                session = _Session(
+                    members=[u for u in ids if u is not None],
+                    k=p.k,
+                    session_s=p.session_s,
+                    last=now,
+                    seed=seed,
+                    pool=len(members),
+                )
+                self._sessions[user_id] = session
+                first, _ = self._session_attempt(snap, i, session, p, now)
+                if first is not None:
+                    return first, ""
         return region, reason
 
     def _live_session(self, user_id: str, p: CloakParams, now: float) -> _Session | None:
@@ -434,10 +442,14 @@ class Cloaker:
         idx = np.asarray(rows, dtype=np.int64)
         xy = np.column_stack([snap.x[idx], snap.y[idx]])
         rng = np.random.default_rng(session.seed)  # the same grid for the whole session
+        # the set shrinks from its pool to k over session_shrink_requests answered requests
+        steps = max(1, self.config.session_shrink_requests)
+        want = session.pool - -((session.pool - session.k) * (session.count + 1) // -steps)
+        m = max(session.k, min(want, len(rows)))
         poly, chosen, reason = session_region(
             xy,
             rows.index(i),
-            session.k,
+            m,
             p.a_min_m2,
             p.a_max_m2,
             rng,
