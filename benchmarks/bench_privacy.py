@@ -5,6 +5,13 @@
 * static device - 30 days of Protocol 4 broadcasts every 10 min from a device that never
   moves; the averaging adversary's error (in σ) with the previous defence (fresh draws reused
   an hour, at most 24 per place) and with keyed place noise;
+* wandering static device - a year of broadcasts every 10 min from a device at home whose fixes
+  scatter by 0, 10, 25 or 50 m per axis, without and with a daily walk (300-1,500 m); the
+  averaging adversary's best error (in σ) against one point per place (before) and against
+  dwelling anchors with scatter-sized hysteresis and region noise (after);
+* region edges - where the cloaker's region edges sit (half-way between the nearest users
+  inside and outside, on a member, at the session margin) on uniform, clustered and tied
+  populations, shared regions and sessions, against what a blind placement gives;
 * repeated cloaks, cloaking core - 2,000 users random-walk over 4 km x 4 km, 100 ask k = 5
   every minute for 30 minutes; intersection attack success, region area, answered share;
 * repeated cloaks, city simulator - the ``city_sessions`` scenario on the virtual clock
@@ -32,6 +39,7 @@ import numpy as np
 
 from simulators.attacks import (
     broker_tracking_attack,
+    edge_attack,
     repeated_cloaks_attack,
     static_device_attack,
 )
@@ -76,6 +84,39 @@ def _p4_accuracy(keyed: bool, quick: bool) -> dict[str, Any]:
     }
 
 
+def _wandering(quick: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for scatter in (0.0, 10.0, 25.0, 50.0):
+        for walks in (0.0, 1.0):
+            row = {}
+            for name, places_only in (("before", True), ("after", False)):
+                r = static_device_attack(
+                    devices=4 if quick else 8,
+                    days=90.0 if quick else 365.0,
+                    scatter_m=scatter,
+                    walks_per_day=walks,
+                    seed=11,
+                    through_machine=False,
+                    places_only=places_only,
+                )
+                row[name] = {**dataclasses.asdict(r), "best_sigma": r.best_sigma}
+            out[f"scatter_{scatter:g}m_walks_{walks:g}"] = row
+    return out
+
+
+def _edges() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pop in ("uniform", "clustered", "tied"):
+        for sessions in (False, True):
+            r = edge_attack(pop, sessions=sessions)
+            out[f"{pop}_{'sessions' if sessions else 'shared'}"] = {
+                **dataclasses.asdict(r),
+                "pinned": r.pinned,
+                "blind": r.blind,
+            }
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller runs")
@@ -88,6 +129,8 @@ def main() -> int:
         name: dataclasses.asdict(static_device_attack(devices=devices, keyed=keyed))
         for name, keyed in (("before", False), ("after", True))
     }
+    result["wandering_device"] = _wandering(q)
+    result["edges"] = _edges()
     result["repeated_cloaks_core"] = {
         name: dataclasses.asdict(repeated_cloaks_attack(session_s=s))
         for name, s in (("before", 0.0), ("after", 600.0))
@@ -148,6 +191,17 @@ def main() -> int:
     print(f"{'figure':40} {'before':>12} {'defended':>12}")
     for name, before, after in rows:
         print(f"{name:40} {before:12.3f} {after:12.3f}")
+    print(f"\n{'wandering device (best error, σ)':40} {'before':>12} {'defended':>12}")
+    for key, row in result["wandering_device"].items():
+        print(f"{key:40} {row['before']['best_sigma']:12.3f} {row['after']['best_sigma']:12.3f}")
+    print(
+        f"\n{'region edges':24} {'edges':>6} {'midway':>7} {'member':>7} {'offset':>7} {'blind':>6}"
+    )
+    for key, e in result["edges"].items():
+        print(
+            f"{key:24} {e['edges']:6d} {e['midway']:7d} {e['at_member']:7d}"
+            f" {e['at_offset']:7d} {e['blind']:6.2f}"
+        )
     print(f"({result['seconds']:.0f} s)")
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2, default=float) + "\n")

@@ -13,11 +13,16 @@ and the demo's ``summary.json`` report:
   (topics and payloads) linked by its connection; the adversary estimates the device's position
   from them at each instant. Result: the error of that estimate, metres.
 
+* :func:`edge_attack` - an observer who knows everyone's positions looks where each region's
+  edges sit: half-way between the nearest user inside and outside, on a member's coordinate,
+  or at a fixed offset from one. Result: counts of such edges and what a blind placement gives.
+
 Positions are local metres of the scenario's projection unless said otherwise; times seconds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Sequence
@@ -29,16 +34,19 @@ from numpy.typing import NDArray
 from locpriv.core.geo import LocalProjection
 from locpriv.core.noise import GaussianMechanism
 from locpriv.protocols.effects import Send
-from locpriv.protocols.p4.machine import PeerMachine
+from locpriv.protocols.p4.machine import PeerMachine, device_point
 from locpriv.protocols.p4.types import PeerConfig
 from locpriv.wire.messages import NearestQuery, PeerRequest
 
 __all__ = [
     "BrokerTrackingResult",
+    "EdgeAttackResult",
     "RepeatedCloaksResult",
     "StaticDeviceResult",
     "attacks_summary",
     "broker_tracking_attack",
+    "edge_attack",
+    "edge_population",
     "intersection_attack",
     "repeated_cloaks_attack",
     "static_device_attack",
@@ -58,11 +66,14 @@ class StaticDeviceResult:
     """Mean error of the average of every published copy, in units of σ."""
     error_distinct_sigma: float
     """Mean error of the average of the distinct published points, in units of σ."""
+    error_local_sigma: float = math.inf
+    """Mean error of the average of the distinct points within 2.5 σ of the most frequent one
+    (an adversary who drops the points of walks far from home), in units of σ."""
 
     @property
     def best_sigma(self) -> float:
-        """The adversary's better estimate (the smaller mean error), in units of σ."""
-        return min(self.error_all_sigma, self.error_distinct_sigma)
+        """The adversary's best estimate (the smallest mean error), in units of σ."""
+        return min(self.error_all_sigma, self.error_distinct_sigma, self.error_local_sigma)
 
 
 def static_device_attack(
@@ -75,36 +86,77 @@ def static_device_attack(
     seed: int = 0,
     lon0: float = 2.1686,
     lat0: float = 41.3874,
+    scatter_m: float = 0.0,
+    walks_per_day: float = 0.0,
+    peer_config: PeerConfig | None = None,
+    through_machine: bool = True,
+    places_only: bool = False,
 ) -> StaticDeviceResult:
     """Static devices at default Protocol 4 settings (``keyed=False``: the previous defence of
     reuse for ``reuse_ttl_s`` and a cap of draws per place) broadcast a query every
-    ``period_s`` for ``days``; return the averaging adversary's errors."""
+    ``period_s`` for ``days``; return the averaging adversary's errors.
+
+    A real receiver's fixes wander: each broadcast's fix is the home position plus Gaussian
+    scatter of ``scatter_m`` per axis; ``walks_per_day`` walks (on average) take the device
+    300-1,500 m away and back over an hour (a fix per broadcast). The adversary averages the
+    points broadcast (all copies, or the distinct ones) to estimate the home position.
+    ``peer_config`` overrides the defaults (its ``keyed_noise`` is set from ``keyed``).
+    ``through_machine=False`` reads the points from the device's perturbed point
+    (:func:`~locpriv.protocols.p4.machine.device_point`, what the machine publishes) without
+    running a query per broadcast: the same points, ~20× faster, for year-long runs;
+    ``places_only`` (with it) measures the previous keyed defence, one point per place."""
     proj = LocalProjection(lat0, lon0)
     rng = np.random.default_rng(seed)
     query = NearestQuery(category="cafe", n=1)
     all_err: list[float] = []
     distinct_err: list[float] = []
+    local_err: list[float] = []
     distinct_n: list[int] = []
     steps = int(days * 86_400 / period_s)
     for d in range(devices):
         x, y = (float(v) for v in rng.uniform(-5000, 5000, 2))
-        lon, lat = proj.point_to_lonlat(x, y)
-        config = PeerConfig(
-            k=5,
-            a_min_m2=1e4,
-            a_max_m2=4e6,
-            mechanism=GaussianMechanism(sigma_m),
-            keyed_noise=keyed,
+        config = (
+            dataclasses.replace(peer_config, keyed_noise=keyed)
+            if peer_config is not None
+            else PeerConfig(
+                k=5,
+                a_min_m2=1e4,
+                a_max_m2=4e6,
+                mechanism=GaussianMechanism(sigma_m),
+                keyed_noise=keyed,
+            )
         )
-        pm = PeerMachine(
-            config,
-            rng=np.random.default_rng([seed, d]),
-            secret=rng.bytes(32),
-        )
+        secret = rng.bytes(32)
+        dev_rng = np.random.default_rng([seed, d])
+        pm = PeerMachine(config, rng=dev_rng, secret=secret) if through_machine else None
+        point = None if through_machine else device_point(config, secret)
+        if point is not None:
+            point.places_only = places_only
         points: list[tuple[float, float]] = []
+        walk: list[tuple[float, float]] = []
+        p_walk = walks_per_day * period_s / 86_400.0
         for i in range(steps):
             now = 1.7e9 + i * period_s
-            pm.set_location(lon, lat, now)
+            if not walk and p_walk > 0 and rng.random() < p_walk:
+                far = rng.uniform(300.0, 1500.0)
+                ang = rng.uniform(0.0, 2 * math.pi)
+                legs = max(2, int(3600.0 / period_s))
+                walk = [
+                    (x + far * f * math.cos(ang), y + far * f * math.sin(ang))
+                    for f in np.concatenate(
+                        [np.linspace(0.2, 1.0, legs // 2), np.linspace(1.0, 0.2, legs - legs // 2)]
+                    )
+                ]
+            fx, fy = walk.pop(0) if walk else (x, y)
+            if scatter_m > 0:
+                fx += float(rng.normal(0.0, scatter_m))
+                fy += float(rng.normal(0.0, scatter_m))
+            flon, flat = proj.point_to_lonlat(fx, fy)
+            if point is not None:
+                points.append(point.current(flon, flat, now, dev_rng))
+                continue
+            assert pm is not None
+            pm.set_location(flon, flat, now)
             qid, effects = pm.start_query(query, now)
             for e in effects:
                 if isinstance(e, Send) and isinstance(e.message, PeerRequest):
@@ -116,6 +168,10 @@ def static_device_attack(
         all_err.append(float(np.hypot(*(xy.mean(axis=0) - truth))))
         uniq = np.unique(xy, axis=0)
         distinct_err.append(float(np.hypot(*(uniq.mean(axis=0) - truth))))
+        uniq, counts = np.unique(xy, axis=0, return_counts=True)
+        mode = uniq[int(np.argmax(counts))]
+        near = uniq[np.hypot(*(uniq - mode).T) <= 2.5 * sigma_m]
+        local_err.append(float(np.hypot(*(near.mean(axis=0) - truth))))
         distinct_n.append(len(uniq))
     return StaticDeviceResult(
         devices=devices,
@@ -123,6 +179,7 @@ def static_device_attack(
         distinct_points_mean=float(np.mean(distinct_n)),
         error_all_sigma=float(np.mean(all_err)) / sigma_m,
         error_distinct_sigma=float(np.mean(distinct_err)) / sigma_m,
+        error_local_sigma=float(np.mean(local_err)) / sigma_m,
     )
 
 
@@ -243,6 +300,180 @@ class BrokerTrackingResult:
     """The same over minutes a device had not moved for an hour (where averaging helps)."""
     linked_hours_mean: float
     """How long, on average, the broker follows one device under one identity, hours."""
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeAttackResult:
+    """Where region edges sit relative to the users around them (one population, one mode).
+
+    For every inner edge of every distinct region (edges on the world's border excepted),
+    ``d_in`` is the distance across the edge's axis to the nearest user inside the region and
+    ``d_out`` to the nearest user outside it (users whose other coordinate lies in the edge's
+    span). A placement blind to the users puts an edge anywhere in the gap ``d_in + d_out``:
+    the ``blind_*`` figures are the counts such a placement gives (1 mm, or 2 mm for the
+    offset, over the gap, summed over edges).
+    """
+
+    population: str
+    sessions: bool
+    regions: int
+    edges: int
+    midway: int
+    """Edges with ``|d_in - d_out| < 1 mm`` (a split half-way between two users)."""
+    at_member: int
+    """Edges with ``d_in < 1 mm`` (on a member's coordinate)."""
+    at_offset: int
+    """Edges with ``d_in`` within 1 mm of the session margin (a fixed offset from a member)."""
+    blind_midway: float
+    blind_at_member: float
+    blind_at_offset: float
+    distinct_per_session: float
+    """Sessions only (else nan): mean number of distinct regions one session published while
+    nobody moved (a session's set shrinks towards k over its first requests, so its regions
+    may shrink too)."""
+    intersection_area_ratio: float
+    """Median over sessions of area(intersection of the session's regions) / area(its smallest
+    region): below 1 when placements around members who stay put differ (each is a fresh
+    sample of where they are, and intersecting them narrows the box around them); 1 when the
+    regions are nested, as the boxes of one fixed grid around a shrinking set are."""
+
+    @property
+    def pinned(self) -> int:
+        """Edges at a deterministic function of users' coordinates (any of the three)."""
+        return self.midway + self.at_member + self.at_offset
+
+    @property
+    def blind(self) -> float:
+        """What a blind placement gives for :attr:`pinned`."""
+        return self.blind_midway + self.blind_at_member + self.blind_at_offset
+
+
+def edge_population(kind: str, n: int, side_m: float, rng: np.random.Generator) -> F64:
+    """``uniform`` over the square, ``clustered`` (60 % in 6 Gaussian hot spots of σ 50-300 m)
+    or ``tied`` (coordinates on a 50 m lattice: many exact ties), metres."""
+    if kind == "uniform":
+        return rng.uniform(0.0, side_m, (n, 2))
+    if kind == "clustered":
+        xy = rng.uniform(0.0, side_m, (n, 2))
+        m = int(0.6 * n)
+        centres = rng.uniform(0.2 * side_m, 0.8 * side_m, (6, 2))
+        spread = rng.uniform(50.0, 300.0, 6)
+        which = rng.integers(0, 6, m)
+        xy[:m] = centres[which] + rng.normal(0.0, 1.0, (m, 2)) * spread[which, None]
+        return np.clip(xy, 0.0, side_m)
+    if kind == "tied":
+        return rng.integers(0, int(side_m // 50), (n, 2)).astype(np.float64) * 50.0
+    raise ValueError(f"unknown population {kind!r}")
+
+
+def _edge_distances(
+    xy: F64, box: tuple[float, float, float, float], side_m: float
+) -> list[tuple[float, float]]:
+    """``(d_in, d_out)`` for each inner edge of ``box`` that has users on both sides."""
+    x0, y0, x1, y1 = box
+    out: list[tuple[float, float]] = []
+    for axis, edge, sign, span, ext in (
+        (0, x0, -1, (y0, y1), (x0, x1)),
+        (0, x1, 1, (y0, y1), (x0, x1)),
+        (1, y0, -1, (x0, x1), (y0, y1)),
+        (1, y1, 1, (x0, x1), (y0, y1)),
+    ):
+        if edge <= 0.0 or edge >= side_m:
+            continue
+        c, o = xy[:, axis], xy[:, 1 - axis]
+        band = (o >= span[0]) & (o <= span[1])
+        inside = band & (c >= ext[0]) & (c <= ext[1])
+        outside = band & ((c > edge) if sign > 0 else (c < edge))
+        if inside.any() and outside.any():
+            out.append(
+                (float(np.min(np.abs(c[inside] - edge))), float(np.min(np.abs(c[outside] - edge))))
+            )
+    return out
+
+
+def edge_attack(
+    population: str = "uniform",
+    *,
+    sessions: bool = False,
+    users: int = 2000,
+    side_m: float = 4000.0,
+    k: int = 5,
+    a_min_m2: float = 1e4,
+    a_max_m2: float = 1e6,
+    requests: int = 300,
+    rounds: int = 10,
+    seed: int = 0,
+) -> EdgeAttackResult:
+    """Cloak ``requests`` random users of a static population through a real
+    :class:`~locpriv.core.cloak.cloaker.Cloaker` and measure where the edges sit. With
+    ``sessions`` each asker asks ``rounds`` times in one session, a minute apart, while nobody
+    moves; every distinct region counts, and each session's regions are also intersected."""
+    from locpriv.core.cloak.cloaker import Cloaker  # keep the module light
+    from locpriv.core.cloak.types import CloakConfig, CloakParams
+
+    rng = np.random.default_rng(seed)
+    xy = edge_population(population, users, side_m, rng)
+    cfg = CloakConfig(world=(0.0, 0.0, side_m, side_m), epoch_s=1.0, k_min=1)
+    ck = Cloaker(cfg, rng=np.random.default_rng(seed + 1))
+    ids = [f"u{i}" for i in range(users)]
+    params = CloakParams(
+        k=k,
+        a_min_m2=a_min_m2,
+        a_max_m2=a_max_m2,
+        max_delay_s=0.0,
+        session_s=600.0 if sessions else 0.0,
+    )
+    seen: set[tuple[float, float, float, float]] = set()
+    per_user: dict[int, list[tuple[float, float, float, float]]] = {}
+    asks = rng.choice(users, size=min(requests, users), replace=False).tolist()
+    for rep in range(rounds if sessions else 1):
+        now = 60.0 * rep
+        ck.update_many(ids, xy, now=now)
+        for i in asks:
+            out = ck.request((rep, i), ids[i], params, now + 0.5)
+            if out is not None and out.region is not None:
+                x0, y0, x1, y1 = (float(v) for v in out.region.polygon.bounds)
+                seen.add((x0, y0, x1, y1))
+                per_user.setdefault(i, []).append((x0, y0, x1, y1))
+    margin = cfg.session_margin_m
+    counts = np.zeros(3, dtype=np.int64)
+    blind = np.zeros(3)
+    edges = 0
+    for box in seen:
+        for d_in, d_out in _edge_distances(xy, box, side_m):
+            gap = max(d_in + d_out, 1e-12)
+            edges += 1
+            counts += (abs(d_in - d_out) < 1e-3, d_in < 1e-3, abs(d_in - margin) < 1e-3)
+            blind += (
+                min(1.0, 1e-3 / gap),
+                min(1.0, 1e-3 / gap),
+                min(1.0, 2e-3 / gap) if margin < gap else 0.0,
+            )
+    distinct = ratio = math.nan
+    if sessions and per_user:
+        distinct = float(np.mean([len(set(v)) for v in per_user.values()]))
+        ratios = []
+        for boxes in per_user.values():
+            bx = np.asarray(boxes)
+            w = max(0.0, bx[:, 2].min() - bx[:, 0].max())
+            h = max(0.0, bx[:, 3].min() - bx[:, 1].max())
+            smallest = float(((bx[:, 2] - bx[:, 0]) * (bx[:, 3] - bx[:, 1])).min())
+            ratios.append(w * h / smallest)
+        ratio = float(np.median(ratios))
+    return EdgeAttackResult(
+        population,
+        sessions,
+        len(seen),
+        edges,
+        int(counts[0]),
+        int(counts[1]),
+        int(counts[2]),
+        float(blind[0]),
+        float(blind[1]),
+        float(blind[2]),
+        distinct,
+        ratio,
+    )
 
 
 def _day_of_moves(rng: np.random.Generator, side_m: float) -> list[tuple[float, float, float]]:
@@ -369,7 +600,21 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         name: broker_tracking_attack(devices=n_broker, defended=d, seed=seed)
         for name, d in (("before", False), ("after", True))
     }
+    wander = {  # a device at home, fixes scattered by 25 m, a walk a day
+        name: static_device_attack(
+            devices=n_static if small else 20,
+            days=30.0 if small else 365.0,
+            scatter_m=25.0,
+            walks_per_day=1.0,
+            seed=seed,
+            through_machine=False,
+            places_only=places_only,
+        )
+        for name, places_only in (("before", True), ("after", False))
+    }
     return {
+        "wandering_device": {f"{k}_error_sigma": v.best_sigma for k, v in wander.items()}
+        | {f"{k}_distinct_points": v.distinct_points_mean for k, v in wander.items()},
         "static_device": {f"{k}_error_sigma": v.best_sigma for k, v in static.items()}
         | {f"{k}_distinct_points": v.distinct_points_mean for k, v in static.items()},
         "repeated_cloaks": {f"{k}_success_rate": v.success_rate for k, v in cloaks.items()}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import resource
 import sys
@@ -123,11 +124,16 @@ def format_table(summary: dict[str, Any]) -> str:
 def format_attacks(attacks: dict[str, Any]) -> str:
     """The attacks on privacy over time, before and with the defences, as text lines."""
     s, c, b = attacks["static_device"], attacks["repeated_cloaks"], attacks["broker_tracking"]
+    w = attacks.get(
+        "wandering_device", {"before_error_sigma": math.nan, "after_error_sigma": math.nan}
+    )
     return "\n".join(
         [
             "  attacks over time (before -> defended):",
             f"    static device, 30 days: averaging error {s['before_error_sigma']:.2f} -> "
             f"{s['after_error_sigma']:.2f} sigma",
+            f"    static device, fixes scattered 25 m: averaging error "
+            f"{w['before_error_sigma']:.2f} -> {w['after_error_sigma']:.2f} sigma",
             f"    repeated cloaks: intersection attack success {c['before_success_rate']:.0%} -> "
             f"{c['after_success_rate']:.0%}, median area {c['before_area_m2_median']:.0f} -> "
             f"{c['after_area_m2_median']:.0f} m2",

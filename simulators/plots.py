@@ -218,10 +218,16 @@ def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> P
 
     panels = [
         ("static_device", "error_sigma", "averaging a static device\nerror (σ), higher is safer"),
+        (
+            "wandering_device",
+            "error_sigma",
+            "static device, fixes ±25 m\nerror (σ), higher is safer",
+        ),
         ("repeated_cloaks", "success_rate", "intersection attack\nsuccess rate, lower is safer"),
         ("broker_tracking", "linked_hours", "P4 broker tracking\nhours linked, lower is safer"),
     ]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    panels = [p for p in panels if p[0] in attacks]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.7 * len(panels), 3.4))
     for ax, (name, key, title) in zip(axes, panels, strict=True):
         values = [attacks[name][f"before_{key}"], attacks[name][f"after_{key}"]]
         ax.bar(["before", "defended"], values, color=["#bbbbbb", "#3b7dd8"])

@@ -250,14 +250,17 @@ def test_non_finite_coordinates_are_rejected() -> None:
 
 def test_success_wherever_a_centred_region_would_fit() -> None:
     """Errors only where infeasible: a centred square with k users under A_max exists => success
-    for at least 99 % of requests (clustered population with a dense spot and sparse fringe)."""
+    for at least 97 % of requests (clustered population with a dense spot and sparse fringe).
+    Split lines on data-independent grids (no edge at a member's coordinate) leave a few more
+    users in some leaves than exact rank splits did: 97.8-99.4 % over the grid's phase (mean
+    98.4 %), against 99.1 % for rank splits half-way between users."""
     rng = np.random.default_rng(7)
     n = 4000
     xy = rng.uniform(0, 10_000, (n, 2))
     xy[:800] = rng.normal((3000.0, 3000.0), 25.0, (800, 2))
     xy[800:2800] = rng.normal((7000.0, 6000.0), 600.0, (2000, 2))
     xy = np.clip(xy, 0, 10_000)
-    ck = Cloaker(_cfg())
+    ck = Cloaker(_cfg(), rng=np.random.default_rng(1))
     ids = [f"u{i}" for i in range(n)]
     ck.update_many(ids, xy, now=0.0)
     feasible = ok = 0
@@ -272,7 +275,7 @@ def test_success_wherever_a_centred_region_would_fit() -> None:
         assert out is not None
         ok += out.region is not None
     assert feasible > 1000
-    assert ok / feasible >= 0.99
+    assert ok / feasible >= 0.97
 
 
 def test_reused_slot_is_not_mistaken_for_its_previous_user() -> None:
@@ -319,7 +322,9 @@ def test_prepare_prebuilds_next_epoch_without_changing_results() -> None:
     rng = np.random.default_rng(12)
     xy = rng.uniform(0, 10_000, (2000, 2))
     ids = [f"u{i}" for i in range(2000)]
-    a, b = Cloaker(_cfg()), Cloaker(_cfg())
+    # the grids' secret phase: the same seed gives the same partitions
+    a = Cloaker(_cfg(), rng=np.random.default_rng(3))
+    b = Cloaker(_cfg(), rng=np.random.default_rng(3))
     for ck in (a, b):
         ck.update_many(ids, xy, now=0.0)
         ck.request("warm", "u0", _params(k=7), now=0.5)

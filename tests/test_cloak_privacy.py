@@ -38,7 +38,8 @@ def _population(kind: str, seed: int) -> NDArray[np.float64]:
 
 
 def _cloaker(xy: NDArray[np.float64]) -> tuple[Cloaker, list[str]]:
-    ck = Cloaker(CloakConfig(world=WORLD, epoch_s=10.0))
+    # seeded: the secret phase of the partition's grids is drawn from the cloaker's rng
+    ck = Cloaker(CloakConfig(world=WORLD, epoch_s=10.0), rng=np.random.default_rng(2))
     ids = [f"u{i}" for i in range(len(xy))]
     ck.update_many(ids, xy, now=0.0)
     return ck, ids
@@ -173,7 +174,10 @@ def _edge_pinned_rate(
 
     for seed in range(seeds):
         xy = np.random.default_rng(seed).uniform(0, side, (n, 2))
-        ck = Cloaker(CloakConfig(world=(0.0, 0.0, side, side), epoch_s=10.0, k_min=1))
+        ck = Cloaker(
+            CloakConfig(world=(0.0, 0.0, side, side), epoch_s=10.0, k_min=1),
+            rng=np.random.default_rng(100 + seed),
+        )
         ids = [f"u{i}" for i in range(n)]
         ck.update_many(ids, xy, now=0.0)
         seen: set[tuple[float, ...]] = set()
@@ -208,9 +212,12 @@ def test_region_edges_do_not_pin_members(k: int, a_min: float, a_max: float) -> 
     """Edges placed from the members' exact coordinates (a clamped split 1 mm from a user, a
     region shrunk onto the members' bounding box) reveal a member's x or y. Measured before
     the fix at (10, 2e4, 1e5) and (3, 1e3, 2e4): 15 % and 20 % of regions had a member within
-    1 cm of an edge, against ~0.1 % for a placement blind to the members."""
+    1 cm of an edge, against ~0.1 % for a placement blind to the members. Edges on grids chosen
+    by counts (no edge at a function of coordinates) sit within a grid cell of the member that
+    made the cell count, so a few more regions have one within 1 cm than a blind placement:
+    0-1.5 % against 0-0.6 % over six secret phases."""
     pinned, blind = _edge_pinned_rate(2000, k, a_min, a_max)
-    assert pinned <= 2 * blind + 0.004, (pinned, blind)
+    assert pinned <= 3 * blind + 0.01, (pinned, blind)
 
 
 @pytest.mark.parametrize("spread_m", [0.0, 1e-4, 1e-2])

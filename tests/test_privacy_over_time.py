@@ -35,6 +35,71 @@ def test_static_device_averaging_floor_after_30_days() -> None:
     assert before.best_sigma < 0.5
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("scatter_m", [0.0, 10.0, 25.0, 50.0])
+def test_wandering_static_device_keeps_the_averaging_floor(scatter_m: float) -> None:
+    """A device at home whose fixes scatter by ``scatter_m`` per axis and that walks 300-1,500 m
+    away and back once a day broadcasts every hour for a year. The adversary averages all the
+    points, the distinct ones, or the distinct ones near the most frequent: every estimate
+    stays at least σ/2 off. The previous defence (one point per 50 m place) gave 0.45 σ at 10 m
+    and 0.17 σ at 25 m of scatter (10-minute broadcasts)."""
+    r = static_device_attack(
+        devices=10,
+        days=365.0,
+        period_s=3600.0,
+        sigma_m=SIGMA,
+        scatter_m=scatter_m,
+        walks_per_day=1.0,
+        seed=7,
+        through_machine=False,
+    )
+    assert r.broadcasts == 8760
+    assert r.best_sigma >= 0.5, r
+
+
+def test_wandering_fixes_defeat_one_point_per_place() -> None:
+    """The attack itself works: against one point per place, 25 m of scatter averages down."""
+    r = static_device_attack(
+        devices=10,
+        days=365.0,
+        period_s=3600.0,
+        sigma_m=SIGMA,
+        scatter_m=25.0,
+        seed=7,
+        through_machine=False,
+        places_only=True,
+    )
+    assert r.distinct_points_mean >= 10
+    assert r.best_sigma < 0.5
+
+
+def test_moving_device_gets_fresh_noise_of_unchanged_size() -> None:
+    """A device that really moves (a 20 km drive, a fix every 10 s) publishes a new point every
+    few hundred metres, each off its true position by one draw of the mechanism (no staleness):
+    the mean error stays that of one draw plus the place quantisation."""
+    from locpriv.core.geo import LocalProjection
+
+    proj = LocalProjection(41.3874, 2.1686)
+    errs: list[float] = []
+    distinct: list[int] = []
+    for dev in range(20):
+        pp = PerturbedPoint(GaussianMechanism(SIGMA), secret=bytes([dev]) * 32)
+        rng = np.random.default_rng(dev)
+        pts = []
+        for i in range(2000):
+            x, y = 10.0 * i, 3000.0 * math.sin(i / 300.0)  # ~10 m per fix
+            lon, lat = proj.point_to_lonlat(x, y)
+            plon, plat = pp.current(lon, lat, float(10 * i), rng)
+            px, py = proj.point_to_xy(plon, plat)
+            pts.append((plon, plat))
+            errs.append(math.hypot(px - x, py - y))
+        distinct.append(len(set(pts)))
+    # one point per place crossed (~20 km / 50-70 m), each with its own draw's error
+    assert np.mean(distinct) >= 150
+    mean_err = float(np.mean(errs)) / SIGMA
+    assert 1.1 <= mean_err <= 1.45  # one Gaussian draw: sqrt(pi/2) = 1.25 σ, plus <= 35 m
+
+
 def test_keyed_place_noise_is_a_function_of_secret_and_place() -> None:
     secret = b"s" * 32
     lon, lat = 2.1686, 41.3874
@@ -80,8 +145,10 @@ def test_repeated_cloaks_intersection_attack_before_and_with_sessions() -> None:
     assert after.success_rate <= 0.01
     assert after.candidates_mean >= 5
     assert after.answered_rate >= 0.95
-    # the price: larger regions (reported in docs/algorithms.md)
-    assert after.area_m2_median > before.area_m2_median
+    # the price: larger regions (reported in docs/algorithms.md), at most 5x the undefended
+    # median (issue 22; measured 4.3x: the set starts as the leaf for 2k and keeps the members
+    # nearest the requester, down to k over ten requests; margins sized by update age)
+    assert before.area_m2_median < after.area_m2_median <= 5.0 * before.area_m2_median
 
 
 @settings(max_examples=200, deadline=None)
@@ -99,8 +166,10 @@ def test_session_region_holds_its_k_members_and_pins_none(
     a_min, a_max = 1e4, 4e6
     poly, chosen, reason = session_region(xy, 0, k, a_min, a_max, np.random.default_rng(seed))
     if poly is None:
+        # infeasible only when the members' box plus at most one grid cell (25 m here) on
+        # each side reaches a_max
         box = np.ptp(xy[chosen], axis=0) if len(chosen) else np.zeros(2)
-        assert float(box[0] * box[1]) >= a_max * 0.99 and reason
+        assert float((box[0] + 50.0) * (box[1] + 50.0)) >= a_max * (1 - 1e-6) and reason
         return
     assert len(chosen) == k and 0 in chosen.tolist()
     assert a_min < poly.area < a_max
@@ -113,3 +182,28 @@ def test_session_region_holds_its_k_members_and_pins_none(
     assert not (math.isclose(cx, xy[0, 0]) and math.isclose(cy, xy[0, 1]))
     for edge, col in ((x0, 0), (x1, 0), (y0, 1), (y1, 1)):
         assert np.abs(pts[:, col] - edge).min() > 1e-9
+
+
+def test_session_margins_follow_each_members_age() -> None:
+    """Each member keeps its own margin from every edge (what it may have moved since its last
+    update), and the session's regions grow only by whole grid cells."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        xy = rng.normal(0.0, 300.0, (8, 2))
+        margins = rng.uniform(0.0, 100.0, 8)
+        poly, chosen, _ = session_region(
+            xy, 0, 5, 1e4, 4e7, np.random.default_rng(9), margin_m=margins
+        )
+        assert poly is not None
+        x0, y0, x1, y1 = poly.bounds
+        for i in chosen.tolist():
+            gap = min(xy[i, 0] - x0, x1 - xy[i, 0], xy[i, 1] - y0, y1 - xy[i, 1])
+            assert gap >= margins[i] - 1e-9
+        # the same session generator: the grid is fixed, so the edges differ by whole cells
+        again, _, _ = session_region(
+            xy + 1.0, 0, 5, 1e4, 4e7, np.random.default_rng(9), margin_m=margins
+        )
+        assert again is not None
+        step = 25.0  # sqrt(1e4) / 4
+        for a, b in zip(poly.bounds, again.bounds, strict=True):
+            assert abs((a - b) / step - round((a - b) / step)) < 1e-6

@@ -23,7 +23,12 @@ Averaging defence (Lemma 1: ``n`` fresh copies of a static point average to erro
   adversary who records every broadcast for months holds one sample per place, and its error
   stays that of one draw (``σ·√(π/2)`` on average for Gaussian noise). The place grid is shifted
   by a secret offset, so crossing a place boundary tells nothing about where the boundaries are.
-  ``rekey_s`` optionally changes the key every period (one more point per place and period).
+  Real fixes wander (5-50 m and more indoors), so the device keeps the place where it *dwells*
+  (an anchor: the running mean of its fixes there) while its fixes stay within a hold radius
+  that grows with the scatter it observes in its own fixes (``hold_factor`` × σ̂, between
+  ``reuse_radius_m`` and ``max_hold_m``), leaves only on a very far fix or two far fixes in a
+  row, and takes a remembered anchor back when it returns. ``rekey_s`` optionally changes the
+  key every period (one more point per place and period).
 * **Unkeyed** (``secret=None``): fresh random draws, reused for at most ``reuse_ttl_s``; the draw
   of each place visited is remembered, so coming back reuses it, and ``max_draws_per_place``
   caps the fresh draws per place (a static device then averages down to ``σ/√cap``).
@@ -34,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -201,6 +206,28 @@ class _Draw:
 
 
 @dataclass(slots=True)
+class _Anchor:
+    """Where a keyed device dwells: its place key (cell of the first fix) and the running mean
+    of the fixes it absorbed (degrees; ``n`` of them, capped so the mean can follow a drift)."""
+
+    key: tuple[int, int]
+    lon: float
+    lat: float
+    n: int = 1
+    point: tuple[float, float] | None = None
+    period: int | None = None
+
+
+def _dist_m(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
+    """Local flat-earth distance in metres (for neighbourhoods of at most a few km)."""
+    m_lon, m_lat = metres_per_degree(lat1)
+    return math.hypot((lon2 - lon1) * m_lon, (lat2 - lat1) * m_lat)
+
+
+_RAYLEIGH_MEDIAN = math.sqrt(2.0 * math.log(2.0))  # median of a Rayleigh(1) distance
+
+
+@dataclass(slots=True)
 class PerturbedPoint:
     """The device's current perturbed location, reused while static (the averaging defence).
 
@@ -220,8 +247,25 @@ class PerturbedPoint:
     max_places: int = 256
     secret: bytes | None = None
     rekey_s: float | None = None
+    places_only: bool = False
+    """Keyed mode, for experiments only: the previous defence (one point per place of side
+    ``reuse_radius_m``, noise per place, hysteresis of ``reuse_radius_m`` from the fix that
+    entered it), which wandering fixes defeat; kept to measure before/after."""
+    region_m: float = 2000.0
+    """Keyed mode: side (metres) of the regions whose places share one noise draw."""
+    hold_factor: float = 3.5
+    """Keyed mode: the device keeps its point while within ``hold_factor`` × its observed fix
+    scatter (per-axis σ, metres) of where it dwells, at least ``reuse_radius_m``."""
+    max_hold_m: float = 250.0
+    """Keyed mode: the largest hold radius, metres (a fix farther than twice this leaves at
+    once; between the hold radius and that, a second far fix in a row confirms the move)."""
     fresh_draws: int = 0
     _current: _Draw | None = None
+    _anchor: _Anchor | None = None
+    _anchors: OrderedDict[tuple[int, int], _Anchor] = field(default_factory=OrderedDict)
+    _steps: deque[float] = field(default_factory=lambda: deque(maxlen=64))
+    _fixes: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=3))
+    _far: int = 0
     _places: OrderedDict[tuple[int, int], _Draw] = field(default_factory=OrderedDict)
     _draw_counts: dict[tuple[int, int], int] = field(default_factory=dict)
 
@@ -234,6 +278,10 @@ class PerturbedPoint:
             raise ValueError("a place secret needs at least 16 bytes")
         if self.rekey_s is not None and not self.rekey_s > 0.0:
             raise ValueError("rekey_s must be > 0")
+        if not self.region_m >= self.reuse_radius_m:
+            raise ValueError("region_m must be >= reuse_radius_m")
+        if not (self.hold_factor > 0.0 and self.max_hold_m >= self.reuse_radius_m):
+            raise ValueError("hold_factor must be > 0 and max_hold_m >= reuse_radius_m")
 
     @property
     def keyed(self) -> bool:
@@ -268,10 +316,21 @@ class PerturbedPoint:
     def _keyed_draw(
         self, key: tuple[int, int], period: int, projection: LocalProjection | None
     ) -> tuple[float, float]:
-        """The place's point: its centre moved by noise seeded from the secret, place, period."""
+        """The place's point: its centre moved by the noise of its *region* (a cell of side
+        ``region_m`` of a second grid shifted by the secret), seeded from the secret, region
+        and period. Every place of a region shares the region's noise, so the points of the
+        places a device visits around home (walks, scatter across place boundaries) average to
+        their centres plus that one noise, not towards home; the noise of each point is still
+        one draw of the mechanism (the accuracy of queries is unchanged)."""
         assert self.secret is not None
-        place_rng = np.random.default_rng(_prf(self.secret, "place", key[0], key[1], period))
         lon, lat = self._centre(key)
+        side = self.region_m
+        shift = (
+            _prf(self.secret, "region-x") / 2**64 * side,
+            _prf(self.secret, "region-y") / 2**64 * side,
+        )
+        region = _place_key(lon, lat, side, shift)
+        place_rng = np.random.default_rng(_prf(self.secret, "region", region[0], region[1], period))
         return perturb(lon, lat, self.mechanism, place_rng, projection)
 
     def _usable(self, d: _Draw, lon: float, lat: float, now: float) -> bool:
@@ -291,6 +350,8 @@ class PerturbedPoint:
         projection: LocalProjection | None = None,
     ) -> tuple[float, float]:
         """The perturbed ``(lon, lat)`` to publish for a device truly at ``(lon, lat)``."""
+        if self.keyed and self.places_only:
+            return self._current_place(lon_deg, lat_deg, now, projection)
         if self.keyed:
             return self._current_keyed(lon_deg, lat_deg, now, projection)
         if self.enabled:
@@ -319,34 +380,119 @@ class PerturbedPoint:
             self._current = draw
         return lon, lat
 
-    def _current_keyed(
+    def _current_place(
         self, lon_deg: float, lat_deg: float, now: float, projection: LocalProjection | None
     ) -> tuple[float, float]:
-        """Keyed mode: the point of the place the device is at, with hysteresis: it keeps the
-        current place while within ``reuse_radius_m`` of where it entered it (GPS jitter at a
-        boundary must not alternate between two points), and its key period."""
+        """``places_only``: the point of the place the device is at, kept while within
+        ``reuse_radius_m`` of the fix that entered it, noise seeded per place."""
+        assert self.secret is not None
         period = 0 if self.rekey_s is None else math.floor(now / self.rekey_s)
         cur = self._current
-        cur_period = (
-            None
-            if cur is None
-            else (0 if self.rekey_s is None else math.floor(cur.drawn_at / self.rekey_s))
+        same_period = cur is not None and period == (
+            0 if self.rekey_s is None else math.floor(cur.drawn_at / self.rekey_s)
         )
-        if cur is not None and cur_period == period:
-            m_lon, m_lat = metres_per_degree(lat_deg)
-            dx = (lon_deg - cur.origin_lon) * m_lon
-            dy = (lat_deg - cur.origin_lat) * m_lat
-            if math.hypot(dx, dy) <= self.reuse_radius_m:
-                return cur.lon, cur.lat
+        if (
+            cur is not None
+            and same_period
+            and _dist_m(cur.origin_lon, cur.origin_lat, lon_deg, lat_deg) <= self.reuse_radius_m
+        ):
+            return cur.lon, cur.lat
         key = self.place_of(lon_deg, lat_deg)
-        # a function of the place and period only: the same point at every visit, wherever in
-        # the place the device stands (its moves inside a place are not revealed either)
-        lon, lat = self._keyed_draw(key, period, projection)
+        place_rng = np.random.default_rng(_prf(self.secret, "place", key[0], key[1], period))
+        lon, lat = perturb(*self._centre(key), self.mechanism, place_rng, projection)
         if key not in self._draw_counts:
             self.fresh_draws += 1
             self._draw_counts[key] = 1
         self._current = _Draw(lon, lat, lon_deg, lat_deg, now)
         return lon, lat
+
+    def scatter_m(self) -> float:
+        """The device's observed fix scatter (per-axis σ, metres), 0 before 4 samples.
+
+        Each distinct fix after the first two gives the distance of the middle one of the last
+        three from the midpoint of its neighbours: fixes scattered by σ around a point make it
+        ``√1.5 σ`` Rayleigh (median ``1.177 √1.5 σ``), while steady motion makes it small (a
+        device that moves is not mistaken for one that wanders). The median over the last 64
+        is robust to a minority of turns and walks."""
+        if len(self._steps) < 4:
+            return 0.0
+        return float(np.median(np.fromiter(self._steps, float))) / (
+            math.sqrt(1.5) * _RAYLEIGH_MEDIAN
+        )
+
+    def hold_radius_m(self) -> float:
+        """How far (metres) the device may wander from where it dwells and keep its point:
+        ``hold_factor`` × :meth:`scatter_m`, clamped to ``[reuse_radius_m, max_hold_m]``;
+        ``max_hold_m`` until the scatter is known (4 steps)."""
+        if len(self._steps) < 4:
+            return self.max_hold_m
+        return min(self.max_hold_m, max(self.reuse_radius_m, self.hold_factor * self.scatter_m()))
+
+    def _anchor_point(
+        self, a: _Anchor, period: int, projection: LocalProjection | None
+    ) -> tuple[float, float]:
+        if a.point is None or a.period != period:
+            a.point = self._keyed_draw(a.key, period, projection)
+            a.period = period
+        return a.point
+
+    @staticmethod
+    def _absorb(a: _Anchor, lon: float, lat: float) -> None:
+        a.n = min(a.n + 1, 100)
+        a.lon += (lon - a.lon) / a.n
+        a.lat += (lat - a.lat) / a.n
+
+    def _current_keyed(
+        self, lon_deg: float, lat_deg: float, now: float, projection: LocalProjection | None
+    ) -> tuple[float, float]:
+        """Keyed mode: the point of the place where the device *dwells*, with hysteresis sized
+        by its own fix scatter. The device keeps its anchor (the running mean of its fixes
+        there) while a fix lies within :meth:`hold_radius_m` of it; a fix beyond leaves only if
+        it is very far (``2 * max_hold_m``) or the next fix is beyond too (a real move goes on,
+        scatter does not). On leaving, a remembered anchor within reach is taken back (the same
+        point at every return home), else a new one keyed by the place of the fix. Every
+        anchor's point is a function of the secret, its place and the key period, so a device
+        whose fixes wander by tens of metres presents one point where it dwells, not one per
+        cell its fixes fall in; a device that moves gets the point of each new place."""
+        period = 0 if self.rekey_s is None else math.floor(now / self.rekey_s)
+        fix = (lon_deg, lat_deg)
+        new_fix = not self._fixes or fix != self._fixes[-1]
+        if new_fix:
+            self._fixes.append(fix)
+            if len(self._fixes) == 3:
+                (a0, b0), (a1, b1), (a2, b2) = self._fixes
+                self._steps.append(_dist_m(a1, b1, (a0 + a2) / 2.0, (b0 + b2) / 2.0))
+        radius = self.hold_radius_m()
+        cur = self._anchor
+        if cur is not None:
+            d = _dist_m(cur.lon, cur.lat, lon_deg, lat_deg)
+            if d <= radius:
+                if new_fix:
+                    self._absorb(cur, lon_deg, lat_deg)
+                self._far = 0
+                return self._anchor_point(cur, period, projection)
+            if d <= 2.0 * self.max_hold_m and (self._far == 0 or not new_fix):
+                self._far = 1
+                return self._anchor_point(cur, period, projection)
+        self._far = 0
+        best: _Anchor | None = None
+        best_d = math.inf
+        for a in self._anchors.values():
+            d = _dist_m(a.lon, a.lat, lon_deg, lat_deg)
+            if d <= radius and d < best_d:
+                best, best_d = a, d
+        if best is None:
+            key = self.place_of(lon_deg, lat_deg)
+            best = self._anchors.get(key) or _Anchor(key, lon_deg, lat_deg)
+            if key not in self._draw_counts:
+                self.fresh_draws += 1
+                self._draw_counts[key] = 1
+        self._anchors[best.key] = best
+        self._anchors.move_to_end(best.key)
+        while len(self._anchors) > self.max_places:
+            self._anchors.popitem(last=False)
+        self._anchor = best
+        return self._anchor_point(best, period, projection)
 
 
 __all__ = [

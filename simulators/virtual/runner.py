@@ -168,7 +168,10 @@ class _Runner(PeerNodes):
             max_pending=1_000_000,
         )
         anonymizer = Anonymizer(
-            Cloaker(self.cloak_cfg), self.proj, prepare_epochs=cfg.prepare_epochs
+            # seeded: the cloaker's secret grid phase and session grids are random
+            Cloaker(self.cloak_cfg, rng=np.random.default_rng([built.protocol_seed, 7])),
+            self.proj,
+            prepare_epochs=cfg.prepare_epochs,
         )
         self.core = TrustedCore(anonymizer, self.mediator)
         self.core_dispatch = Dispatcher(

@@ -104,11 +104,14 @@ class _Snapshot:
         self.order_x = np.argsort(self.x)
         self.order_y = np.argsort(self.y)
         b = world.copy()
-        if self.n:
-            b[0] = min(b[0], float(self.x[self.order_x[0]]))
-            b[1] = min(b[1], float(self.y[self.order_y[0]]))
-            b[2] = max(b[2], float(self.x[self.order_x[-1]]))
-            b[3] = max(b[3], float(self.y[self.order_y[-1]]))
+        if self.n:  # users outside the extent double it about its centre (no edge on a user)
+            x0, x1 = float(self.x[self.order_x[0]]), float(self.x[self.order_x[-1]])
+            y0, y1 = float(self.y[self.order_y[0]]), float(self.y[self.order_y[-1]])
+            cx, cy = (b[0] + b[2]) / 2, (b[1] + b[3]) / 2
+            hw, hh = (b[2] - b[0]) / 2, (b[3] - b[1]) / 2
+            while not (cx - hw <= x0 and x1 <= cx + hw and cy - hh <= y0 and y1 <= cy + hh):
+                hw, hh = 2 * hw, 2 * hh
+            b = np.array([cx - hw, cy - hh, cx + hw, cy + hh])
         self.bounds = (float(b[0]), float(b[1]), float(b[2]), float(b[3]))
         self.partitions: OrderedDict[tuple[int, float], _CachedPartition] = OrderedDict()
         self._tree: cKDTree | None = None
@@ -155,13 +158,14 @@ class _Session:
     last: float
     seed: int
     count: int = 0
+    pool: int = 0
 
 
 class Cloaker:
     """Spatio-temporal cloaking over moving users (sans-I/O; the caller supplies ``now`` in s).
 
     Not thread-safe; call from one task. See the module docstring for the epoch model. ``rng``
-    places session regions (historical k-anonymity); by default seeded from OS entropy.
+    offsets session grids (historical k-anonymity); by default seeded from OS entropy.
     """
 
     def __init__(self, config: CloakConfig, *, rng: np.random.Generator | None = None) -> None:
@@ -170,6 +174,9 @@ class Cloaker:
         self._sessions: dict[str, _Session] = {}
         self.table = UserTable()
         self._world = np.asarray(config.world, dtype=np.float64)
+        # where the partition's grids of split positions sit inside their cells: a secret
+        # drawn once (fixed across epochs), so the grids do not line up with round coordinates
+        self._phase = float(self._rng.uniform(0.05, 0.95))
         self._snap: _Snapshot | None = None
         self._pending: dict[Hashable, _Pending] = {}
         self._heap: list[tuple[float, int, Hashable]] = []
@@ -357,6 +364,7 @@ class Cloaker:
                 a_min_m2=key[1],
                 order_x=snap.order_x,
                 order_y=snap.order_y,
+                phase=self._phase,
             )
             cp = _CachedPartition(part, {})
             snap.partitions[key] = cp
@@ -380,19 +388,26 @@ class Cloaker:
         if region is not None and leaf_of is not None and p.session_s > 0:
             # a new session: its anonymity set is the shared region's members, and already
             # its first region is a session region (members kept off the edges)
-            members = np.flatnonzero(leaf_of == leaf_of[i])
-            ids = [self.table.slot_ids[int(snap.slots[j])] for j in members]
-            session = _Session(
-                members=[u for u in ids if u is not None],
-                k=p.k,
-                session_s=p.session_s,
-                last=now,
-                seed=int(self._rng.integers(2**63)),
-            )
-            self._sessions[user_id] = session
-            first, _ = self._session_attempt(snap, i, session, p, now)
-            if first is not None:
-                return first, ""
+            seed = int(self._rng.integers(2**63))
+            pools = [np.flatnonzero(leaf_of == leaf_of[i])]
+            k_pool = self.config.session_pool_factor * p.k
+            if k_pool > p.k and snap.n >= k_pool:
+                big = self._partition(snap, k_pool, p.a_min_m2).part.leaf_of
+                pools.insert(0, np.flatnonzero(big == big[i]))
+            for members in pools:
+                ids = [self.table.slot_ids[int(snap.slots[j])] for j in members]
+                session = _Session(
+                    members=[u for u in ids if u is not None],
+                    k=p.k,
+                    session_s=p.session_s,
+                    last=now,
+                    seed=seed,
+                    pool=len(members),
+                )
+                self._sessions[user_id] = session
+                first, _ = self._session_attempt(snap, i, session, p, now)
+                if first is not None:
+                    return first, ""
         return region, reason
 
     def _live_session(self, user_id: str, p: CloakParams, now: float) -> _Session | None:
@@ -426,15 +441,23 @@ class Cloaker:
             names.append(self.table.slot_ids[int(snap.slots[i])] or "")
         idx = np.asarray(rows, dtype=np.int64)
         xy = np.column_stack([snap.x[idx], snap.y[idx]])
-        rng = np.random.default_rng([session.seed, session.count])
+        rng = np.random.default_rng(session.seed)  # the same grid for the whole session
+        # the set shrinks from its pool to k over session_shrink_requests answered requests
+        steps = max(1, self.config.session_shrink_requests)
+        want = session.pool - -((session.pool - session.k) * (session.count + 1) // -steps)
+        m = max(session.k, min(want, len(rows)))
         poly, chosen, reason = session_region(
             xy,
             rows.index(i),
-            session.k,
+            m,
             p.a_min_m2,
             p.a_max_m2,
             rng,
-            margin_m=self.config.session_margin_m,
+            margin_m=np.minimum(
+                self.config.session_margin_m,
+                self.config.session_speed_m_s
+                * (max(now, snap.time) - snap.t[idx] + self.config.epoch_s),
+            ),
         )
         session.last = now  # a session lasts while requests keep coming, answered or not
         if poly is None:

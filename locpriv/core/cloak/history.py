@@ -9,14 +9,16 @@ those ``k``. The set only ever shrinks and always holds the requester and at lea
 users, so every region of the session contains the same ``k`` users and the intersection of
 all of them holds at least ``k``.
 
-The region (:func:`session_region`) is the members' bounding box grown to an area between
-``A_min`` and ``A_max`` (the same target as a shrunk shared region) and placed at random around
-the box with a generator the anonymizer seeds per session: its edges do not pin a member's
-coordinate and the requester is not at its centre. When the members have spread so that their
-box reaches ``A_max``, no region exists: the request waits (temporal cloaking) or fails. The
-session goes on while requests keep coming (answered or not) and ends only after ``session_s``
-without one: restarting it at once would hand the attacker a second, unrelated set to intersect
-with. Coordinates are local metres; areas m².
+The region (:func:`session_region`) is the smallest box of a grid (cells of
+``max(sqrt(A_min) / 4, 10 m)``, offset at random once per session by a generator the
+anonymizer seeds per session) that holds the members' box grown by the margin, grown cell by
+cell until its area exceeds ``A_min``: its edges are grid lines, so they tell an observer which
+cells hold members and nothing about where in a cell; the requester is not at its centre, and
+while the members stay put the region does not change (nothing to average). When the members
+have spread so that their box reaches ``A_max``, no region exists: the request waits (temporal
+cloaking) or fails. The session goes on while requests keep coming (answered or not) and ends
+only after ``session_s`` without one: restarting it at once would hand the attacker a second,
+unrelated set to intersect with. Coordinates are local metres; areas m².
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ import numpy as np
 import shapely
 from numpy.typing import NDArray
 
-__all__ = ["session_region"]
+__all__ = ["GRID_MIN_M", "session_region"]
+
+GRID_MIN_M = 10.0
+"""Least cell side of a session's grid, metres (cells are ``max(sqrt(A_min) / 4, this)``)."""
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -40,16 +45,18 @@ def session_region(  # noqa: PLR0917
     a_min_m2: float,
     a_max_m2: float,
     rng: np.random.Generator,
-    margin_m: float = 0.0,
+    margin_m: float | F64 = 0.0,
 ) -> tuple[shapely.Polygon | None, I64, str]:
     """The session region around ``k`` members: ``(polygon, chosen rows, reason)``.
 
     ``members_xy`` (m, 2) holds the last reported positions of the session's members (row
     ``requester`` is the requester); the ``k`` rows nearest the requester (her included) are
-    chosen. Every side keeps at least ``margin_m`` metres between the members' box and the
-    edge (members move between their reports: the margin should exceed the distance one covers
-    in an update interval). ``polygon`` is None, with a human reason, when fewer than ``k``
-    members are known or their box with the margins leaves no room below ``a_max_m2``.
+    chosen. ``rng`` draws the grid's offset: pass a generator seeded the same way for every
+    request of one session. Every member keeps at least ``margin_m`` metres (one value, or one
+    per row) from every edge (members move between their reports: the margin should exceed the
+    distance one covers in an update interval). ``polygon`` is None, with a human reason,
+    when fewer than ``k`` members are known or their box with the margins leaves no room
+    below ``a_max_m2``.
     """
     xy = np.asarray(members_xy, dtype=np.float64)
     if len(xy) < k:
@@ -62,24 +69,36 @@ def session_region(  # noqa: PLR0917
     d[requester] = -1.0  # the requester first, whatever the ties
     chosen = np.argsort(d, kind="stable")[:k].astype(np.int64)
     pts = xy[chosen]
-    x0, y0 = pts.min(axis=0)
-    x1, y1 = pts.max(axis=0)
-    w, h = float(x1 - x0), float(y1 - y0)
-    b = margin_m
-    box = (w + 2.0 * b) * (h + 2.0 * b)
-    lo = max(a_min_m2 * (1 + 1e-6), box)
+    marg = np.broadcast_to(np.asarray(margin_m, dtype=np.float64), (len(xy),))[chosen]
+    x0 = float((pts[:, 0] - marg).min())
+    y0 = float((pts[:, 1] - marg).min())
+    x1 = float((pts[:, 0] + marg).max())
+    y1 = float((pts[:, 1] + marg).max())
+    box = (x1 - x0) * (y1 - y0)
     hi = a_max_m2 * (1 - 1e-6)
-    if lo >= hi:
+    # a grid with a secret offset (the same for the whole session: ``rng`` is seeded per
+    # session), so that edges lie on grid lines, never at a function of members' coordinates
+    step = max(math.sqrt(max(a_min_m2, 0.0)) / 4.0, GRID_MIN_M)
+    ox, oy = (float(v) for v in rng.uniform(0.0, step, 2))
+    ix0 = math.floor((x0 - ox) / step)
+    ix1 = max(ix0 + 1, math.ceil((x1 - ox) / step))
+    iy0 = math.floor((y0 - oy) / step)
+    iy1 = max(iy0 + 1, math.ceil((y1 - oy) / step))
+    floor_m2 = a_min_m2 * (1 + 1e-6)
+    while (ix1 - ix0) * (iy1 - iy0) * step * step <= floor_m2:
+        if ix1 - ix0 <= iy1 - iy0:
+            ix0, ix1 = ix0 - 1, ix1 + 1
+        else:
+            iy0, iy1 = iy0 - 1, iy1 + 1
+    area = (ix1 - ix0) * (iy1 - iy0) * step * step
+    if area >= hi:
         reason = (
             f"the session's {k} members have spread: their box with margins covers {box:.0f}"
             " m² >= a_max_m2"
         )
         return None, chosen, reason
-    target = max(lo, min(4.0 * box, math.sqrt(lo * hi)))
-    # grow the box by the same margin m >= b on both axes: (w + 2m)(h + 2m) = target
-    m = (-(w + h) + math.sqrt((w + h) ** 2 - 4.0 * (w * h - target))) / 4.0
-    # each side gets between b and 2m - b of it, at random
-    u, v = rng.uniform(0.0, 1.0, 2)
-    rx0 = float(x0) - (b + float(u) * 2.0 * (m - b))
-    ry0 = float(y0) - (b + float(v) * 2.0 * (m - b))
-    return shapely.box(rx0, ry0, rx0 + w + 2.0 * m, ry0 + h + 2.0 * m), chosen, ""
+    return (
+        shapely.box(ox + ix0 * step, oy + iy0 * step, ox + ix1 * step, oy + iy1 * step),
+        chosen,
+        "",
+    )

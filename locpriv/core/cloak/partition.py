@@ -7,10 +7,18 @@ of user positions in local metres:
   area **strictly greater** than ``a_min`` (m²), so every leaf has ``>= k`` users and an area
   ``> a_min`` whenever the root does;
 * the split axis is the longer side of the node (the other axis if that fails), and the preferred
-  split sends ``k * ceil(g / 2)`` of the node's ``g * k + r`` users left, half-way between two
-  users' coordinates, so leaves hold exactly ``k`` users (one leaf per node chain gets the
+  split sends about ``k * ceil(g / 2)`` of the node's ``g * k + r`` users left, at a position
+  of a grid of the node (``j / 16**L`` of its side, coarsest level first) chosen by the counts
+  on each side, so leaves hold ``k`` users or a few more (one leaf per node chain gets the
   remainder) unless ``a_min`` forces more;
 * leaves tile the root rectangle, so a leaf holds exactly its members (ties on a boundary aside).
+
+No edge is a function of members' coordinates, only of counts in data-independent cells (as in
+Casper's pyramid, refined by counts): split lines lie on grids of their node, the root is a
+data-independent rectangle (:func:`covering_world`), and shrunk regions are boxes of a fixed
+family of sub-boxes of the leaf (:func:`grid_box`). Static users therefore get the same
+partition every epoch (nothing to average), and an observer who knows every position but one
+learns from the regions only which cells hold that one.
 
 The region for a user is its leaf rectangle. It depends only on the snapshot and ``(k, a_min)``,
 never on who asks, so all members get the same region (reciprocity) and an observer who knows all
@@ -39,8 +47,9 @@ __all__ = [
     "Partition",
     "build_partition",
     "cloak_once",
+    "covering_world",
+    "grid_box",
     "leaf_region",
-    "shrink_toward",
     "shrunk_region",
     "warm_up",
 ]
@@ -99,44 +108,70 @@ def _first_at_least(  # noqa: PLR0917
     return a
 
 
-@njit(cache=True, nogil=True)
-def _split_in_gap(  # noqa: PLR0917
-    coord: F64, arr: I64, lo: int, hi: int, lower: float, upper: float, s: float
-) -> tuple[float, int]:
-    """Where to cut a node near the preferred position ``s``: ``(position, r)`` with ``r`` the
-    members left of it, or ``(nan, -1)`` when no cut is admissible.
+GRID_BASE = 32
+"""A node side is cut at multiples of ``1 / GRID_BASE**L`` of it, coarsest level ``L`` first
+(finer grids place edges nearer members: 32 keeps their distance to members as for a blind
+placement, measured by tests/test_cloak_privacy.py)."""
 
-    Admissible positions lie strictly inside ``(lower, upper)`` and on no member's coordinate.
-    They form open intervals between consecutive distinct member coordinates (or an area
-    bound); the cut goes to the **middle** of the interval at or next to ``s``. The position
-    thus depends on members only through the two values around it, never lies within less than
-    half a gap of a member, and is never on one (a member on a boundary would break
-    reciprocity). ``lower``/``upper`` already keep ``>= k`` members on each side.
+
+@njit(cache=True, nogil=True)
+def _split_on_grid(  # noqa: PLR0917
+    coord: F64,
+    arr: I64,
+    lo: int,
+    hi: int,
+    lo_a: float,
+    hi_a: float,
+    ell: float,
+    k: int,
+    m: int,
+    phase: float,
+) -> tuple[float, int]:
+    """Where to cut a node of side ``[lo_a, hi_a]``: ``(position, r)`` with ``r`` the members
+    left of it, or ``(nan, -1)`` when no cut is admissible.
+
+    Candidate positions form a grid of the node that depends on its rectangle only:
+    ``lo_a + (hi_a - lo_a) (j + phase) / GRID_BASE**L``, coarsest level ``L`` first. A
+    candidate is admissible when both sides keep ``>= k`` members and a side longer than
+    ``ell`` (area ``> a_min``) and no member lies on it (a member on a boundary would break
+    reciprocity). Among the admissible candidates of the coarsest level that has one, the cut
+    sends the number of members nearest to ``m`` left (ties: nearest the node's middle). The
+    position is thus chosen by *counts* in grid cells: it is no function of any member's
+    coordinate, so an observer who knows other users' positions learns from an edge only who
+    is inside and who is outside it.
     """
-    t = min(max(s, lower), upper)
-    a = _first_at_least(coord, arr, lo, hi, t, False)
-    if a < hi and coord[arr[a]] > t and a > lo:
-        left = max(coord[arr[a - 1]], lower)
-        right = min(coord[arr[a]], upper)
-        return 0.5 * (left + right), a - lo
-    # t is a member's coordinate (a tie, or lower/upper themselves): the interval just left of
-    # it or the one just right of it, whichever cut lies nearer to s
-    best = np.nan
-    best_r = -1
-    if a > lo and a < hi:
-        left = max(coord[arr[a - 1]], lower)
-        if left < t:
-            best = 0.5 * (left + t)
-            best_r = a - lo
-    b = _first_at_least(coord, arr, lo, hi, t, True)
-    if b < hi and t < upper:
-        right = min(coord[arr[b]], upper)
-        if t < right:
-            cut = 0.5 * (t + right)
-            if best_r < 0 or abs(cut - s) < abs(best - s):
-                best = cut
-                best_r = b - lo
-    return best, best_r
+    c = hi - lo
+    lower = max(lo_a + ell, coord[arr[lo + k - 1]])  # a cut at or left of this fails
+    upper = min(hi_a - ell, coord[arr[lo + c - k]])  # a cut right of this fails
+    if not lower < upper:
+        return np.nan, -1
+    width = hi_a - lo_a
+    mid = 0.5 * (lo_a + hi_a)
+    cells = 1.0
+    for _level in range(int(56 // math.log2(GRID_BASE))):
+        cells *= GRID_BASE
+        step = width / cells
+        j0 = max(0, math.floor((lower - lo_a) / step - phase))
+        j1 = min(int(cells) - 1, math.ceil((upper - lo_a) / step - phase))
+        lv = np.nan
+        lv_r = -1
+        lv_score = 0.0
+        for j in range(j0, j1 + 1):
+            pos = lo_a + width * ((j + phase) / cells)
+            if not (lower < pos <= upper) or pos - lo_a <= ell or hi_a - pos <= ell:
+                continue
+            a = _first_at_least(coord, arr, lo, hi, pos, False)
+            r = a - lo
+            if r < k or c - r < k or (a < hi and coord[arr[a]] == pos):
+                continue
+            score = abs(r - m) * 2.0 * width + abs(pos - mid)
+            if lv_r < 0 or score < lv_score:
+                lv = pos
+                lv_r = r
+                lv_score = score
+        if lv_r >= 0:
+            return lv, lv_r
+    return np.nan, -1
 
 
 @njit(cache=True, nogil=True)
@@ -149,6 +184,7 @@ def _kd_partition(  # noqa: PLR0917
     bounds: F64,
     k: int,
     a_min: float,
+    phase: float,
 ) -> tuple[I64, F64, I64, F64, F64]:
     n = x.shape[0]
     ox = ox_in.copy()
@@ -184,40 +220,30 @@ def _kd_partition(  # noqa: PLR0917
         h = ry1 - ry0
         done = False
         if c >= 2 * k:
+            g = c // k
+            m = k * ((g + 1) // 2)
+            # both axes are tried; the cut nearer to m members wins (ties: the longer side)
+            best_s = np.nan
+            best_r = -1
+            best_axis = -1
             for attempt in range(2):
                 axis = 0 if ((w >= h) == (attempt == 0)) else 1
-                if axis == 0:
-                    arr = ox
-                    coord = x
-                    lo_a = rx0
-                    hi_a = rx1
-                    other = h
-                else:
-                    arr = oy
-                    coord = y
-                    lo_a = ry0
-                    hi_a = ry1
-                    other = w
+                other = h if axis == 0 else w
                 if other <= 0.0:
                     continue
-                ell = a_min / other
-                lower = max(lo_a + ell, coord[arr[lo + k - 1]])
-                upper = min(hi_a - ell, coord[arr[lo + c - k]])
-                if not lower < upper:
-                    continue
-                g = c // k
-                m = k * ((g + 1) // 2)
-                s, r = _split_in_gap(
-                    coord,
-                    arr,
-                    lo,
-                    hi,
-                    lower,
-                    upper,
-                    0.5 * (coord[arr[lo + m - 1]] + coord[arr[lo + m]]),
-                )
-                if r < 0:
-                    continue
+                if axis == 0:
+                    s_, r_ = _split_on_grid(x, ox, lo, hi, rx0, rx1, a_min / other, k, m, phase)
+                else:
+                    s_, r_ = _split_on_grid(y, oy, lo, hi, ry0, ry1, a_min / other, k, m, phase)
+                if r_ >= 0 and (best_r < 0 or abs(r_ - m) < abs(best_r - m)):
+                    best_s = s_
+                    best_r = r_
+                    best_axis = axis
+            if best_r >= 0:
+                axis = best_axis
+                s = best_s
+                r = best_r
+                arr = ox if axis == 0 else oy
                 for i in range(lo, lo + r):
                     flag[arr[i]] = True
                 for i in range(lo + r, hi):
@@ -251,7 +277,6 @@ def _kd_partition(  # noqa: PLR0917
                     st_r[sp + 1, 3] = s
                 sp += 2
                 done = True
-                break
         if not done:
             rects[nl, 0] = rx0
             rects[nl, 1] = ry0
@@ -290,12 +315,15 @@ def build_partition(
     a_min_m2: float,
     order_x: I64 | None = None,
     order_y: I64 | None = None,
+    phase: float = 0.5,
 ) -> Partition:
     """Partition points ``(x[i], y[i])`` (metres, updated at ``t[i]`` s) inside ``bounds``.
 
     ``bounds = (xmin, ymin, xmax, ymax)`` must contain every point; it is the root leaf.
     ``order_x``/``order_y`` are ``argsort`` orders of ``x``/``y`` when already known.
     Every leaf has ``>= k`` users and area ``> a_min_m2`` provided the root does.
+    ``phase`` in (0, 1) places the grids of split positions inside their cells (a service
+    draws it once, secretly, so that the grids do not line up with round coordinates).
     """
     if k < 1:
         raise ValueError("k must be >= 1")
@@ -316,38 +344,69 @@ def build_partition(
         b,
         int(k),
         float(a_min_m2),
+        float(phase),
     )
     return Partition(leaf_of, rects, counts, tmin, mbrs)
 
 
-def shrink_toward(rect: F64, mbr: F64, target_m2: float) -> F64:
-    """The rectangle ``mbr + lam * (rect - mbr)`` with the smallest ``lam`` in [0, 1] whose
-    area is at least ``target_m2`` (``rect`` itself if even ``lam = 1`` falls short).
+SPAN_STARTS = 8
+"""A shrunk box's span of length ``size`` starts at a multiple of ``size / SPAN_STARTS``."""
 
-    Interpolating every side keeps the members' box at the same *relative* place inside the
-    leaf (set by split lines half-way between users), so nobody is put at the centre.
-    """
-    w0 = float(mbr[2] - mbr[0])
-    h0 = float(mbr[3] - mbr[1])
-    dw = float(rect[2] - rect[0]) - w0
-    dh = float(rect[3] - rect[1]) - h0
-    # (w0 + lam dw)(h0 + lam dh) = target  ->  a lam² + b lam + c = 0
-    a = dw * dh
-    b = w0 * dh + h0 * dw
-    c = w0 * h0 - target_m2
-    if c >= 0:
-        lam = 0.0
-    elif a > 0:
-        lam = (-b + np.sqrt(b * b - 4 * a * c)) / (2 * a)
-    elif b > 0:
-        lam = -c / b
-    else:
-        lam = 1.0
-    lam = min(1.0, max(0.0, float(lam) * (1 + 1e-9) + 1e-12))
-    out = np.asarray(mbr, dtype=np.float64) + lam * (np.asarray(rect) - np.asarray(mbr))
-    if (out[2] - out[0]) * (out[3] - out[1]) < target_m2:
-        out = np.asarray(rect, dtype=np.float64).copy()
+
+def _dyadic_span(lo: float, hi: float, a: float, b: float) -> list[tuple[float, float]]:
+    """Spans of ``[lo, hi]`` covering ``[a, b]`` (closed), from long to short: per level
+    ``L = 0, 1, ...`` the span of length ``(hi - lo) / sqrt(2)**L`` starting at the largest
+    multiple of an eighth of that length not above ``a``, if it covers ``b`` (clipped to
+    ``[lo, hi]``); when only the whole side fits, also ``[lo, hi]`` trimmed by whole 64ths.
+    Positions depend on ``lo``, ``hi`` and ``L`` only."""
+    out = [(lo, hi)]
+    side = hi - lo
+    for level in range(1, 80):
+        size = side / math.sqrt(2.0) ** level
+        step = size / SPAN_STARTS
+        s0 = lo + math.floor((a - lo) / step) * step
+        s0 = min(s0, hi - size)
+        s1 = s0 + size
+        if s1 < b:
+            if size < b - a:
+                break
+            continue
+        out.append((s0, s1))
+    if len(out) == 1:  # members spread over most of the side: trim whole 64ths off its ends
+        step = side / 64.0
+        s0 = lo + max(0, math.floor((a - lo) / step)) * step
+        s1 = hi - max(0, math.floor((hi - b) / step)) * step
+        if s1 - s0 < side:
+            out.append((s0, s1))
     return out
+
+
+def grid_box(rect: F64, mbr: F64, min_area_m2: float) -> F64:
+    """The smallest box of a data-independent family of sub-boxes of ``rect`` that covers
+    ``mbr`` and has area ``> min_area_m2`` (or ``rect`` when none is smaller).
+
+    Per axis, the family holds the spans of length ``side / sqrt(2)**L`` that start at
+    multiples of an eighth of that length (:func:`_dyadic_span`; the chosen span is at most
+    about 1.6× the members' extent). Every edge is therefore a position
+    fixed by ``rect`` alone; which box is chosen tells an observer which family members hold
+    all members (inside/outside), never where a member is. Too small a box is grown back one
+    level at a time on the axis with the shorter span (deterministic: no information added).
+    """
+    xs = _dyadic_span(float(rect[0]), float(rect[2]), float(mbr[0]), float(mbr[2]))
+    ys = _dyadic_span(float(rect[1]), float(rect[3]), float(mbr[1]), float(mbr[3]))
+    lx, ly = len(xs) - 1, len(ys) - 1
+
+    def area(i: int, j: int) -> float:
+        return (xs[i][1] - xs[i][0]) * (ys[j][1] - ys[j][0])
+
+    while area(lx, ly) <= min_area_m2 and (lx > 0 or ly > 0):
+        wx = xs[lx][1] - xs[lx][0]
+        wy = ys[ly][1] - ys[ly][0]
+        if lx > 0 and (ly == 0 or wx <= wy):
+            lx -= 1
+        else:
+            ly -= 1
+    return np.array([xs[lx][0], ys[ly][0], xs[lx][1], ys[ly][1]])
 
 
 def _box(rect: F64) -> shapely.Polygon:
@@ -367,25 +426,44 @@ def leaf_region(part: Partition, leaf: int, t2: float) -> CloakRegion:
 def shrunk_region(part: Partition, leaf: int, p: CloakParams, t2: float) -> CloakRegion | None:
     """A sub-rectangle of a leaf too large for ``a_max_m2``, or None if none fits.
 
-    Computed from the leaf's data and ``p`` only (reciprocal): the leaf is shrunk toward its
-    members' box (:func:`shrink_toward`) to a target area between ``lo = max(a_min, box area)``
-    and ``hi = min(a_max, leaf area)``: ``4 × box area`` (a compact region) but at most the
-    geometric middle ``sqrt(lo · hi)``, never below ``lo``. The middle keeps the edges away from
-    the outermost members whenever there is room: a target at the members' box itself would put
-    an edge on a member's exact coordinate. It still holds exactly the leaf's members, so
-    ``users`` is unchanged.
+    Computed from the leaf's data and ``p.a_min_m2`` only (reciprocal, and the same whatever
+    ``a_max_m2`` a request names, so varying it reveals nothing): the smallest box of a grid of
+    the leaf (:func:`grid_box`) that covers the members and has area ``> a_min_m2``. Its edges
+    are grid lines whose positions depend on the leaf's rectangle and ``a_min_m2`` alone, never
+    on a member's coordinate. It still holds exactly the leaf's members, so ``users`` is
+    unchanged.
     """
-    mbr = part.mbrs[leaf]
-    lo = max(p.a_min_m2 * (1 + 1e-6), _rect_area(mbr))
-    hi = min(p.a_max_m2 * (1 - 1e-9), _rect_area(part.rects[leaf]))
-    if lo >= hi:
-        return None
-    target = max(lo, min(4.0 * _rect_area(mbr), math.sqrt(lo * hi)))
-    r = shrink_toward(part.rects[leaf], mbr, target)
+    rect = part.rects[leaf]
+    r = grid_box(rect, part.mbrs[leaf], p.a_min_m2 * (1 + 1e-6))
     area = _rect_area(r)
     if not p.a_min_m2 < area < p.a_max_m2:
         return None
     return CloakRegion(_box(r), area, int(part.counts[leaf]), float(part.tmin[leaf]), t2)
+
+
+def covering_world(
+    xy: F64, a_min_m2: float, world: tuple[float, float, float, float] | None = None
+) -> tuple[float, float, float, float]:
+    """A root rectangle holding every point of ``xy`` whose edges are no member's coordinate.
+
+    With ``world``: that rectangle, doubled about its centre until it holds every point (users
+    outside the configured extent widen it by powers of two, not to their own coordinates).
+    Without: the square of the power-of-two grid (side ``s >= `` the points' extent and
+    ``> sqrt(a_min_m2)``) whose lower-left cell holds the points' lower-left corner, doubled.
+    """
+    x0, y0 = (float(v) for v in xy.min(axis=0))
+    x1, y1 = (float(v) for v in xy.max(axis=0))
+    if world is not None:
+        wx0, wy0, wx1, wy1 = world
+        cx, cy = (wx0 + wx1) / 2, (wy0 + wy1) / 2
+        hw, hh = (wx1 - wx0) / 2, (wy1 - wy0) / 2
+        while not (cx - hw <= x0 and x1 <= cx + hw and cy - hh <= y0 and y1 <= cy + hh):
+            hw, hh = 2 * hw, 2 * hh
+        return (cx - hw, cy - hh, cx + hw, cy + hh)
+    extent = max(x1 - x0, y1 - y0, math.sqrt(max(a_min_m2, 0.0)) * 1.01, 1.0)
+    s = 2.0 ** math.ceil(math.log2(extent))
+    gx, gy = math.floor(x0 / s) * s, math.floor(y0 / s) * s
+    return (gx, gy, gx + 2 * s, gy + 2 * s)
 
 
 def cloak_once(
@@ -400,29 +478,15 @@ def cloak_once(
     """Cloak user ``user_index`` of the static population ``users_xy`` (shape (n, 2), metres).
 
     Uses the same shared partition as :class:`Cloaker` (no rounding of ``a_min_m2`` by default).
-    ``world`` defaults to the bounding box of the users grown to exceed ``a_min_m2``; users
-    outside a given ``world`` widen it.
+    ``world`` defaults to a power-of-two square holding the users (:func:`covering_world`);
+    users outside a given ``world`` widen it by doubling.
     Raises :class:`locpriv.errors.CloakInfeasible` when no region of the partition fits.
     """
     xy = np.asarray(users_xy, dtype=np.float64)
     n = len(xy)
     if not 0 <= user_index < n:
         raise IndexError("user_index out of range")
-    x0, y0 = (float(v) for v in xy.min(axis=0))
-    x1, y1 = (float(v) for v in xy.max(axis=0))
-    if world is not None:  # users outside the extent widen it, as in Cloaker
-        world = (min(world[0], x0), min(world[1], y0), max(world[2], x1), max(world[3], y1))
-    else:
-        side = math.sqrt(params.a_min_m2) * 1.01 + 1.0
-        w = max(x1 - x0, side)
-        h = max(y1 - y0, side)
-        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-        world = (
-            min(x0, cx - w / 2),
-            min(y0, cy - h / 2),
-            max(x1, cx + w / 2),
-            max(y1, cy + h / 2),
-        )
+    world = covering_world(xy, params.a_min_m2, world)
     if n < params.k:
         raise CloakInfeasible(f"too few users: {n} users, k={params.k} requested")
     a_min = round_a_min(params.a_min_m2, a_min_step)

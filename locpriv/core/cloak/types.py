@@ -85,8 +85,18 @@ class CloakConfig:
     max_delay_s_bound: float = 60.0
     session_s_bound: float = 4 * 3600.0
     session_margin_m: float = 100.0
-    """Least distance between a session's members and its region's edges, metres: about what a
-    user covers between two location updates (members move while the region holds)."""
+    """Most distance kept between a session's members and its region's edges, metres: about what
+    a user covers between two location updates (members move while the region holds)."""
+    session_pool_factor: int = 2
+    """A session's anonymity set starts as the requester's leaf of the partition for
+    ``session_pool_factor * k`` (reciprocal, so not centred on her) ..."""
+    session_shrink_requests: int = 10
+    """... and its regions cover fewer of them request after request, reaching ``k`` at this
+    request: those nearest the requester *then* stay (users who walked away leave the set)."""
+    session_speed_m_s: float = 3.0
+    """Speed assumed for session members between their last update and the request: a member
+    whose update is ``age`` seconds old is kept ``min(session_margin_m, speed * (age +
+    epoch_s))`` metres from the edges (a member who just reported needs little margin)."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
