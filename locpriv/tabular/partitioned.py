@@ -313,7 +313,7 @@ def regroup_block(  # noqa: PLR0917 - a task: runners call it positionally
 
 def _face_distance(X: FloatArray, blocks: list[IntpArray]) -> FloatArray:
     """Each record's distance to the nearest cut face of its block (a face of the block's box
-    inside the data's box; the data's own boundary is no cut). Blocks in parallel (numba)."""
+    inside the data's box; the data's own boundary is no cut). One numba pass per block."""
     rows = np.concatenate(blocks).astype(np.int64)
     starts = np.zeros(len(blocks) + 1, dtype=np.int64)
     starts[1:] = np.cumsum([b.size for b in blocks])

@@ -4,7 +4,7 @@ The parent process runs these between the block tasks (joining leftovers, the re
 pool selection), so their time bounds the speed-up on many cores (Amdahl). One pass over the
 rows in row order replaces one ``np.bincount`` per column and ``np.minimum.at``; sums are added
 in the same order as ``bincount`` adds them, so the results equal the numpy ones bit for bit
-(the release does not change). :func:`face_distance` runs its independent blocks in parallel.
+(the release does not change).
 """
 
 from __future__ import annotations
@@ -51,14 +51,16 @@ def pool_stats(X, labels, cen, face, g):  # type: ignore[no-untyped-def]  # prag
     return err, near
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True)
 def face_distance(X, rows, starts, lo_all, hi_all):  # type: ignore[no-untyped-def]  # pragma: no cover
     """Each record's distance to the nearest cut face of its block: block b holds the records
     ``rows[starts[b]:starts[b+1]]``; a face of the block's box that lies inside the data's box
-    (``lo_all``, ``hi_all``) is a cut. Blocks run in parallel (independent)."""
+    (``lo_all``, ``hi_all``) is a cut. Serial on purpose: numba's default threading layer
+    (workqueue) aborts the process when two threads launch parallel kernels at once, and this
+    stage takes well under 1 % of a run (see docs/tabular.md, *Using many cores*)."""
     n, d = X.shape
     out = np.empty(n)
-    for b in numba.prange(starts.size - 1):
+    for b in range(starts.size - 1):
         a, z = starts[b], starts[b + 1]
         lo = np.full(d, np.inf)
         hi = np.full(d, -np.inf)
