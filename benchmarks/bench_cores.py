@@ -180,7 +180,7 @@ def _derive(runs: list[dict[str, Any]]) -> None:
 def _table(runs: list[dict[str, Any]]) -> str:
     head = (
         f"{'n':>9} {'p':>2} {'W':>3} {'seconds':>8} {'speedup':>8} {'eff':>5} {'serial':>7} "
-        f"{'KF':>6} {'IL %':>7} {'parent MB':>9} {'worker MB':>9} {'tree MB':>8}"
+        f"{'KF':>6} {'ser.CPU':>7} {'IL %':>7} {'parent MB':>9} {'worker MB':>9} {'tree MB':>8}"
     )
     lines = [head]
     for r in runs:
@@ -190,7 +190,8 @@ def _table(runs: list[dict[str, Any]]) -> str:
             f"{r['n']:>9} {r['p']:>2} {r['workers']:>3} {r['seconds']:>8.2f} "
             f"{r.get('speedup', float('nan')):>8.2f} {r.get('efficiency', float('nan')):>5.2f} "
             f"{100 * st.get('serial_share', float('nan')):>6.1f}% "
-            f"{'' if kf is None else f'{kf:.3f}':>6} {r['il_percent']:>7.3f} "
+            f"{'' if kf is None else f'{kf:.3f}':>6} "
+            f"{100 * st.get('serial_cpu_share', float('nan')):>6.1f}% {r['il_percent']:>7.3f} "
             f"{r['parent_peak_mb']:>9.0f} {r['worker_peak_mb']:>9.0f} {r['tree_peak_mb']:>8.0f}"
         )
     return "\n".join(lines)

@@ -178,13 +178,22 @@ class StageLog:
         serial = sum(r["seconds"] for r in self.rows if r["tasks"] == 0)
         return serial / total if total > 0 else 0.0
 
+    def serial_cpu_share(self) -> float:
+        """Share of the CPU seconds spent in stages that ran no task: the serial fraction as
+        the work measures it, which other jobs on the machine distort less than wall time."""
+        total = sum(r["cpu_seconds"] for r in self.rows)
+        serial = sum(r["cpu_seconds"] for r in self.rows if r["tasks"] == 0)
+        return serial / total if total > 0 else 0.0
+
     def report(self) -> dict[str, Any]:
-        """The JSON form: ``{"workers", "stages": [...], "seconds", "serial_share"}``."""
+        """The JSON form: ``{"workers", "stages": [...], "seconds", "serial_share",
+        "serial_cpu_share"}``."""
         return {
             "workers": self.workers,
             "stages": [{**r, "busy": self._busy(r)} for r in self.rows],
             "seconds": sum(r["seconds"] for r in self.rows),
             "serial_share": self.serial_share(),
+            "serial_cpu_share": self.serial_cpu_share(),
         }
 
     def table(self) -> str:

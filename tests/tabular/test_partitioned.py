@@ -273,6 +273,7 @@ def test_stage_report_times_every_stage_and_the_workers_cpu(tmp_path: Path) -> N
     assert rep["seconds"] == pytest.approx(sum(r["seconds"] for r in rep["stages"]))
     serial = sum(r["seconds"] for r in rep["stages"] if r["tasks"] == 0) / rep["seconds"]
     assert rep["serial_share"] == pytest.approx(serial)
+    assert 0.0 <= rep["serial_cpu_share"] <= 1.0
     table = log.table()
     assert "face distances" in table and "serial share" in table
 
