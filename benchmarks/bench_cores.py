@@ -7,7 +7,8 @@ Usage (from the repository root; needs only numpy, numba, pandas, pyarrow and sc
     PYTHONPATH=. python benchmarks/bench_cores.py --sizes 200000 --workers 1,2   # 2-core machine
 
 Data: 13-D uniform on [0, 1)^d (seed 12345), k = 3, through the Python API
-``anonymize(df, qi, k=3, workers=W)`` (the issue's measurement); the p = 2 runs add one
+``anonymize(df, qi, k=3, method="partitioned", workers=W)`` (the issue's measurement: the default
+method from 200k records); the p = 2 runs add one
 confidential attribute with 8 equally likely values. Worker counts above ``os.cpu_count()`` are
 skipped. Every run is its own child process (numba kernels loaded by a warm-up call first); it
 reports its wall time, IL, the stage report (``report["stages"]``: seconds and share of cores
@@ -117,7 +118,7 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
         sens = ["s"]
     with TreeSampler() as tree:
         t0 = time.perf_counter()
-        _, report = anonymize(df, qi, sens, K, p, workers=workers)
+        _, report = anonymize(df, qi, sens, K, p, "partitioned", workers=workers)
         wall = time.perf_counter() - t0
     return {
         "n": n,
@@ -202,6 +203,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000000", help="records, comma-separated")
     ap.add_argument("--workers", default="1,2,4,8,16", help="worker counts, comma-separated")
     ap.add_argument("--big", action="store_true", help="also 10M x 13, p=1 and p=2")
+    ap.add_argument("--big-n", type=int, default=10_000_000, help="records of --big (smoke runs)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each setting (best kept)")
     ap.add_argument("--tag", default="", help="suffix of the results file")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -214,7 +216,7 @@ def main() -> None:
     counts = [w for w in (int(v) for v in args.workers.split(",")) if w <= cores]
     plan = [(int(n), w, 1) for n in args.sizes.split(",") for w in counts]
     if args.big:
-        plan += [(10_000_000, max(counts), 1), (10_000_000, max(counts), 2)]
+        plan += [(args.big_n, max(counts), 1), (args.big_n, max(counts), 2)]
     runs = []
     for n, w, p in plan:
         best = min(
