@@ -30,25 +30,35 @@ _BATCH = 64  # tasks in flight per batch: bounds the client's memory for scatter
 CONNECT_TIMEOUT_S = 10.0
 
 
-def process_runner(pool: Any) -> Runner:
-    """A runner on a ``concurrent.futures`` executor: every task submitted at once (a block's
-    arguments are built lazily, as its task is submitted), results in block order."""
+class _PoolRunner:
+    """A :class:`~locpriv.tabular.partitioned.Runner` on a ``concurrent.futures`` executor."""
 
-    def run(
-        fn: Callable[..., IntArray | None],
+    def __init__(self, pool: Any, workers: int) -> None:
+        self.pool = pool
+        self.workers = workers
+
+    def __call__(
+        self,
+        fn: Callable[..., Any],
         make_args: Callable[[int], tuple[Any, ...]],
         count: int,
         progress: Progress | None,
-    ) -> list[IntArray | None]:
-        futures = [pool.submit(fn, *make_args(i)) for i in range(count)]
-        out: list[IntArray | None] = []
+    ) -> list[Any]:
+        futures = [self.pool.submit(fn, *make_args(i)) for i in range(count)]
+        out: list[Any] = []
         for i, fut in enumerate(futures):
             out.append(fut.result())
             if progress is not None:
                 progress((i + 1) / count)
         return out
 
-    return run
+
+def process_runner(pool: Any, workers: int | None = None) -> Runner:
+    """A runner on a ``concurrent.futures`` executor: every task submitted at once (a block's
+    arguments are built lazily, as its task is submitted), results in block order. ``workers``
+    (default: the executor's ``_max_workers``, else 1) is the stage report's core count."""
+    w = workers if workers is not None else int(getattr(pool, "_max_workers", 1) or 1)
+    return _PoolRunner(pool, max(1, int(w)))
 
 
 @contextmanager
@@ -61,7 +71,7 @@ def workers_session(workers: int) -> Iterator[Runner]:
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        yield process_runner(pool)
+        yield process_runner(pool, workers)
 
 
 def connect(scheduler: Any) -> Any:
@@ -84,17 +94,28 @@ def connect(scheduler: Any) -> Any:
         raise ConfigError(f"cannot reach the dask scheduler at {scheduler}: {exc}") from None
 
 
-def dask_runner(client: Any) -> Runner:
-    """A runner that executes the tasks on ``client``'s cluster, in batches of 64 blocks."""
-    from dask.distributed import wait
+class _DaskRunner:
+    """A :class:`~locpriv.tabular.partitioned.Runner` on a dask.distributed client."""
 
-    def run(
-        fn: Callable[..., IntArray | None],
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        try:
+            info = client.scheduler_info()
+            self.workers = max(1, sum(int(w.get("nthreads", 1)) for w in info["workers"].values()))
+        except (KeyError, AttributeError, TypeError, OSError):  # pragma: no cover - defensive
+            self.workers = 1
+
+    def __call__(
+        self,
+        fn: Callable[..., Any],
         make_args: Callable[[int], tuple[Any, ...]],
         count: int,
         progress: Progress | None,
-    ) -> list[IntArray | None]:
-        out: list[IntArray | None] = []
+    ) -> list[Any]:
+        from dask.distributed import wait
+
+        client = self.client
+        out: list[Any] = []
         for lo in range(0, count, _BATCH):
             futures = []
             for i in range(lo, min(count, lo + _BATCH)):
@@ -109,7 +130,11 @@ def dask_runner(client: Any) -> Runner:
                 progress(len(out) / count)
         return out
 
-    return run
+
+def dask_runner(client: Any) -> Runner:
+    """A runner that executes the tasks on ``client``'s cluster, in batches of 64 blocks; its
+    ``workers`` (the stage report's core count) is the cluster's total of worker threads."""
+    return _DaskRunner(client)
 
 
 @contextmanager

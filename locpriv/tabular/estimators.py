@@ -39,7 +39,14 @@ from locpriv.tabular.checks import as_codes
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.improve import best_partition
 from locpriv.tabular.microaggregation import mdav
-from locpriv.tabular.partitioned import BLOCK_SIZE, DEFAULT_FROM_N, Runner, partitioned
+from locpriv.tabular.partitioned import (
+    BLOCK_SIZE,
+    DEFAULT_FROM_N,
+    Runner,
+    current_stage_log,
+    partitioned,
+    stage_log,
+)
 from locpriv.tabular.psearch import best_p_sensitive
 from locpriv.tabular.psensitive import (
     Conditions,
@@ -358,6 +365,7 @@ class Microaggregator:
         t0 = time.perf_counter()
         todo = candidates(self.method, p, n)
         with ExitStack() as stack:
+            log = current_stage_log() or stack.enter_context(stage_log())
             runner = None
             if self.scheduler is not None and "partitioned" in todo:
                 from locpriv.tabular.distributed import session
@@ -370,6 +378,7 @@ class Microaggregator:
                 runner = stack.enter_context(workers_session(int(self.workers)))
             best, tried = self._run_candidates(Z, codes, k, p, todo, runner)
         err, name, labels, k_used = best
+        m0, c0 = time.perf_counter(), time.process_time()
         self.labels_: IntArray = labels
         self.method_: str = name
         self.k_used_: int = k_used
@@ -402,6 +411,8 @@ class Microaggregator:
             "candidates_sse": tried,
             "seconds": time.perf_counter() - t0,
         }
+        log.add("metrics", time.perf_counter() - m0, time.process_time() - c0)
+        self.report_["stages"] = log.report()  # seconds and cores busy per stage
         if self.conditions_ is not None:
             self.report_["max_clusters"] = self.conditions_.max_clusters
             self.report_["i_value"] = self.conditions_.i_value

@@ -30,7 +30,11 @@ dask.distributed cluster with the same result as the local run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 import numpy as np
@@ -40,6 +44,10 @@ from scipy.spatial import cKDTree
 from locpriv.errors import ConfigError, InfeasibleError
 from locpriv.tabular._kernels.mdav_blocks import kd_blocks
 from locpriv.tabular._kernels.neighbours import knn_approx, knn_exact
+from locpriv.tabular._kernels.partition_stats import canonical as _canonical_kernel
+from locpriv.tabular._kernels.partition_stats import face_distance as _face_kernel
+from locpriv.tabular._kernels.partition_stats import group_means as _means_kernel
+from locpriv.tabular._kernels.partition_stats import pool_stats as _pool_kernel
 from locpriv.tabular.checks import as_codes, check_k, check_matrix
 from locpriv.tabular.improve import _canonical, improve_partition
 from locpriv.tabular.metrics import group_means, sse
@@ -51,11 +59,15 @@ __all__ = [
     "BLOCK_SIZE",
     "DEFAULT_FROM_N",
     "Runner",
+    "StageLog",
+    "current_stage_log",
     "group_block",
     "partitioned",
     "regroup_block",
     "run_local",
     "split_blocks",
+    "stage_log",
+    "timed_task",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -82,30 +94,148 @@ class Progress(Protocol):
 
 
 class Runner(Protocol):
-    """Runs ``fn(*make_args(i))`` for ``i`` in ``range(count)``; returns the results in order."""
+    """Runs ``fn(*make_args(i))`` for ``i`` in ``range(count)``; returns the results in order.
+    A runner may carry a ``workers`` attribute (the tasks it runs at once; 1 if absent), the
+    denominator of the stage report's share of cores busy."""
 
     def __call__(
         self,
-        fn: Callable[..., IntArray | None],
+        fn: Callable[..., Any],
         make_args: Callable[[int], tuple[Any, ...]],
         count: int,
         progress: Progress | None,
-    ) -> list[IntArray | None]: ...
+    ) -> list[Any]: ...
 
 
 def run_local(
-    fn: Callable[..., IntArray | None],
+    fn: Callable[..., Any],
     make_args: Callable[[int], tuple[Any, ...]],
     count: int,
     progress: Progress | None,
-) -> list[IntArray | None]:
+) -> list[Any]:
     """The in-process :class:`Runner`: one task after the other (arguments built lazily)."""
-    out: list[IntArray | None] = []
+    out: list[Any] = []
     for i in range(count):
         out.append(fn(*make_args(i)))
         if progress is not None:
             progress((i + 1) / count)
     return out
+
+
+class StageLog:
+    """Wall seconds and CPU seconds per stage of a run (pure bookkeeping: nothing it records
+    feeds back into the release).
+
+    A stage's CPU seconds are the parent process's own (``time.process_time``, all its threads)
+    plus those of the tasks that ran in other processes, measured inside the worker around the
+    task (:func:`timed_task`). ``busy`` = CPU seconds / (wall seconds x ``workers``): the share
+    of the cores given to the run that the stage kept busy; a stage run by the parent alone
+    on one thread has ``busy`` <= 1 / workers. ``serial_share`` (:meth:`serial_share`) is the
+    share of the wall time spent in stages without tasks: Amdahl's serial fraction at 1 worker.
+    """
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = max(1, int(workers))
+        self.rows: list[dict[str, Any]] = []
+        self._task_cpu = 0.0
+        self._tasks = 0
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the ``with`` body as stage ``name`` (a repeated name adds a row)."""
+        w0, c0 = time.perf_counter(), time.process_time()
+        self._task_cpu, self._tasks = 0.0, 0
+        try:
+            yield
+        finally:
+            wall = time.perf_counter() - w0
+            cpu = time.process_time() - c0 + self._task_cpu
+            self.rows.append(
+                {"stage": name, "seconds": wall, "cpu_seconds": cpu, "tasks": self._tasks}
+            )
+
+    def add(self, name: str, seconds: float, cpu_seconds: float) -> None:
+        """Record a stage timed by the caller (wall and parent CPU seconds, no tasks)."""
+        self.rows.append(
+            {"stage": name, "seconds": seconds, "cpu_seconds": cpu_seconds, "tasks": 0}
+        )
+
+    def tasks_done(self, results: list[tuple[Any, float, int]]) -> list[Any]:
+        """Unwrap :func:`timed_task` results, adding the CPU seconds of those run by other
+        processes to the current stage; returns the tasks' own results in order."""
+        me = os.getpid()
+        self._tasks += len(results)
+        self._task_cpu += sum(cpu for _, cpu, pid in results if pid != me)
+        return [out for out, _, _ in results]
+
+    def _busy(self, row: dict[str, Any]) -> float:
+        wall = float(row["seconds"])
+        return float(row["cpu_seconds"]) / (wall * self.workers) if wall > 0 else 0.0
+
+    def serial_share(self) -> float:
+        """Share of the wall time in stages that ran no task (the parent alone)."""
+        total = sum(r["seconds"] for r in self.rows)
+        serial = sum(r["seconds"] for r in self.rows if r["tasks"] == 0)
+        return serial / total if total > 0 else 0.0
+
+    def serial_cpu_share(self) -> float:
+        """Share of the CPU seconds spent in stages that ran no task: the serial fraction as
+        the work measures it, which other jobs on the machine distort less than wall time."""
+        total = sum(r["cpu_seconds"] for r in self.rows)
+        serial = sum(r["cpu_seconds"] for r in self.rows if r["tasks"] == 0)
+        return serial / total if total > 0 else 0.0
+
+    def report(self) -> dict[str, Any]:
+        """The JSON form: ``{"workers", "stages": [...], "seconds", "serial_share",
+        "serial_cpu_share"}``."""
+        return {
+            "workers": self.workers,
+            "stages": [{**r, "busy": self._busy(r)} for r in self.rows],
+            "seconds": sum(r["seconds"] for r in self.rows),
+            "serial_share": self.serial_share(),
+            "serial_cpu_share": self.serial_cpu_share(),
+        }
+
+    def table(self) -> str:
+        """A short text table of the stages (seconds, share of cores busy, tasks)."""
+        lines = [f"{'stage':<22} {'seconds':>9} {'busy':>6} {'tasks':>6}"]
+        for r in self.rows:
+            busy = 100 * self._busy(r)
+            lines.append(f"{r['stage']:<22} {r['seconds']:>9.3f} {busy:>5.0f}% {r['tasks']:>6}")
+        lines.append(
+            f"{'total':<22} {sum(r['seconds'] for r in self.rows):>9.3f} "
+            f"(serial share {100 * self.serial_share():.1f} %, {self.workers} workers)"
+        )
+        return "\n".join(lines)
+
+
+_CURRENT: ContextVar[StageLog | None] = ContextVar("locpriv_stage_log", default=None)
+
+
+@contextmanager
+def stage_log(workers: int = 1) -> Iterator[StageLog]:
+    """A :class:`StageLog` that :func:`partitioned` (and callers such as the estimator) record
+    into while the ``with`` block runs in this context."""
+    log = StageLog(workers)
+    token = _CURRENT.set(log)
+    try:
+        yield log
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_stage_log() -> StageLog | None:
+    """The :class:`StageLog` of the enclosing :func:`stage_log`, if any."""
+    return _CURRENT.get()
+
+
+def timed_task(fn: Callable[..., Any], *args: Any) -> tuple[Any, float, int]:
+    """Run one task; ``(result, CPU seconds of this process during it, process id)``. The CPU
+    time is ``time.process_time`` (every thread: numba's parallel kernels included), valid as
+    the task's own because a worker runs one task at a time."""
+    c0 = time.process_time()
+    out = fn(*args)
+    return out, time.process_time() - c0, os.getpid()
 
 
 def task_seed(seed: int, round_: int, block: int) -> int:
@@ -192,19 +322,18 @@ def regroup_block(  # noqa: PLR0917 - a task: runners call it positionally
 
 def _face_distance(X: FloatArray, blocks: list[IntpArray]) -> FloatArray:
     """Each record's distance to the nearest cut face of its block (a face of the block's box
-    inside the data's box; the data's own boundary is no cut)."""
-    lo_all, hi_all = X.min(axis=0), X.max(axis=0)
-    out = np.empty(X.shape[0])
-    for rows in blocks:
-        W = X[rows]
-        lo, hi = W.min(axis=0), W.max(axis=0)
-        gap = np.full(rows.size, np.inf)
-        for j in range(X.shape[1]):
-            if lo[j] > lo_all[j]:
-                gap = np.minimum(gap, W[:, j] - lo[j])
-            if hi[j] < hi_all[j]:
-                gap = np.minimum(gap, hi[j] - W[:, j])
-        out[rows] = gap
+    inside the data's box; the data's own boundary is no cut). One numba pass per block."""
+    rows = np.concatenate(blocks).astype(np.int64)
+    starts = np.zeros(len(blocks) + 1, dtype=np.int64)
+    starts[1:] = np.cumsum([b.size for b in blocks])
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    out: FloatArray = _face_kernel(X, rows, starts, X.min(axis=0), X.max(axis=0))
+    return out
+
+
+def _relabel(labels: IntArray) -> IntArray:
+    """Labels (>= 0) renumbered by each group's first record (= ``_canonical``, one pass)."""
+    out: IntArray = _canonical_kernel(labels, int(labels.max()) + 1)
     return out
 
 
@@ -221,13 +350,10 @@ def _repair_pools(  # noqa: PLR0917
     first (highest squared error per record), at most ``share`` of all groups; cut by a k-d split
     of their centroids in a rotated basis into blocks of about ``block_size`` records."""
     g = int(labels.max()) + 1
-    cen, cnt = group_means(X, labels, g), np.bincount(labels, minlength=g)
-    err = np.zeros(X.shape[0])
-    for j in range(X.shape[1]):
-        err += (X[:, j] - cen[labels, j]) ** 2
-    per = np.bincount(labels, weights=err, minlength=g) / cnt
-    near = np.full(g, np.inf)
-    np.minimum.at(near, labels, face)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    cen, cnt = _means_kernel(X, labels, g)  # one pass each, sums in row order as bincount's
+    err, near = _pool_kernel(X, labels, cen, face, g)
+    per = err / cnt
     at_face = np.flatnonzero(near < 2.0 * np.sqrt(per))
     m = min(int(share * g), at_face.size)
     if m < 2:
@@ -311,7 +437,8 @@ def partitioned(
     docstring. ``runner`` runs the block tasks (default: in this process, one after the other;
     :func:`locpriv.tabular.distributed.dask_runner` on a cluster, same result). ``progress``
     receives the fraction done of each stage and, if it has a ``stage(name)`` method, the stage
-    names (``blocks``, ``repair 1``, ...). Deterministic for a given ``seed``.
+    names (``blocks``, ``repair 1``, ...). Deterministic for a given ``seed``. Inside a
+    :func:`stage_log` block the wall and CPU seconds of every stage are recorded there.
     """
     Xf = check_matrix(X)
     n = Xf.shape[0]
@@ -325,47 +452,60 @@ def partitioned(
     if int(block_size) < 4 * kk:
         raise ConfigError(f"block_size must be at least 4k = {4 * kk}, got {block_size}")
     run = runner if runner is not None else run_local
-    stage: Callable[[str], None] = getattr(progress, "stage", lambda name: None)
+    step: Callable[[str], None] = getattr(progress, "stage", lambda name: None)
+    log = current_stage_log() or StageLog()
+    log.workers = max(1, int(getattr(run, "workers", 1)))
 
     def sub(rows: IntpArray) -> IntArray | None:
         return None if codes is None else np.ascontiguousarray(codes[rows])
 
-    stage("blocks")
-    blocks = split_blocks(Xf, block_size)
-    got = run(
-        group_block,
-        lambda b: (Xf[blocks[b]], sub(blocks[b]), kk, pp, task_seed(seed, 0, b)),
-        len(blocks),
-        progress,
-    )
-    labels = np.full(n, -1, dtype=np.int64)
-    nxt = 0
-    for rows, lab in zip(blocks, got, strict=True):
-        assert lab is not None
-        done = lab >= 0
-        labels[rows[done]] = lab[done] + nxt
-        nxt += int(lab.max()) + 1 if done.any() else 0
-    if nxt == 0:  # no block could hold a group: one block of everything (feasible, checked)
-        labels = group_block(Xf, codes, kk, pp, task_seed(seed, 0, 0))
-    _join_nearest(Xf, labels)
-    labels = _canonical(labels).astype(np.int64)
-    face = _face_distance(Xf, blocks)
+    def tasks(
+        fn: Callable[..., IntArray | None], make: Callable[[int], tuple[Any, ...]], count: int
+    ) -> list[IntArray | None]:
+        got = run(timed_task, lambda i: (fn, *make(i)), count, progress)
+        return log.tasks_done(got)
+
+    step("blocks")
+    with log.stage("split"):
+        blocks = split_blocks(Xf, block_size)
+    with log.stage("blocks"):
+        got = tasks(
+            group_block,
+            lambda b: (Xf[blocks[b]], sub(blocks[b]), kk, pp, task_seed(seed, 0, b)),
+            len(blocks),
+        )
+    with log.stage("merge blocks"):
+        labels = np.full(n, -1, dtype=np.int64)
+        nxt = 0
+        for rows, lab in zip(blocks, got, strict=True):
+            assert lab is not None
+            done = lab >= 0
+            labels[rows[done]] = lab[done] + nxt
+            nxt += int(lab.max()) + 1 if done.any() else 0
+        if nxt == 0:  # no block could hold a group: one block of everything (feasible, checked)
+            labels = group_block(Xf, codes, kk, pp, task_seed(seed, 0, 0))
+    with log.stage("join leftovers"):
+        _join_nearest(Xf, labels)
+        labels = _relabel(labels)
+    with log.stage("face distances"):
+        face = _face_distance(Xf, blocks)
     for r in range(1, int(repair_rounds) + 1):
-        stage(f"repair {r}")
-        pools = _repair_pools(
-            Xf, labels, face, float(repair_share), int(block_size), task_seed(seed, r, 1 << 30)
-        )
-        new = run(
-            regroup_block,
-            _pool_args(Xf, codes, pools, labels, kk, pp, seed, r),
-            len(pools),
-            progress,
-        )
-        nxt = int(labels.max()) + 1
-        for rows, lab in zip(pools, new, strict=True):
-            if lab is not None:
-                labels[rows] = lab + nxt
-                nxt += int(lab.max()) + 1
-        labels = _canonical(labels).astype(np.int64)
-    _check_release(labels, codes, kk, pp)
+        step(f"repair {r}")
+        with log.stage(f"repair {r} pools"):
+            pools = _repair_pools(
+                Xf, labels, face, float(repair_share), int(block_size), task_seed(seed, r, 1 << 30)
+            )
+        with log.stage(f"repair {r} tasks"):
+            new = tasks(
+                regroup_block, _pool_args(Xf, codes, pools, labels, kk, pp, seed, r), len(pools)
+            )
+        with log.stage(f"repair {r} merge"):
+            nxt = int(labels.max()) + 1
+            for rows, lab in zip(pools, new, strict=True):
+                if lab is not None:
+                    labels[rows] = lab + nxt
+                    nxt += int(lab.max()) + 1
+            labels = _relabel(labels)
+    with log.stage("check"):
+        _check_release(labels, codes, kk, pp)
     return labels

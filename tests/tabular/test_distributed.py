@@ -91,3 +91,15 @@ def test_unreachable_scheduler_is_one_line_and_no_output(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot reach the dask scheduler" in err[0]
     assert not dst.exists()
+
+
+@pytest.mark.timeout(120)
+def test_cluster_report_counts_the_workers_and_their_cpu(client: Any, table_file: Path) -> None:
+    df = pd.read_parquet(table_file)
+    kw: dict[str, Any] = {"method": "partitioned", "block_size": 256, "seed": 4}
+    _, rep = anonymize(df, QI, ["s"], 3, 1, scheduler=client, **kw)
+    stages = rep["stages"]
+    assert stages["workers"] == 2  # two single-threaded workers
+    by = {r["stage"]: r for r in stages["stages"]}
+    assert by["blocks"]["tasks"] >= 2 and by["blocks"]["cpu_seconds"] > 0.0
+    assert 0.0 <= stages["serial_share"] <= 1.0

@@ -26,6 +26,7 @@ from locpriv.tabular.partitioned import (
     partitioned,
     run_local,
     split_blocks,
+    stage_log,
 )
 from locpriv.tabular.psensitive import group_is_p_sensitive
 from locpriv.tabular.validate import table_k, table_p
@@ -261,3 +262,67 @@ def test_progress_bar_draws_each_stage_on_a_tty(tmp_path: Path) -> None:
     stages = [line.rsplit("\r", 1)[-1].split()[1] for line in lines if line]
     assert stages == ["blocks", "repair", "repair"]
     assert all("100.0%" in line.rsplit("\r", 1)[-1] for line in lines if line)
+
+
+def test_stage_report_times_every_stage_and_the_workers_cpu(tmp_path: Path) -> None:
+    """Pure bookkeeping: the stage log lists every stage once, counts the tasks and the CPU
+    seconds measured inside the worker processes, and leaves the release unchanged."""
+    from locpriv.tabular.distributed import workers_session
+
+    X, s = _read(_uniform_file(tmp_path))
+    plain = partitioned(X, 3, s, 2, block_size=256, seed=7)
+    with workers_session(2) as runner, stage_log() as log:
+        logged = partitioned(X, 3, s, 2, block_size=256, seed=7, runner=runner)
+    np.testing.assert_array_equal(plain, logged)
+    rep = log.report()
+    names = [r["stage"] for r in rep["stages"]]
+    assert names == [
+        "split",
+        "blocks",
+        "merge blocks",
+        "join leftovers",
+        "face distances",
+        *[f"repair {r} {part}" for r in (1, 2) for part in ("pools", "tasks", "merge")],
+        "check",
+    ]
+    by = {r["stage"]: r for r in rep["stages"]}
+    assert rep["workers"] == 2
+    assert by["blocks"]["tasks"] == len(split_blocks(X, 256))
+    assert by["repair 1 tasks"]["tasks"] >= 1
+    # the blocks ran in the workers: their CPU is counted, and the parent mostly waited
+    assert by["blocks"]["cpu_seconds"] > 0.0
+    for r in rep["stages"]:
+        assert r["seconds"] >= 0.0 and r["busy"] >= 0.0, r
+        if r["seconds"] > 0.05:  # below, the two clocks' offsets dominate the ratio
+            assert r["busy"] <= 1.2, r
+        assert (r["tasks"] > 0) == (r["stage"] in ("blocks", "repair 1 tasks", "repair 2 tasks"))
+    assert rep["seconds"] == pytest.approx(sum(r["seconds"] for r in rep["stages"]))
+    serial = sum(r["seconds"] for r in rep["stages"] if r["tasks"] == 0) / rep["seconds"]
+    assert rep["serial_share"] == pytest.approx(serial)
+    assert 0.0 <= rep["serial_cpu_share"] <= 1.0
+    table = log.table()
+    assert "face distances" in table and "serial share" in table
+
+
+def test_stage_log_in_process_counts_no_task_cpu_twice() -> None:
+    """In this process the tasks' CPU is already the parent's: the busy share stays <= 1 at one
+    worker (a worker's CPU would be added, the parent's own is not added again)."""
+    X = np.random.default_rng(3).random((2000, 3))
+    with stage_log() as log:
+        partitioned(X, 3, block_size=256, seed=1)
+    for r in log.report()["stages"]:
+        if r["seconds"] > 0.05:
+            assert r["busy"] <= 1.2, r  # one core: the tasks' CPU is not counted twice
+    assert log.workers == 1
+
+
+def test_cli_report_has_the_stage_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _uniform_file(tmp_path)
+    rep_path = tmp_path / "report.json"
+    argv = ["anonymize", str(src), str(tmp_path / "out.parquet"), "--qi", ",".join(QI)]
+    argv += ["--k", "3", "--method", "partitioned", "--block-size", "256"]
+    assert main([*argv, "--workers", "2", "--report", str(rep_path)]) == 0, capsys.readouterr()
+    stages = json.loads(rep_path.read_text())["stages"]
+    names = [r["stage"] for r in stages["stages"]]
+    assert names[:2] == ["split", "blocks"] and names[-1] == "metrics"
+    assert stages["workers"] == 2 and 0.0 <= stages["serial_share"] <= 1.0

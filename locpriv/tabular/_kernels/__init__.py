@@ -18,6 +18,8 @@ and call these). One module per concern, named for what it holds:
 ``neighbours``      the improver's k-nearest-neighbour graph (exact, or a projection forest)
 ``vmdav``           V-MDAV
 ``univariate``      the dynamic programme of optimal univariate microaggregation
+``partition_stats`` group statistics, relabelling and face distances of the partitioned
+                    method's serial stages (bit-identical to the numpy code they replaced)
 ==================  ===========================================================================
 
 Maintenance note: numba's on-disk cache (``cache=True``) only notices changes to the file that

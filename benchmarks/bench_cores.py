@@ -1,0 +1,251 @@
+"""Benchmark: the partitioned method on many cores (issue 23): speed-up, serial share, memory.
+
+Usage (from the repository root; needs only numpy, numba, pandas, pyarrow and scipy, no install)::
+
+    PYTHONPATH=. python benchmarks/bench_cores.py            # 1M x 13, workers 1,2,4,8,16
+    PYTHONPATH=. python benchmarks/bench_cores.py --big      # also 10M x 13, k=3, p=1 and p=2
+    PYTHONPATH=. python benchmarks/bench_cores.py --sizes 200000 --workers 1,2   # 2-core machine
+
+Data: 13-D uniform on [0, 1)^d (seed 12345), k = 3, through the Python API
+``anonymize(df, qi, k=3, method="partitioned", workers=W)`` (the issue's measurement: the default
+method from 200k records); the p = 2 runs add one
+confidential attribute with 8 equally likely values. Worker counts above ``os.cpu_count()`` are
+skipped. Every run is its own child process (numba kernels loaded by a warm-up call first); it
+reports its wall time, IL, the stage report (``report["stages"]``: seconds and share of cores
+busy per stage, serial share) and peak memory: the child's own ``VmHWM``, the largest worker's
+peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` after the pool has exited) and the peak of the
+sum of the resident memory of the child and all its workers (sampled every 0.2 s from /proc).
+
+Derived: speed-up and efficiency against the 1-worker run of the same size (same invocation),
+the serial share of the 1-worker run from the stage report (Amdahl: the limit of the speed-up
+is 1 / serial share) and the Karp-Flatt serial fraction ``(1/S - 1/W) / (1 - 1/W)`` of each
+measured speed-up S at W workers (it includes imbalance and overheads, not only serial stages).
+
+The 1-worker runs also get ``projected_speedup``: the bound their stage report gives at 2..16
+workers (stages without tasks stay serial; a stage of t tasks takes ceil(t/W)/t of its time).
+
+Writes benchmarks/results/bench_cores.json (``--tag T``: bench_cores_T.json; one file per
+invocation, never merged) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+SEED = 12345
+K = 3
+D = 13
+
+
+def _rss_kb(pid: int, key: str = "VmRSS") -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as fh:
+                out.extend(int(c) for c in fh.read().split())
+    except OSError:
+        return out
+    return out
+
+
+class TreeSampler:
+    """Peak of the summed VmRSS of this process and its descendants (sampled)."""
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.every_s = every_s
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            todo, total = [me], 0
+            while todo:
+                pid = todo.pop()
+                total += _rss_kb(pid)
+                todo.extend(_children(pid))
+            self.peak_kb = max(self.peak_kb, total)
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def child(n: int, workers: int, p: int) -> dict[str, Any]:
+    """One measurement in this (fresh) process."""
+    import numpy as np
+    import pandas as pd
+
+    from locpriv.tabular.frame import anonymize
+
+    qi = [f"x{j}" for j in range(D)]
+    # blocks of 6,000 records (> 4,000: the projection-forest neighbour graph too), so every
+    # kernel of the timed run is compiled (or loaded from its cache) before it
+    warm = pd.DataFrame(np.random.default_rng(1).random((12_000, D)), columns=qi)
+    warm["s"] = np.arange(12_000) % 8
+    anonymize(warm, qi, ["s"] if p > 1 else [], K, p, "partitioned", block_size=8192)
+    df = pd.DataFrame(np.random.default_rng(SEED).random((n, D)), columns=qi)
+    sens: list[str] = []
+    if p > 1:
+        df["s"] = np.random.default_rng(SEED + 1).integers(0, 8, n)
+        sens = ["s"]
+    with TreeSampler() as tree:
+        t0 = time.perf_counter()
+        _, report = anonymize(df, qi, sens, K, p, "partitioned", workers=workers)
+        wall = time.perf_counter() - t0
+    return {
+        "n": n,
+        "p": p,
+        "workers": workers,
+        "seconds": wall,
+        "il_percent": report["il_percent"],
+        "method": report["method"],
+        "groups": report["groups"],
+        "stages": report.get("stages"),
+        # encoding the key columns and building the released frame (outside the stage log)
+        "outside_fit_seconds": wall - float((report.get("stages") or {}).get("seconds", 0.0)),
+        "parent_peak_mb": _rss_kb(os.getpid(), "VmHWM") / 1024,
+        "worker_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "tree_peak_mb": tree.peak_kb / 1024,
+    }
+
+
+def _spawn(n: int, workers: int, p: int) -> dict[str, Any]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, __file__, "--child", f"{n},{workers},{p}"]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if res.returncode != 0:
+        raise SystemExit(f"child {n},{workers},{p} failed:\n{res.stderr[-4000:]}")
+    out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    return out
+
+
+def projected_speedup(stages: dict[str, Any], workers: int) -> float:
+    """Speed-up bound at ``workers`` from a 1-worker stage report: stages without tasks stay
+    serial, a stage of t equal tasks takes ceil(t / workers) / t of its time (no overheads)."""
+    total, proj = 0.0, 0.0
+    for r in stages["stages"]:
+        sec, t = float(r["seconds"]), int(r["tasks"])
+        total += sec
+        proj += sec if t == 0 else sec * -(-t // workers) / t
+    return total / proj if proj > 0 else 1.0
+
+
+def _derive(runs: list[dict[str, Any]]) -> None:
+    for r in runs:
+        if r["workers"] == 1 and r.get("stages"):
+            r["projected_speedup"] = {
+                str(w): projected_speedup(r["stages"], w) for w in (2, 4, 8, 16)
+            }
+    base = {(r["n"], r["p"]): r for r in runs if r["workers"] == 1}
+    for r in runs:
+        b = base.get((r["n"], r["p"]))
+        if b is None:
+            continue
+        s = b["seconds"] / r["seconds"]
+        w = r["workers"]
+        r["speedup"] = s
+        r["efficiency"] = s / w
+        r["karp_flatt"] = (1 / s - 1 / w) / (1 - 1 / w) if w > 1 else None
+        r["il_equal_to_1_worker"] = r["il_percent"] == b["il_percent"]
+
+
+def _table(runs: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'n':>9} {'p':>2} {'W':>3} {'seconds':>8} {'speedup':>8} {'eff':>5} {'serial':>7} "
+        f"{'KF':>6} {'ser.CPU':>7} {'IL %':>7} {'parent MB':>9} {'worker MB':>9} {'tree MB':>8}"
+    )
+    lines = [head]
+    for r in runs:
+        st = r.get("stages") or {}
+        kf = r.get("karp_flatt")
+        lines.append(
+            f"{r['n']:>9} {r['p']:>2} {r['workers']:>3} {r['seconds']:>8.2f} "
+            f"{r.get('speedup', float('nan')):>8.2f} {r.get('efficiency', float('nan')):>5.2f} "
+            f"{100 * st.get('serial_share', float('nan')):>6.1f}% "
+            f"{'' if kf is None else f'{kf:.3f}':>6} "
+            f"{100 * st.get('serial_cpu_share', float('nan')):>6.1f}% {r['il_percent']:>7.3f} "
+            f"{r['parent_peak_mb']:>9.0f} {r['worker_peak_mb']:>9.0f} {r['tree_peak_mb']:>8.0f}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="1000000", help="records, comma-separated")
+    ap.add_argument("--workers", default="1,2,4,8,16", help="worker counts, comma-separated")
+    ap.add_argument("--big", action="store_true", help="also 10M x 13, p=1 and p=2")
+    ap.add_argument("--big-n", type=int, default=10_000_000, help="records of --big (smoke runs)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each setting (best kept)")
+    ap.add_argument("--tag", default="", help="suffix of the results file")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        n, w, p = (int(v) for v in args.child.split(","))
+        print(json.dumps(child(n, w, p)))
+        return
+    cores = os.cpu_count() or 1
+    counts = [w for w in (int(v) for v in args.workers.split(",")) if w <= cores]
+    plan = [(int(n), w, 1) for n in args.sizes.split(",") for w in counts]
+    if args.big:
+        plan += [(args.big_n, max(counts), 1), (args.big_n, max(counts), 2)]
+    runs = []
+    for n, w, p in plan:
+        best = min(
+            (_spawn(n, w, p) for _ in range(max(1, args.repeat))), key=lambda r: r["seconds"]
+        )
+        runs.append(best)
+        print(f"n={n} p={p} workers={w}: {best['seconds']:.2f} s", file=sys.stderr, flush=True)
+    _derive(runs)
+    print(_table(runs))
+    for r in runs:
+        if r["workers"] == min(counts) and r.get("stages"):
+            print(f"\nstages, n={r['n']} p={r['p']} workers={r['workers']}:")
+            if "projected_speedup" in r:
+                proj = ", ".join(f"{w}: {v:.2f}" for w, v in r["projected_speedup"].items())
+                print(f"  projected speed-up from these stages (workers: x): {proj}")
+            for s in r["stages"]["stages"]:
+                print(f"  {s['stage']:<20} {s['seconds']:>8.3f} s  busy {100 * s['busy']:.0f} %")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = "bench_cores" + (f"_{args.tag}" if args.tag else "") + ".json"
+    doc = {
+        "machine": {"cpu_count": cores, "platform": platform.platform()},
+        "python": sys.version.split()[0],
+        "runs": runs,
+    }
+    (RESULTS / name).write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"\nwrote {RESULTS / name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Per-group statistics and face distances of the partitioned method's serial stages.
+
+The parent process runs these between the block tasks (joining leftovers, the repair rounds'
+pool selection), so their time bounds the speed-up on many cores (Amdahl). One pass over the
+rows in row order replaces one ``np.bincount`` per column and ``np.minimum.at``; sums are added
+in the same order as ``bincount`` adds them, so the results equal the numpy ones bit for bit
+(the release does not change).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def group_means(X, labels, g):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """g x d means of the groups ``labels`` (>= 0) over ``X`` (an empty group's mean is 0) and
+    their sizes; the sums run in row order (as ``np.bincount(weights=...)``)."""
+    n, d = X.shape
+    sums = np.zeros((g, d))
+    cnt = np.zeros(g, dtype=np.int64)
+    for i in range(n):
+        lab = labels[i]
+        cnt[lab] += 1
+        for j in range(d):
+            sums[lab, j] += X[i, j]
+    for c in range(g):
+        m = max(cnt[c], 1)
+        for j in range(d):
+            sums[c, j] = sums[c, j] / m
+    return sums, cnt
+
+
+@numba.njit(cache=True)
+def pool_stats(X, labels, cen, face, g):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Per group: the sum of its records' squared errors about ``cen`` (each record's error
+    summed over the columns 0..d-1, then over the records in row order) and the least ``face``
+    distance of its records (``inf`` for an empty group)."""
+    n, d = X.shape
+    err = np.zeros(g)
+    near = np.full(g, np.inf)
+    for i in range(n):
+        lab = labels[i]
+        e = 0.0
+        for j in range(d):
+            r = X[i, j] - cen[lab, j]
+            e += r * r
+        err[lab] += e
+        near[lab] = min(near[lab], face[i])
+    return err, near
+
+
+@numba.njit(cache=True)
+def face_distance(X, rows, starts, lo_all, hi_all):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Each record's distance to the nearest cut face of its block: block b holds the records
+    ``rows[starts[b]:starts[b+1]]``; a face of the block's box that lies inside the data's box
+    (``lo_all``, ``hi_all``) is a cut. Serial on purpose: numba's default threading layer
+    (workqueue) aborts the process when two threads launch parallel kernels at once, and this
+    stage takes well under 1 % of a run (see docs/tabular.md, *Using many cores*)."""
+    n, d = X.shape
+    out = np.empty(n)
+    for b in range(starts.size - 1):
+        a, z = starts[b], starts[b + 1]
+        lo = np.full(d, np.inf)
+        hi = np.full(d, -np.inf)
+        for t in range(a, z):
+            i = rows[t]
+            for j in range(d):
+                v = X[i, j]
+                lo[j] = min(lo[j], v)
+                hi[j] = max(hi[j], v)
+        for t in range(a, z):
+            i = rows[t]
+            gap = np.inf
+            for j in range(d):
+                if lo[j] > lo_all[j]:
+                    gap = min(gap, X[i, j] - lo[j])
+                if hi[j] < hi_all[j]:
+                    gap = min(gap, hi[j] - X[i, j])
+            out[i] = gap
+    return out
+
+
+@numba.njit(cache=True)
+def canonical(labels, g):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Labels ``0..`` numbered in order of each group's first record, for labels in
+    ``0..g-1`` (one pass; equals ``improve._canonical``)."""
+    rank = np.full(g, -1, dtype=np.int64)
+    out = np.empty(labels.size, dtype=np.int64)
+    nxt = 0
+    for i in range(labels.size):
+        lab = labels[i]
+        if rank[lab] < 0:
+            rank[lab] = nxt
+            nxt += 1
+        out[i] = rank[lab]
+    return out
