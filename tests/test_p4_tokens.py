@@ -257,14 +257,20 @@ def test_one_login_never_makes_a_group_alone(honest: int) -> None:
     """One login, 40 crafted replies per request under fresh pseudonyms (two with her two
     genuine tokens, the rest with none or a copied one): with tokens required no group is
     hers alone, she holds at most per_login = 2 of its k-1 = 4 members, and with fewer than
-    k-1 certified neighbours the query fails with too_few_replies (never a Sybil group)."""
+    k-1 certified neighbours the query fails with too_few_replies (never a Sybil group).
+    With two or more, a query may still fail on the area window, never end in her group."""
     with_tokens = sybil_groups(honest, tokens=True, trials=20, seed=honest)
     assert with_tokens.sybil_only == 0
     assert with_tokens.max_attacker_members <= 2
     if honest < 2:
         assert with_tokens.failed["too_few_replies"] == with_tokens.trials
     else:
-        assert with_tokens.mixed == with_tokens.trials
+        # every query either holds honest members or fails for a geometric reason of its own
+        # (two honest points and her two can be too close for A_min): never a Sybil group
+        assert with_tokens.mixed + sum(with_tokens.failed.values()) == with_tokens.trials
+        window = {"area_too_small", "area_too_large", "window_unsatisfiable"}
+        assert set(with_tokens.failed) <= window
+        assert with_tokens.mixed >= with_tokens.trials // 2
 
 
 def test_without_tokens_the_same_attacker_owns_the_groups() -> None:
