@@ -166,6 +166,15 @@ def _cloak(**extra: Any) -> dict[str, Any]:
     return {**_CR, "user_id": "{user}", **extra}
 
 
+_DS_AT = {"kind": "centroid", "lat": LAT, "lon": LON, "radius_m": 500.0}
+
+
+def _ds(**extra: Any) -> dict[str, Any]:
+    """A DS query (public lane) around the vectors' position."""
+    query = {"kind": "nearest", "category": "cafe", "n": 3}
+    return {**_CR, "type": "ds_query", "location": _DS_AT, "query": query, **extra}
+
+
 def _case(name: str, topic: str, payload: Any, expect: dict[str, Any], **kw: Any) -> dict[str, Any]:
     key = "payload_text" if isinstance(payload, str) else "payload"
     return {"name": name, "topic": topic, key: payload, "expect": expect, **kw}
@@ -346,10 +355,48 @@ def messages() -> dict[str, Any]:
             {"type": "cloak_request"},
             _err("invalid_field", "correlation_id", to="errors"),
         ),
+        # the database server: public ds/query (Protocol 3's second hop, Protocol 4)
+        _case("DS: valid query", "ds/query", _ds(), {"valid": True}, service="ds"),
+        _case(
+            "DS: unknown field",
+            "ds/query",
+            _ds(colour="red"),
+            _err("invalid_field", "colour"),
+            service="ds",
+        ),
+        _case(
+            "DS: negative radius",
+            "ds/query",
+            _ds(location={**_DS_AT, "radius_m": -5}),
+            _err("invalid_field", "location.radius_m"),
+            service="ds",
+        ),
+        _case(
+            "DS: query n out of range",
+            "ds/query",
+            _ds(query={"kind": "nearest", "category": "cafe", "n": 0}),
+            _err("invalid_field", "query.n"),
+            service="ds",
+        ),
+        _case(
+            "DS: a cloak request on ds/query",
+            "ds/query",
+            _cloak(),
+            _err("wrong_type", "type"),
+            service="ds",
+        ),
+        _case(
+            "DS: reply_to in the services' namespace",
+            "ds/query",
+            _ds(reply_to="locpriv/v1/svc/reply/anyone"),
+            _err("invalid_field", "reply_to", to="errors"),
+            service="ds",
+        ),
     ]
     return {
         "description": (
-            "Messages to the anonymizer and the codes they get. topic is relative to"
+            "Messages to the services and the codes they get: service names the one that"
+            " reads the topic (anonymizer when absent; ds for ds/query). topic is relative to"
             " {prefix}/v1/. Placeholders in topics and payloads: {user} (the sender's user"
             " name), {other_user} (another one), {reply_to} (the sender's reply topic),"
             " {tile} (the tile of lat 41.3874, lon 2.1686 in the deployment under test:"
@@ -358,9 +405,10 @@ def messages() -> dict[str, Any]:
             " object; payload_text a raw UTF-8 text (broken JSON). expect.valid: accepted"
             " (no error reply); else expect.code and expect.field (null: no field) of the"
             " error reply, expect.to where it is published (reply: the request's reply_to;"
-            " errors: {prefix}/v1/errors/anonymizer), expect.details: keys the error's"
-            " details object holds, expect.details_tile: the value of details.tile. Operator"
-            " bounds are the defaults of `locpriv serve` (docs/protocol.md)."
+            " errors: {prefix}/v1/errors/<service>, which apps cannot read), expect.details:"
+            " keys the error's details object holds, expect.details_tile: the value of"
+            " details.tile. Operator bounds are the defaults of `locpriv serve`"
+            " (docs/protocol.md)."
         ),
         "position": {"lat": LAT, "lon": LON},
         "cases": cases,

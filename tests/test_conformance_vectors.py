@@ -68,6 +68,16 @@ def _anonymizer(side_m: float | None = 1000.0) -> Dispatcher:
     )
 
 
+def _ds() -> Dispatcher:
+    """DS's dispatcher as `locpriv serve ds` builds it (default limits, the shipped POIs)."""
+    config = ServiceConfig()
+    index = POIIndex(load_pois(DEFAULT_POIS), config.make_projection())
+    core = DSCore(index, max_answer_pois=config.limits.ds_max_answer_pois, topics=TOPICS)
+    return Dispatcher(
+        name="ds", machine=core, routes=ds_routes(TOPICS), topics=TOPICS, max_payload=65536
+    )
+
+
 def _send(d: Dispatcher, topic: str, payload: bytes | object, now: float = T0) -> list[Send]:
     raw = payload if isinstance(payload, bytes) else encode(payload)  # type: ignore[arg-type]
     return d.handle(Received(topic, raw), now)
@@ -183,8 +193,11 @@ def _values(user: str = "alice") -> Placeholders:
 @pytest.mark.parametrize("case", message_cases(_values()), ids=lambda c: c.name)
 def test_every_message_vector_gets_its_code_field_and_destination(case: object) -> None:
     assert isinstance(case, MessageCase)
-    d = _anonymizer()
-    _populate(d)
+    if case.service == "ds":
+        d = _ds()
+    else:
+        d = _anonymizer()
+        _populate(d)
     out = _send(d, TOPICS.root + "/" + case.topic, case.payload)
     errors = [s for s in out if isinstance(s.message, ErrorReply)]
     if case.valid:
@@ -193,7 +206,7 @@ def test_every_message_vector_gets_its_code_field_and_destination(case: object) 
     (err,) = errors
     assert isinstance(err.message, ErrorReply)
     assert (err.message.code, err.message.field) == (case.code, case.field)
-    expected_topic = REPLY if case.to == "reply" else TOPICS.errors("anonymizer")
+    expected_topic = REPLY if case.to == "reply" else TOPICS.errors(case.service)
     assert err.topic == expected_topic
     details = err.message.details
     got = () if details is None else tuple(sorted(details.model_dump(exclude_none=True)))

@@ -198,10 +198,11 @@ async def _vectors(
     await t.subscribe(reply_to)
     if run.check_error_topic:
         await t.subscribe(topics.errors("anonymizer"))
+        await t.subscribe(topics.errors("ds"))
     for case in message_cases(values):
         name = f"vector: {case.name}"
         if case.to == "errors" and not run.check_error_topic:
-            run.add(name, "SKIP", "answered on errors/anonymizer, which apps cannot read")
+            run.add(name, "SKIP", f"answered on errors/{case.service}, which apps cannot read")
             continue
         payload = _at_origin(case.payload, deployment)
         marker = f"conf{secrets.token_hex(4)}"
@@ -242,12 +243,12 @@ def _judge(
         code = getattr(got[1], "code", None)
         return "PASS", f"answered {_kind(got[1])}" + (f" {code}" if code else "")
     if got is None:
-        where = reply_to if case.to == "reply" else topics.errors("anonymizer")
+        where = reply_to if case.to == "reply" else topics.errors(case.service)
         return "FAIL", f"no reply on {where} within the timeout (expected {case.code})"
     topic, message = got
     if not isinstance(message, ErrorReply):
         return "FAIL", f"expected error {case.code}, got {_kind(message)}"
-    want_topic = reply_to if case.to == "reply" else topics.errors("anonymizer")
+    want_topic = reply_to if case.to == "reply" else topics.errors(case.service)
     problems = []
     if (message.code, message.field) != (case.code, case.field):
         problems.append(f"got {message.code} field {message.field!r}")

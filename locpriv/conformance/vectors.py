@@ -66,6 +66,9 @@ class MessageCase:
     to: str
     details: tuple[str, ...]
     details_tile: str | None
+    service: str = "anonymizer"
+    """The service that reads ``topic`` (``anonymizer`` or ``ds``): errors that cannot reach
+    ``reply_to`` go to ``errors/<service>``."""
 
 
 def message_cases(values: Placeholders) -> list[MessageCase]:
@@ -89,6 +92,7 @@ def message_cases(values: Placeholders) -> list[MessageCase]:
                 to=expect.get("to", "reply"),
                 details=tuple(expect.get("details", ())),
                 details_tile=None if tile is None else fill(tile, values),
+                service=case.get("service", "anonymizer"),
             )
         )
     return out
