@@ -15,8 +15,9 @@ if [ ! -x /usr/sbin/mosquitto ] || ! command -v mosquitto_pub >/dev/null 2>&1; t
 fi
 
 # headless Chromium for tests/simulators/test_sim_map.py (the demo map) and
-# tests/tabular/test_assess_cli.py (the HTML risk report)
-if ! command -v chromium >/dev/null 2>&1; then
+# tests/tabular/test_assess_cli.py (the HTML risk report); the demo does not need it
+# (scripts/demo.sh sets LOCPRIV_SETUP_BROWSER=0)
+if [ "${LOCPRIV_SETUP_BROWSER:-1}" != 0 ] && ! command -v chromium >/dev/null 2>&1; then
   echo "setup: installing Debian's chromium (headless browser for tests/simulators/test_sim_map.py and tests/tabular/test_assess_cli.py)" >&2
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
