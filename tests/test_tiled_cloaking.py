@@ -274,3 +274,16 @@ def test_a_shard_subscribes_to_its_tiles_only() -> None:
     assert all(f.split("/")[-2] in shares[0] for f in filters)
     assert routes[4].filters == (TOPICS.reply("m"),)
     assert shard_tiles(ServiceConfig(), Shard()) is None  # no tiles: the one tile, anywhere
+
+
+def test_the_grid_phase_comes_from_the_deployment_key() -> None:
+    """Every anonymizer holding the deployment's token key cuts a tile along the same grid
+    (shards and restarts agree); another key gives another grid, and no key none in common."""
+    from locpriv.core.cloak.tiled import grid_phase
+
+    key, other = bytes(range(32)), bytes(range(1, 33))
+    phases = [grid_phase(key, f"t{i}_0") for i in range(50)]
+    assert all(0.05 <= p < 0.95 for p in phases)
+    assert len(set(phases)) == 50  # tiles do not share a grid
+    assert grid_phase(key, "t3_0") == grid_phase(key, "t3_0")
+    assert grid_phase(other, "t3_0") != grid_phase(key, "t3_0")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -87,7 +88,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dic
     broker = MosquittoProcess(str(work))
     broker.start()
     config = work / "base.toml"
-    config.write_text(CONFIG)
+    # one token key for the deployment, as shards share it: it also fixes the cloak grid of each
+    # tile (locpriv.core.cloak.tiled.grid_phase), so the shards cut the one process's regions
+    key = work / "token.key"
+    key.write_text(secrets.token_hex(32) + "\n")
+    config.write_text(CONFIG + f'[state]\ntoken_key_file = "{key}"\n')
     procs = {
         "s0": _start(broker.url, "sh", config, "0/2", work),
         "s1": _start(broker.url, "sh", config, "1/2", work),

@@ -168,15 +168,24 @@ class Cloaker:
     offsets session grids (historical k-anonymity); by default seeded from OS entropy.
     """
 
-    def __init__(self, config: CloakConfig, *, rng: np.random.Generator | None = None) -> None:
+    def __init__(
+        self,
+        config: CloakConfig,
+        *,
+        rng: np.random.Generator | None = None,
+        phase: float | None = None,
+    ) -> None:
         self.config = config
         self._rng = rng if rng is not None else np.random.default_rng()
         self._sessions: dict[str, _Session] = {}
         self.table = UserTable()
         self._world = np.asarray(config.world, dtype=np.float64)
         # where the partition's grids of split positions sit inside their cells: a secret
-        # drawn once (fixed across epochs), so the grids do not line up with round coordinates
-        self._phase = float(self._rng.uniform(0.05, 0.95))
+        # fixed across epochs, so the grids do not line up with round coordinates; drawn here
+        # unless given (in [0.05, 0.95]: every anonymizer of a deployment derives the same one
+        # from the shared token key, so shards and restarts cut the same regions)
+        drawn = float(self._rng.uniform(0.05, 0.95))
+        self._phase = drawn if phase is None else min(0.95, max(0.05, float(phase)))
         self._snap: _Snapshot | None = None
         self._pending: dict[Hashable, _Pending] = {}
         self._heap: list[tuple[float, int, Hashable]] = []

@@ -17,6 +17,7 @@ each message costs O(log tiles), not O(tiles). Units: metres, m², seconds.
 from __future__ import annotations
 
 import heapq
+import hmac
 import math
 from collections.abc import Hashable
 from dataclasses import replace
@@ -27,15 +28,27 @@ from locpriv.core.tiles import Tiling
 from locpriv.errors import UnknownUser
 from locpriv.wire.topics import WORLD_TILE
 
-__all__ = ["TileCloakers"]
+__all__ = ["TileCloakers", "grid_phase"]
+
+
+def grid_phase(secret: bytes, tile: str) -> float:
+    """The grid phase of ``tile`` in [0.05, 0.95): HMAC-SHA256(``secret``, tile) read as a
+    fraction. Anyone without ``secret`` (a deployment's shared key) cannot predict it; every
+    process with it cuts a tile along the same grid lines."""
+    digest = hmac.new(secret, b"locpriv cloak grid phase v1\0" + tile.encode(), "sha256").digest()
+    return 0.05 + 0.9 * int.from_bytes(digest[:8], "big") / 2.0**64
 
 
 class TileCloakers:
     """Cloakers by tile id for ``config`` (its ``world`` is used without tiles only)."""
 
-    def __init__(self, config: CloakConfig, tiling: Tiling | None = None) -> None:
+    def __init__(
+        self, config: CloakConfig, tiling: Tiling | None = None, *, secret: bytes | None = None
+    ) -> None:
         self.tiling = tiling or Tiling()
         self.config = config
+        self._secret = secret
+        """Derives each tile's grid phase (:func:`grid_phase`); None: each cloaker draws one."""
         rect = self.tiling.rect("t0_0")
         self._tile_config = replace(config, world=rect) if rect is not None else config
         self.cloakers: dict[str, Cloaker] = {}
@@ -75,7 +88,8 @@ class TileCloakers:
         if c is None:
             rect = self.tiling.rect(tile)
             cfg = self.config if rect is None else replace(self._tile_config, world=rect)
-            c = self.cloakers[tile] = Cloaker(cfg)
+            phase = None if self._secret is None else grid_phase(self._secret, tile)
+            c = self.cloakers[tile] = Cloaker(cfg, phase=phase)
         self._dirty.add(tile)
         return c
 
