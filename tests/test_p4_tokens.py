@@ -81,14 +81,17 @@ def test_issuer_signs_at_most_per_login_and_period() -> None:
     core = issuer_core(per_login=2)
     core.counts.clear()
     answers = []
-    for i in range(4):
+    for i in range(4):  # the fourth is dropped unanswered (she was told at the third)
         w = TokenWallet()
-        (send,) = core.receive(_request(core.key_for(PERIOD), w, PERIOD, cid=f"c{i}"), T0)
+        sends = core.receive(_request(core.key_for(PERIOD), w, PERIOD, cid=f"c{i}"), T0)
+        if not sends:
+            continue
+        (send,) = sends
         answers.append(send.message)
         if isinstance(send.message, IssueAnswer):
             assert w.complete(f"c{i}", send.message.blind_sig)
             assert w.token(PERIOD) is not None
-    assert [type(a).__name__ for a in answers] == ["IssueAnswer"] * 2 + ["ErrorReply"] * 2
+    assert [type(a).__name__ for a in answers] == ["IssueAnswer"] * 2 + ["ErrorReply"]
     assert isinstance(answers[2], ErrorReply) and answers[2].code == ErrorCode.RATE_LIMITED
     # the next period is a separate allowance, another login too
     (nxt,) = core.receive(_request(core.key_for(PERIOD + 1), TokenWallet(), PERIOD + 1), T0)
@@ -100,6 +103,30 @@ def test_issuer_signs_at_most_per_login_and_period() -> None:
         (bad,) = core.receive(_request(core.key_for(PERIOD), TokenWallet(), p, "carol"), T0)
         assert isinstance(bad.message, ErrorReply) and bad.message.field == "period"
     assert core.counts[PERIOD] == {"alice": 2, "bob": 1}
+
+
+def test_a_flood_beyond_the_allowance_gets_one_answer() -> None:
+    """A login past her allowance is told once per period; her next 500 requests are dropped
+    unanswered (a look-up each: no signature, no reply to amplify), and bob is still served."""
+    core = issuer_core(per_login=1)
+    core.counts.clear()
+    key = core.key_for(PERIOD)
+    (first,) = core.receive(_request(key, TokenWallet(), PERIOD, "mallory", "m0"), T0)
+    assert isinstance(first.message, IssueAnswer)
+    replies = [
+        core.receive(_request(key, TokenWallet(), PERIOD, "mallory", f"m{i}"), T0)
+        for i in range(1, 502)
+    ]
+    answered = [r for r in replies if r]
+    assert len(answered) == 1 and isinstance(answered[0][0].message, ErrorReply)
+    assert answered[0][0].message.code == ErrorCode.RATE_LIMITED
+    assert core.stats["dropped"] == 500 and core.stats["issued"] == 1
+    (bob,) = core.receive(_request(key, TokenWallet(), PERIOD, "bob", "b0"), T0)
+    assert isinstance(bob.message, IssueAnswer)
+    # the next period is a fresh allowance and a fresh answer
+    nxt = core.key_for(PERIOD + 1)
+    (again,) = core.receive(_request(nxt, TokenWallet(), PERIOD + 1, "mallory", "n0"), T0)
+    assert isinstance(again.message, IssueAnswer)
 
 
 def test_issuer_sees_no_pseudonym_and_rejects_garbage() -> None:

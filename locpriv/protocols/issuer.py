@@ -64,7 +64,15 @@ class IssuerCore:
         self.per_login = per_login
         self.counts: Counts = counts if counts is not None else {}
         self.on_count = on_count
-        self.stats: dict[str, int] = {"issued": 0, "rate_limited": 0, "bad_period": 0}
+        self.stats: dict[str, int] = {
+            "issued": 0,
+            "rate_limited": 0,
+            "bad_period": 0,
+            "dropped": 0,
+        }
+        self._told: set[tuple[int, str]] = set()
+        """(period, login) already answered ``rate_limited``: her further requests in that
+        period are dropped unanswered, so a flood costs a look-up each, not a reply each."""
 
     def keys_message(self, now: float) -> IssuerKeys:
         """The public keys of the current and next periods (retained on ``issuer/key``)."""
@@ -84,6 +92,10 @@ class IssuerCore:
         per = self.counts.setdefault(message.period, {})
         used = per.get(message.user_id, 0)
         if used >= self.per_login:
+            if (message.period, message.user_id) in self._told:
+                self.stats["dropped"] += 1
+                return []
+            self._told.add((message.period, message.user_id))
             self.stats["rate_limited"] += 1
             return [
                 self._error(
@@ -107,6 +119,7 @@ class IssuerCore:
         per[message.user_id] = used + 1
         for old in [p for p in self.counts if p < cur]:
             del self.counts[old]
+        self._told = {(p, u) for p, u in self._told if p >= cur}
         if self.on_count is not None:
             self.on_count(self.counts)
         self.stats["issued"] += 1
