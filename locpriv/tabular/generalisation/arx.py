@@ -151,21 +151,21 @@ def hierarchy_rows(hierarchy: LevelHierarchy) -> list[tuple[str, ...]]:
     ]
 
 
+def _cell(text: str, delimiter: str) -> str:
+    if text == "":
+        raise ConfigError("a hierarchy label is empty: ARX files cannot hold one")
+    if any(c in text for c in (delimiter, '"', "\r", "\n")):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
 def format_hierarchy(hierarchy: LevelHierarchy, *, delimiter: str = ";") -> str:
-    """The ARX CSV text of ``hierarchy`` (``\\n`` line ends, minimal quoting)."""
+    """The ARX CSV text of ``hierarchy`` (``\\n`` line ends; a cell is quoted only when it
+    holds the separator, a quote or a line break, quotes inside doubled)."""
     _check_delimiter(delimiter)
-    buf = io.StringIO(newline="")
-    writer = csv.writer(
-        buf,
-        delimiter=delimiter,
-        quotechar='"',
-        doublequote=True,
-        quoting=csv.QUOTE_MINIMAL,
-        lineterminator="\n",
+    return "".join(
+        delimiter.join(_cell(c, delimiter) for c in row) + "\n" for row in hierarchy_rows(hierarchy)
     )
-    for row in hierarchy_rows(hierarchy):
-        writer.writerow(row)
-    return buf.getvalue()
 
 
 def write_hierarchy(hierarchy: LevelHierarchy, path: str | Path, *, delimiter: str = ";") -> None:
