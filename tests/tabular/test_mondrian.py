@@ -65,8 +65,15 @@ def _validate(
     for i, tp in enumerate(tuples):
         groups.setdefault(tp, []).append(i)
     assert len(groups) == int(rel.labels.max()) + 1
-    for members in groups.values():
+    for tp, members in groups.items():
         assert len(set(rel.labels[members].tolist())) == 1
+        for j in range(s):  # the range is the class's own, not wider
+            lo, hi = (float(x) for x in tp[j][1:-1].split(", "))
+            assert (lo, hi) == (num[members, j].min(), num[members, j].max())
+        for j, h in enumerate(hs):  # the node is the lowest common ancestor, not higher
+            anc = h.ancestors()[:, h.codes([cat[j][i] for i in members])]
+            lev = next(lv for lv in range(anc.shape[0]) if len(set(anc[lv].tolist())) == 1)
+            assert tp[s + j] == h.labels[lev][anc[lev, 0]]
         assert len(members) >= models.k
         if S is not None:
             for col in np.asarray(S).reshape(n, -1).T:

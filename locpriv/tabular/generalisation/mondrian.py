@@ -146,13 +146,15 @@ def mondrian(
         node_cover.append(per_level)
     two_k = 2 * check.models.k
 
-    def lca(j: int, idx: IntArray) -> tuple[int, int]:
-        a = rec_anc[j]
-        for lev in range(a.shape[0]):
-            row = a[lev, idx]
-            if row.min() == row.max():
-                return lev, int(row[0])
-        return a.shape[0] - 1, int(a[-1, idx[0]])  # unreachable: one root
+    # leaves ranked depth first (np.lexsort of the ancestor rows, root first), so every node's
+    # leaves are a run of ranks and the LCA of a set of leaves is that of its lowest- and
+    # highest-ranked ones
+    anc_of = [h.ancestors() for h in hs]  # levels × leaves
+    by_rank = [np.lexsort(a) for a in anc_of]  # leaf at each rank
+    chain = [a.T[r].tolist() for a, r in zip(anc_of, by_rank, strict=True)]  # rank -> ancestors
+    ranks = [np.argsort(r)[leaves[:, j]] for j, r in enumerate(by_rank)]
+    # one matrix for the per-partition reductions: numeric values, then leaf ranks
+    box = np.column_stack([num, *ranks]).astype(np.float64) if d else np.zeros((n, 0))
 
     final: list[IntArray] = []
     stack: list[IntArray] = [everyone]
@@ -162,13 +164,16 @@ def mondrian(
         if len(idx) < two_k:
             final.append(idx)
             continue
+        sub = box[idx]
+        mins, maxs = sub.min(axis=0), sub.max(axis=0)
         widths = np.zeros(d)
-        if s:
-            sub = num[idx]
-            widths[:s] = (sub.max(axis=0) - sub.min(axis=0)) * inv_span
-        lcas = [lca(j, idx) for j in range(t)]
-        for j, (lev, node) in enumerate(lcas):
-            widths[s + j] = node_cover[j][lev][node]
+        widths[:s] = (maxs[:s] - mins[:s]) * inv_span
+        lca_level = [0] * t
+        for j in range(t):
+            first, last = chain[j][int(mins[s + j])], chain[j][int(maxs[s + j])]
+            lev = next(lv for lv in range(len(first)) if first[lv] == last[lv])  # root agrees
+            lca_level[j] = lev
+            widths[s + j] = node_cover[j][lev][first[lev]]
         parts: list[IntArray] | None = None
         for dim in np.argsort(-widths, kind="stable"):
             if widths[dim] <= 0:
@@ -177,7 +182,7 @@ def mondrian(
                 parts = _numeric_cut(idx, sub[:, dim], relaxed)
             else:
                 j = int(dim) - s
-                parts = _categorical_cut(idx, rec_anc[j][lcas[j][0] - 1, idx])
+                parts = _categorical_cut(idx, rec_anc[j][lca_level[j] - 1, idx])
             if parts is not None and all(ok(p) for p in parts):
                 break
             parts = None
@@ -220,28 +225,31 @@ def _release(
     for p, idx in enumerate(final):
         part_of[idx] = p
     g0 = len(final)
-    lo = np.full((g0, s), np.inf)
-    hi = np.full((g0, s), -np.inf)
-    if s:
-        np.minimum.at(lo, part_of, num)
-        np.maximum.at(hi, part_of, num)
-    texts: list[list[str]] = [[] for _ in range(g0)]
+    order = np.concatenate(final)  # records grouped by partition
+    starts = np.cumsum([0] + [len(f) for f in final[:-1]])
     covers = np.zeros((g0, d))
-    for p in range(g0):
+    columns: list[list[str]] = []
+    if s:
+        lo = np.minimum.reduceat(num[order], starts, axis=0)
+        hi = np.maximum.reduceat(num[order], starts, axis=0)
+        covers[:, :s] = (hi - lo) * inv_span
         for c in range(s):
-            texts[p].append(f"[{format_number(float(lo[p, c]))}, {format_number(float(hi[p, c]))}]")
-        covers[p, :s] = (hi[p] - lo[p]) * inv_span
+            los = [format_number(x) for x in lo[:, c].tolist()]
+            his = [format_number(x) for x in hi[:, c].tolist()]
+            columns.append([f"[{a}, {b}]" for a, b in zip(los, his, strict=True)])
     for j in range(t):
-        a = rec_anc[j]
-        labels = hs[j].labels
-        for p, idx in enumerate(final):
-            for lev in range(a.shape[0]):
-                row = a[lev, idx]
-                if row.min() == row.max():
-                    break
-            node = int(row[0])
-            texts[p].append(labels[lev][node])
-            covers[p, s + j] = node_cover[j][lev][node]
+        h = hs[j]
+        anc = h.ancestors()
+        by_rank = np.lexsort(anc)
+        rank = np.argsort(by_rank)[rec_anc[j][0, order]]  # ranks of the grouped records' leaves
+        first_leaf = by_rank[np.minimum.reduceat(rank, starts)]
+        last_leaf = by_rank[np.maximum.reduceat(rank, starts)]
+        lev = np.argmax(anc[:, first_leaf] == anc[:, last_leaf], axis=0)  # each partition's LCA
+        node = anc[lev, first_leaf]
+        pairs = list(zip(lev.tolist(), node.tolist(), strict=True))
+        columns.append([h.labels[lv][nd] for lv, nd in pairs])
+        covers[:, s + j] = [node_cover[j][lv][nd] for lv, nd in pairs]
+    texts = list(zip(*columns, strict=True))
     # classes = equal released tuples, numbered by first record
     first = np.full(g0, n, dtype=np.int64)
     np.minimum.at(first, part_of, np.arange(n, dtype=np.int64))
