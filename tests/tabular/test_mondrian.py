@@ -287,3 +287,37 @@ def test_adult_with_shipped_hierarchies() -> None:
     rel = mondrian(KeyTable(num, codes, hs), ModelCheck(models, S), columns=["age", "hours", *cats])
     sizes = _validate(rel, num=num, cat=cat, hs=hs, models=models, S=S)
     assert np.mean(sizes) < 4 * models.k  # far from one big class
+
+
+def test_key_table_from_columns(tmp_path: Path) -> None:
+    from locpriv.tabular.generalisation.arx import write_hierarchy
+    from locpriv.tabular.generalisation.keys import key_table
+
+    path = tmp_path / "tree.csv"
+    write_hierarchy(TREE, path)
+    cols = {
+        "zip": ["02139", "02142", "02139", "02199"] * 5,
+        "age": [31, 35, 47, 52] * 5,
+        "kind": list("abcd") * 5,
+    }
+    keys, names = key_table(cols, numeric=["age"], hierarchies={"kind": path})
+    assert names == ("age", "zip", "kind")
+    assert keys.hierarchies[0].labels[1] == ("0213*", "0214*", "0219*")  # generated masking
+    rel = mondrian(keys, ModelCheck(PrivacyModels(k=5)), columns=names)
+    assert rel.columns == names
+    _validate(
+        rel,
+        num=np.asarray(cols["age"], dtype=float)[:, None],
+        cat=[cols["zip"], cols["kind"]],
+        hs=keys.hierarchies,
+        models=PrivacyModels(k=5),
+        S=None,
+    )
+    with pytest.raises(DataError, match=r"column 'kind'.*tree\.csv.*\['z'\]"):
+        key_table({**cols, "kind": list("abcz") * 5}, numeric=["age"], hierarchies={"kind": path})
+    with pytest.raises(DataError, match="'age': not a number"):
+        key_table({**cols, "age": ["x"] * 20}, numeric=["age"])
+    with pytest.raises(ConfigError, match="not key attributes"):
+        key_table(cols, numeric=["height"])
+    with pytest.raises(ConfigError, match="both numeric"):
+        key_table(cols, numeric=["kind"], hierarchies={"kind": TREE})
