@@ -61,7 +61,7 @@ import numpy.typing as npt
 
 from locpriv.errors import ConfigError, DataError
 from locpriv.tabular.gen_hierarchy import KeyTable, LevelHierarchy
-from locpriv.tabular.generalisation.builders import format_number
+from locpriv.tabular.generalisation._kernels.mondrian import mondrian_numeric
 from locpriv.tabular.generalisation.release import GeneralisedRelease
 from locpriv.tabular.models.spec import ModelCheck
 
@@ -73,7 +73,7 @@ FloatArray = npt.NDArray[np.float64]
 
 def _numeric_cut(idx: IntArray, v: FloatArray, relaxed: bool) -> list[IntArray] | None:
     if relaxed:
-        order = np.argsort(v, kind="stable")
+        order = np.lexsort((idx, v))  # by value, ties by record index
         half = len(idx) // 2
         return [idx[order[:half]], idx[order[half:]]]
     m = np.partition(v, (len(v) - 1) // 2)[(len(v) - 1) // 2]
@@ -134,6 +134,26 @@ def mondrian(
         )
     span = num.max(axis=0) - num.min(axis=0) if s else np.zeros(0)
     inv_span = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0)
+    if t == 0 and k_only:  # numeric keys, k alone: the compiled loop makes the same cuts
+        rank = np.zeros((n, s if relaxed else 0), dtype=np.int64)
+        for c in range(rank.shape[1]):  # position in the order (value, record index)
+            rank[np.lexsort((everyone, num[:, c])), c] = everyone
+        perm, starts, cuts = mondrian_numeric(
+            np.ascontiguousarray(num), rank, inv_span, check.models.k, relaxed
+        )
+        return _release(
+            num=num,
+            rec_anc=[],
+            node_cover=[],
+            hs=hs,
+            names=names,
+            order=perm,
+            starts=starts,
+            check=check,
+            inv_span=inv_span,
+            relaxed=relaxed,
+            cuts=int(cuts),
+        )
     rec_anc = [h.ancestors()[:, leaves[:, j]] for j, h in enumerate(hs)]  # levels × n per column
     node_cover: list[list[FloatArray]] = []
     for h in hs:
@@ -197,12 +217,23 @@ def mondrian(
         node_cover=node_cover,
         hs=hs,
         names=names,
-        final=final,
+        order=np.concatenate(final),  # records grouped by partition
+        starts=np.cumsum([0] + [len(f) for f in final[:-1]]).astype(np.int64),
         check=check,
         inv_span=inv_span,
         relaxed=relaxed,
         cuts=cuts,
     )
+
+
+def _number_labels(x: FloatArray) -> npt.NDArray[np.str_]:
+    """:func:`format_number` of every entry, vectorised: integers without a decimal point,
+    other numbers as numpy's shortest round-trip text (the same as ``repr``)."""
+    integral = (x == np.round(x)) & (np.abs(x) < 2.0**53)
+    out: npt.NDArray[np.str_] = np.where(
+        integral, np.where(integral, x, 0).astype(np.int64).astype(str), x.astype(str)
+    )
+    return out
 
 
 def _release(
@@ -212,7 +243,8 @@ def _release(
     node_cover: list[list[FloatArray]],
     hs: Sequence[LevelHierarchy],
     names: tuple[str, ...],
-    final: list[IntArray],
+    order: IntArray,
+    starts: IntArray,
     check: ModelCheck,
     inv_span: FloatArray,
     relaxed: bool,
@@ -221,22 +253,20 @@ def _release(
     n, s = num.shape[0], num.shape[1]
     t = len(rec_anc)
     d = s + t
+    g0 = len(starts)
     part_of = np.empty(n, dtype=np.int64)
-    for p, idx in enumerate(final):
-        part_of[idx] = p
-    g0 = len(final)
-    order = np.concatenate(final)  # records grouped by partition
-    starts = np.cumsum([0] + [len(f) for f in final[:-1]])
+    part_of[order] = np.repeat(np.arange(g0), np.diff(np.append(starts, n)))
     covers = np.zeros((g0, d))
     columns: list[list[str]] = []
     if s:
         lo = np.minimum.reduceat(num[order], starts, axis=0)
         hi = np.maximum.reduceat(num[order], starts, axis=0)
         covers[:, :s] = (hi - lo) * inv_span
+        los, his = _number_labels(lo), _number_labels(hi)
         for c in range(s):
-            los = [format_number(x) for x in lo[:, c].tolist()]
-            his = [format_number(x) for x in hi[:, c].tolist()]
-            columns.append([f"[{a}, {b}]" for a, b in zip(los, his, strict=True)])
+            columns.append(
+                [f"[{a}, {b}]" for a, b in zip(los[:, c].tolist(), his[:, c].tolist(), strict=True)]
+            )
     for j in range(t):
         h = hs[j]
         anc = h.ancestors()
@@ -251,8 +281,7 @@ def _release(
         covers[:, s + j] = [node_cover[j][lv][nd] for lv, nd in pairs]
     texts = list(zip(*columns, strict=True))
     # classes = equal released tuples, numbered by first record
-    first = np.full(g0, n, dtype=np.int64)
-    np.minimum.at(first, part_of, np.arange(n, dtype=np.int64))
+    first = np.minimum.reduceat(order, starts)
     cls_of_tuple: dict[tuple[str, ...], int] = {}
     part_cls = np.empty(g0, dtype=np.int64)
     for p in np.argsort(first, kind="stable"):
