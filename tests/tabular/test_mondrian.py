@@ -355,3 +355,30 @@ def test_number_labels_match_format_number() -> None:
     )
     assert _number_labels(x[:, None])[:, 0].tolist() == [format_number(float(v)) for v in x]
     assert all(float(format_number(float(v))) == v for v in x)  # exact round trip
+
+
+def test_generated_date_and_masking_hierarchies_through_mondrian() -> None:
+    import datetime as dt
+
+    from locpriv.tabular.generalisation.keys import key_table
+
+    rng = np.random.default_rng(4)
+    n = 300
+    days = [dt.date(1990, 1, 1) + dt.timedelta(days=int(x)) for x in rng.integers(0, 12000, n)]
+    zips = [f"{z:05d}" for z in rng.integers(10000, 10400, n)]
+    cols: dict[str, list[object]] = {"born": list(days), "zip": list(zips)}
+    keys, names = key_table(cols)
+    assert names == ("born", "zip")
+    models = PrivacyModels(k=4)
+    rel = mondrian(keys, ModelCheck(models), columns=names)
+    _validate(
+        rel,
+        num=np.zeros((n, 0)),
+        cat=[[str(d) for d in days], zips],
+        hs=keys.hierarchies,
+        models=models,
+        S=None,
+    )
+    levels = {lab[:4].isdigit() and len(lab) for lab in rel.values[0]}
+    assert levels <= {10, 7, 5, 4, False}  # day, month, decade "1990s", year, root "*"
+    assert any(len(lab) <= 7 for lab in rel.values[0])  # some dates generalised
