@@ -153,6 +153,7 @@ def test_quoting_as_arx_writes_it(tmp_path: Path) -> None:
         ("a\nb\n", r"h\.csv: rows need a value and at least one level"),
         ("", r"h\.csv: the hierarchy file has no rows"),
         ('a;"X;*\n', r"h\.csv:\d+: not a CSV hierarchy row"),
+        ("a;X;*\nb\x00;X;*\n", r"h\.csv:2: not a CSV hierarchy row"),
     ],
 )
 def test_malformed_files_name_file_and_line(tmp_path: Path, text: str, pattern: str) -> None:

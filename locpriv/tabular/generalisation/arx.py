@@ -63,6 +63,9 @@ def parse_hierarchy(text: str, *, source: str = "<text>", delimiter: str = ";") 
     _check_delimiter(delimiter)
     if text.startswith("\ufeff"):
         text = text[1:]
+    if "\x00" in text:  # binary, not a hierarchy
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise ConfigError(f"{source}:{line}: not a CSV hierarchy row (NUL character)")
     reader = csv.reader(
         io.StringIO(text, newline=""),
         delimiter=delimiter,
