@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from locpriv.tabular.gen_hierarchy import KeyTable
 from locpriv.tabular.generalisation.arx import read_hierarchy, shipped_hierarchy_files
+from locpriv.tabular.generalisation.hierarchy import KeyTable
 from locpriv.tabular.generalisation.mondrian import mondrian
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 

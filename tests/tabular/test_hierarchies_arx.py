@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from locpriv.errors import ConfigError, DataError
-from locpriv.tabular.gen_hierarchy import LevelHierarchy
 from locpriv.tabular.generalisation.arx import (
     format_hierarchy,
     hierarchy_rows,
@@ -33,6 +32,7 @@ from locpriv.tabular.generalisation.builders import (
     masking_hierarchy,
     quantile_hierarchy,
 )
+from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "locpriv" / "data" / "hierarchies" / "adult"

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from pycanon import anonymity
 
 from locpriv.errors import ConfigError, DataError
-from locpriv.tabular.gen_hierarchy import KeyTable, LevelHierarchy
 from locpriv.tabular.generalisation.arx import read_hierarchy
 from locpriv.tabular.generalisation.builders import masking_hierarchy
+from locpriv.tabular.generalisation.hierarchy import KeyTable, LevelHierarchy
 from locpriv.tabular.generalisation.mondrian import mondrian
 from locpriv.tabular.generalisation.release import GeneralisedRelease
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels

@@ -6,7 +6,7 @@ separator ``;`` by default, quote ``"`` (a quote inside a quoted cell doubled), 
 may end in ``\\n``, ``\\r\\n`` or ``\\r``; a UTF-8 byte-order mark is skipped. Like ARX's own
 files exported from spreadsheets, a row may carry *trailing* empty cells (``a;b;*;;``): they are
 dropped. Blank lines are skipped. After that every row must have the same number of cells
-(a balanced hierarchy: :class:`~locpriv.tabular.gen_hierarchy.LevelHierarchy`).
+(a balanced hierarchy: :class:`~locpriv.tabular.generalisation.hierarchy.LevelHierarchy`).
 
 Public functions:
 
@@ -36,7 +36,7 @@ from importlib import resources
 from pathlib import Path
 
 from locpriv.errors import ConfigError, DataError
-from locpriv.tabular.gen_hierarchy import LevelHierarchy
+from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
 
 __all__ = [
     "format_hierarchy",

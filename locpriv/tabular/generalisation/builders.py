@@ -1,8 +1,8 @@
 """Hierarchies generated from a column's values, for key attributes given no hierarchy file.
 
-Every builder returns a :class:`~locpriv.tabular.gen_hierarchy.LevelHierarchy` whose leaves are
-the column's distinct values labelled ``str(value)`` (so :meth:`LevelHierarchy.codes` of the
-same values finds them), in first-seen order, and whose last level is the root ``*``. Each is
+Every builder returns a :class:`~locpriv.tabular.generalisation.hierarchy.LevelHierarchy` whose
+leaves are the column's distinct values labelled ``str(value)`` (so :meth:`LevelHierarchy.codes` of
+the same values finds them), in first-seen order, and whose last level is the root ``*``. Each is
 deterministic: the same values in the same order give the same hierarchy.
 
 - :func:`interval_hierarchy` ``(values, *, width=None) -> LevelHierarchy``: numbers. Level 1
@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from locpriv.errors import ConfigError, DataError
-from locpriv.tabular.gen_hierarchy import LevelHierarchy
+from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
 
 __all__ = [
     "build_hierarchy",

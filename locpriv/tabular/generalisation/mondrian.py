@@ -5,8 +5,8 @@ Public function::
     mondrian(keys: KeyTable, check: ModelCheck, *, columns: Sequence[str] | None = None,
              relaxed: bool = False) -> GeneralisedRelease
 
-``keys`` (:class:`~locpriv.tabular.gen_hierarchy.KeyTable`) holds the numeric key attributes
-(n × s floats, released as ranges) and the leaf codes of the categorical ones with their
+``keys`` (:class:`~locpriv.tabular.generalisation.hierarchy.KeyTable`) holds the numeric key
+attributes (n × s floats, released as ranges) and the leaf codes of the categorical ones with their
 hierarchies (n × t, released as hierarchy nodes); ``columns`` names them in that order
 (numeric first; default ``x0.., c0..``). ``check`` (:class:`~locpriv.tabular.models.spec.
 ModelCheck`) decides the privacy models; a cut is made only when every side it creates passes
@@ -64,8 +64,8 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import ConfigError, DataError
-from locpriv.tabular.gen_hierarchy import KeyTable, LevelHierarchy
 from locpriv.tabular.generalisation._kernels.mondrian import mondrian_numeric
+from locpriv.tabular.generalisation.hierarchy import KeyTable, LevelHierarchy
 from locpriv.tabular.generalisation.release import GeneralisedRelease
 from locpriv.tabular.models.spec import ModelCheck
 

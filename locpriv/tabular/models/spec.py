@@ -94,4 +94,6 @@ class ModelCheck:
         idx = np.asarray(rows, dtype=np.int64)
         if len(idx) < self.models.k:
             return False
+        if self.S.shape[1] == 0:
+            return True
         return all(len(np.unique(col)) >= self.models.l for col in self.S[idx].T)

@@ -1,4 +1,4 @@
-"""numba kernels of :mod:`locpriv.tabular.psensitive` (private). One module per concern:
+"""numba kernels of :mod:`locpriv.tabular.psensitive.kincrease` (private). One module per concern:
 
 ==================  ===========================================================================
 ``seeded``          Solanas et al.'s seeded heuristic (``mdav-seed``, ``random-seed``)
