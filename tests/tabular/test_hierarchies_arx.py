@@ -37,7 +37,7 @@ from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "locpriv" / "data" / "hierarchies" / "adult"
 NOTEBOOK = REPO / "notebooks" / "data" / "adult_hierarchies"
-ADULT = REPO.parent.parent / "shared" / "data" / "adult.csv"
+ADULT = REPO.parent / "shared" / "data" / "adult.csv"
 ARX_FILES = sorted(SHIPPED.glob("*.csv")) + sorted(NOTEBOOK.glob("*.csv"))
 
 

@@ -23,7 +23,7 @@ from locpriv.tabular.generalisation.release import GeneralisedRelease
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 
 REPO = Path(__file__).resolve().parents[2]
-ADULT = REPO.parent.parent / "shared" / "data" / "adult.csv"
+ADULT = REPO.parent / "shared" / "data" / "adult.csv"
 SHIPPED = REPO / "locpriv" / "data" / "hierarchies" / "adult"
 RANGE = re.compile(r"^\[(-?[0-9.e+-]+|-?inf), (-?[0-9.e+-]+|-?inf)\]$")
 
