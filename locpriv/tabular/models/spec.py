@@ -15,6 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 from locpriv.errors import ConfigError
+from locpriv.tabular.models import closeness, diversity
+from locpriv.tabular.models.closeness import table_distribution
+from locpriv.tabular.models.counts import pair_counts
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -44,11 +47,35 @@ class PrivacyModels:
             raise ConfigError(f"k must be an integer >= 1, got {self.k!r}")
         if isinstance(self.l, bool) or not isinstance(self.l, int) or self.l < 1:
             raise ConfigError(f"l must be an integer >= 1, got {self.l!r}")
+        if not _real(self.entropy_l) or not self.entropy_l >= 1:
+            raise ConfigError(f"entropy_l must be a real number >= 1, got {self.entropy_l!r}")
+        if self.recursive is not None:
+            try:
+                c, rl = self.recursive
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"recursive must be a pair (c, l), got {self.recursive!r}"
+                ) from None
+            if not _real(c) or not c > 0:
+                raise ConfigError(f"recursive: c must be a real number > 0, got {c!r}")
+            if isinstance(rl, bool) or not isinstance(rl, int | np.integer) or rl < 1:
+                raise ConfigError(f"recursive: l must be an integer >= 1, got {rl!r}")
+        if self.t is not None and (not _real(self.t) or not 0 <= self.t <= 1):
+            raise ConfigError(f"t must be a real number in [0, 1], got {self.t!r}")
 
     @property
     def needs_confidential(self) -> bool:
         """Whether any model beyond k-anonymity is on (then ``S`` is required)."""
         return self.l > 1 or self.entropy_l > 1 or self.recursive is not None or self.t is not None
+
+
+def _real(x: object) -> bool:
+    """A finite real number (bools are not)."""
+    return (
+        not isinstance(x, bool)
+        and isinstance(x, int | float | np.integer | np.floating)
+        and bool(np.isfinite(x))
+    )
 
 
 class ModelCheck:
@@ -72,26 +99,67 @@ class ModelCheck:
         else:
             arr = np.asarray(S, dtype=np.int64)
             self.S = arr.reshape(len(arr), -1)
-        self.ordered = tuple(ordered) if ordered is not None else (False,) * self.S.shape[1]
-        if models.entropy_l > 1 or models.recursive is not None or models.t is not None:
-            raise ConfigError("entropy/recursive l-diversity and t-closeness: not yet built")
+        m = self.S.shape[1]
+        if models.needs_confidential and m == 0:
+            raise ConfigError("l-diversity and t-closeness need confidential attributes")
+        self.ordered = tuple(bool(o) for o in ordered) if ordered is not None else (False,) * m
+        if len(self.ordered) != m:
+            raise ConfigError(f"ordered: {len(self.ordered)} flags for {m} confidential attributes")
+        if self.S.size and int(self.S.min()) < 0:
+            raise ConfigError("confidential codes must be >= 0")
+        #: m_j: the number of codes of attribute j (its domain, 0..m_j-1)
+        self.domain = [int(col.max()) + 1 if col.size else 1 for col in self.S.T]
+        #: Q_j: attribute j's distribution over the whole table (t-closeness)
+        self.table = [
+            table_distribution(col, mj) for col, mj in zip(self.S.T, self.domain, strict=True)
+        ]
+
+    def _flags(self, lab: IntArray, g: int, rows: IntArray | None) -> dict[str, BoolArray]:
+        """Per model field: one flag per class ``0..g-1`` of the records ``rows`` (all when
+        None) labelled ``lab``."""
+        md = self.models
+        out: dict[str, BoolArray] = {"k": np.bincount(lab, minlength=g) >= md.k}
+        if not md.needs_confidential:
+            return out
+        sub = self.S if rows is None else self.S[rows]
+        for j, col in enumerate(sub.T):
+            cells = pair_counts(lab, col, g, self.domain[j])
+            parts: list[tuple[str, BoolArray]] = []
+            if md.l > 1:
+                parts.append(("l", diversity.distinct(cells) >= md.l))
+            if md.entropy_l > 1:
+                parts.append(("entropy_l", diversity.entropy_ok(cells, md.entropy_l)))
+            if md.recursive is not None:
+                c, rl = md.recursive
+                parts.append(("recursive", diversity.recursive_ok(cells, c, int(rl))))
+            if md.t is not None:
+                emd = closeness.emd_ordered if self.ordered[j] else closeness.emd_equal
+                parts.append(("t", emd(cells, self.table[j]) <= md.t + closeness.EMD_TOL))
+            for name, flag in parts:
+                out[name] = out[name] & flag if name in out else flag
+        return out
 
     def classes_ok(self, labels: npt.ArrayLike) -> BoolArray:
         """One flag per class ``0..g-1`` of ``labels`` (``-1`` = suppressed, ignored)."""
         lab = np.asarray(labels, dtype=np.int64)
         keep = lab >= 0
         g = int(lab.max()) + 1 if keep.any() else 0
-        ok: BoolArray = np.bincount(lab[keep], minlength=g) >= self.models.k
-        if self.models.l > 1:
-            for col in self.S[keep].T:
-                nv = int(col.max()) + 1
-                pairs = np.unique(lab[keep] * nv + col)
-                ok &= np.bincount(pairs // nv, minlength=g) >= self.models.l
+        rows = None if keep.all() else np.flatnonzero(keep)
+        flags = self._flags(lab if rows is None else lab[rows], g, rows)
+        ok: BoolArray = np.logical_and.reduce(list(flags.values()))
         return ok
+
+    def violations(self, rows: npt.ArrayLike) -> list[str]:
+        """The model fields (``k``, ``l``, ``entropy_l``, ``recursive``, ``t``) that the records
+        ``rows`` (indices into ``S``) would violate as one class; empty when acceptable."""
+        idx = np.asarray(rows, dtype=np.int64)
+        flags = self._flags(np.zeros(idx.size, dtype=np.int64), 1, idx)
+        return [name for name, f in flags.items() if not bool(f[0])]
 
     def rows_ok(self, rows: npt.ArrayLike) -> bool:
         """Whether the records ``rows`` (indices into ``S``) would form an acceptable class."""
         idx = np.asarray(rows, dtype=np.int64)
         if len(idx) < self.models.k:
             return False
-        return all(len(np.unique(col)) >= self.models.l for col in self.S[idx].T)
+        flags = self._flags(np.zeros(idx.size, dtype=np.int64), 1, idx)
+        return all(bool(f[0]) for f in flags.values())
