@@ -25,7 +25,7 @@ import inspect
 import logging
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any, Self
 
@@ -39,6 +39,8 @@ from locpriv.tabular.checks import as_codes
 from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.improve import best_partition
 from locpriv.tabular.microaggregation import mdav
+from locpriv.tabular.models import ModelCheck, PrivacyModels
+from locpriv.tabular.models.repair import repair, require_satisfiable
 from locpriv.tabular.partitioned import (
     BLOCK_SIZE,
     DEFAULT_FROM_N,
@@ -257,9 +259,17 @@ class Microaggregator:
         scheduler: Any = None,
         workers: int = 1,
         keep_order: bool = False,
+        entropy_l: float = 1.0,
+        recursive: tuple[float, int] | None = None,
+        t: float | None = None,
+        ordered: Sequence[bool] | None = None,
     ) -> None:
         self.k = k
         self.p = p
+        self.entropy_l = entropy_l
+        self.recursive = recursive
+        self.t = t
+        self.ordered = ordered
         self.method = method
         self.seed = seed
         self.standardize = standardize
@@ -357,11 +367,16 @@ class Microaggregator:
         codes = as_codes(S, n) if S is not None else None
         if p > 1 and codes is None:
             raise ConfigError("p > 1 needs confidential attributes")
+        models = self._models(k, p)
         if codes is not None:
             self.conditions_: Conditions | None = require_feasible(codes, k, p, names)
         else:
             self.conditions_ = None
             require_feasible(np.zeros((n, 0), dtype=np.int64), k, 1)
+        check = None
+        if models is not None:
+            check = ModelCheck(models, codes, self.ordered)
+            require_satisfiable(check, np.arange(n, dtype=np.int64))
         t0 = time.perf_counter()
         todo = candidates(self.method, p, n)
         with ExitStack() as stack:
@@ -378,6 +393,14 @@ class Microaggregator:
                 runner = stack.enter_context(workers_session(int(self.workers)))
             best, tried = self._run_candidates(Z, codes, k, p, todo, runner)
         err, name, labels, k_used = best
+        merged = 0
+        if check is not None:
+            r0, rc0 = time.perf_counter(), time.process_time()
+            before = int(labels.max()) + 1
+            labels = repair(Z, labels, check)
+            merged = before - (int(labels.max()) + 1)
+            err = metrics.sse(Z, labels)
+            log.add("models", time.perf_counter() - r0, time.process_time() - rc0)
         m0, c0 = time.perf_counter(), time.process_time()
         self.labels_: IntArray = labels
         self.method_: str = name
@@ -409,6 +432,13 @@ class Microaggregator:
             "group_sizes": {str(s): c for s, c in metrics.size_histogram(labels).items()},
             "k_used": k_used,
             "candidates_sse": tried,
+            "models": {
+                "entropy_l": float(self.entropy_l),
+                "recursive": list(self.recursive) if self.recursive is not None else None,
+                "t": self.t,
+                "ordered": list(check.ordered) if check is not None else [],
+                "merged_groups": merged,
+            },
             "seconds": time.perf_counter() - t0,
         }
         log.add("metrics", time.perf_counter() - m0, time.process_time() - c0)
@@ -417,6 +447,26 @@ class Microaggregator:
             self.report_["max_clusters"] = self.conditions_.max_clusters
             self.report_["i_value"] = self.conditions_.i_value
         return self
+
+    def _models(self, k: int, p: int) -> PrivacyModels | None:
+        """The privacy models beyond k and p (entropy / recursive l-diversity, t-closeness)
+        as one :class:`PrivacyModels`, or None when none is on (the methods then suffice)."""
+        rec = self.recursive
+        if rec is not None and not isinstance(rec, tuple):
+            try:
+                rec = tuple(rec)  # a list (from JSON or the command line) is a pair too
+            except TypeError:
+                raise ConfigError(f"recursive must be a pair (c, l), got {rec!r}") from None
+        models = PrivacyModels(
+            k=k,
+            l=p,
+            entropy_l=self.entropy_l,
+            recursive=rec,
+            t=self.t,
+        )
+        if models.entropy_l > 1 or models.recursive is not None or models.t is not None:
+            return models
+        return None
 
     def _run_candidates(  # noqa: PLR0917
         self,

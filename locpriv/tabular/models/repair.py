@@ -2,16 +2,22 @@
 
 :func:`repair` works after any grouping method (microaggregation, Mondrian, a lattice node):
 while a class violates the models of its :class:`~locpriv.tabular.models.spec.ModelCheck`, it
-is merged with the class whose centroid (in the encoded key space ``X``, the space the grouping
-measured distances in) is nearest. A merge never splits a class, so a grouping that was
-k-anonymous stays so; k-anonymity, distinct, entropy and recursive l-diversity and t-closeness
-are all preserved by merging two acceptable classes (Machanavajjhala et al. 2007, Li et al.
-2007: monotonicity), so the result satisfies the models whatever the order of merges.
+is merged with one of the classes whose centroids (in the encoded key space ``X``, the space the
+grouping measured distances in) are nearest: the nearest whose merge satisfies the models,
+else the one whose merge comes closest to them (:data:`CANDIDATES` are tried). Always taking
+the nearest would snowball under t-closeness: neighbours in key space tend to share their
+skewed confidential values, so the merged class stays far from the table and keeps absorbing
+its neighbours (on Adult at k = 5, t = 0.2: 7 classes left, IL 80 %).
+
+A merge never splits a class, so a grouping that was k-anonymous stays so; k-anonymity,
+distinct, entropy and recursive l-diversity and t-closeness are all preserved by merging two
+acceptable classes (Machanavajjhala et al. 2007, Li et al. 2007: monotonicity), and every merged
+class is checked again, so the result satisfies the models whatever the order of merges.
 
 The merged partition is always found when the whole table, taken as one class, satisfies the
 models (it is the last resort); otherwise :class:`~locpriv.errors.InfeasibleError` names the
-field (``k``, ``l``, ``entropy_l``, ``recursive``; never ``t``, as the whole table is at EMD 0
-from itself) before any merge.
+field (``k``, ``l``, ``entropy_l``, ``recursive``; ``t`` only when records are suppressed, as
+the whole table is at EMD 0 from itself) before any merge.
 """
 
 from __future__ import annotations
@@ -25,13 +31,16 @@ from locpriv.tabular.models.spec import ModelCheck
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
+CANDIDATES = 16
+"""Classes (nearest centroids first) tried as the partner of a violating class."""
+
 
 def infeasible_fields(check: ModelCheck, rows: IntArray) -> list[str]:
     """The model fields that even one class holding all of ``rows`` violates."""
     return check.violations(rows)
 
 
-def require_feasible(check: ModelCheck, rows: IntArray) -> None:
+def require_satisfiable(check: ModelCheck, rows: IntArray) -> None:
     """Raise :class:`InfeasibleError` naming the first field that ``rows`` as one class
     violates (no partition of them can then satisfy the models)."""
     bad = infeasible_fields(check, rows)
@@ -55,11 +64,12 @@ def repair(X: npt.ArrayLike, labels: npt.ArrayLike, check: ModelCheck) -> IntArr
     partition ``labels`` in which every class satisfies ``check``'s models.
 
     ``X``: n × d key values on the grouping's scale (distances between class centroids decide
-    the merges). Classes are repaired smallest first; each violating class is merged into the
-    class with the nearest centroid (ties: the lower label), the merged class is checked again
-    (it stays in the queue while it violates). Cost: O(merges · g · d) plus one check of each
-    merged class. Raises :class:`InfeasibleError` (see :func:`require_feasible`) when no
-    partition can satisfy the models.
+    the merges). Classes are repaired smallest first; each violating class is merged into a
+    partner among the classes with the nearest centroids (:func:`_partner`), the merged class
+    is checked again (it stays in the queue while it violates). Cost: O(merges · g · d) plus
+    :data:`CANDIDATES` checks of one candidate class per merge. Raises
+    :class:`InfeasibleError` (see :func:`require_satisfiable`) when no partition can satisfy the
+    models.
     """
     lab = np.asarray(labels, dtype=np.int64).copy()
     Xa = np.asarray(X, dtype=np.float64)
@@ -74,7 +84,7 @@ def repair(X: npt.ArrayLike, labels: npt.ArrayLike, check: ModelCheck) -> IntArr
     ok = check.classes_ok(lab)
     if ok.all():
         return _dense(lab)
-    require_feasible(check, np.flatnonzero(keep))
+    require_satisfiable(check, np.flatnonzero(keep))
     g = ok.size
     kept = np.flatnonzero(keep)
     order = np.argsort(lab[kept], kind="stable")
@@ -92,9 +102,9 @@ def repair(X: npt.ArrayLike, labels: npt.ArrayLike, check: ModelCheck) -> IntArr
         d = np.einsum("ij,ij->i", cent - cent[c], cent - cent[c])
         d[~alive] = np.inf
         d[c] = np.inf
-        into = int(np.argmin(d))
-        if not np.isfinite(d[into]):  # one class left that violates: cannot happen after
-            require_feasible(check, members[c])  # the feasibility check, kept as a guard
+        into = _partner(check, members, c, d)
+        if into < 0:  # one class left that violates: cannot happen after the
+            require_satisfiable(check, members[c])  # feasibility check, kept as a guard
             break
         members[into] = np.concatenate([members[into], members[c]])
         sums[into] += sums[c]
@@ -106,6 +116,26 @@ def repair(X: npt.ArrayLike, labels: npt.ArrayLike, check: ModelCheck) -> IntArr
         bad[c] = False
         bad[into] = not check.rows_ok(members[into])
     return _dense(lab)
+
+
+def _partner(check: ModelCheck, members: list[IntArray], c: int, d: FloatArray) -> int:
+    """The class to merge class ``c`` into, among the :data:`CANDIDATES` with the nearest
+    centroids (squared distances ``d``, ``inf`` = not a candidate): the nearest whose merge
+    satisfies the models, else the one whose merge falls least short of them
+    (:meth:`ModelCheck.shortfall`; ties: the nearer). -1 when there is none."""
+    live = int(np.isfinite(d).sum())
+    if live == 0:
+        return -1
+    near = np.argpartition(d, min(CANDIDATES, live) - 1)[: min(CANDIDATES, live)]
+    near = near[np.argsort(d[near], kind="stable")]
+    best, best_gap = int(near[0]), np.inf
+    for cand in near:
+        gap = check.shortfall(np.concatenate([members[cand], members[c]]))
+        if gap == 0:
+            return int(cand)
+        if gap < best_gap:
+            best, best_gap = int(cand), gap
+    return best
 
 
 def _dense(lab: IntArray) -> IntArray:

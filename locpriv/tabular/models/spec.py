@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +22,7 @@ from locpriv.tabular.models.counts import pair_counts
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,12 @@ def _real(x: object) -> bool:
     )
 
 
+def _gap(ok: BoolArray, raw: npt.NDArray[np.floating[Any]]) -> FloatArray:
+    """0 where ``ok``, else ``raw`` floored at a tiny positive value (never 0)."""
+    out: FloatArray = np.where(ok, 0.0, np.maximum(raw, 1e-12))
+    return out
+
+
 class ModelCheck:
     """Decides :class:`PrivacyModels` for classes of one data set.
 
@@ -114,30 +122,51 @@ class ModelCheck:
             table_distribution(col, mj) for col, mj in zip(self.S.T, self.domain, strict=True)
         ]
 
-    def _flags(self, lab: IntArray, g: int, rows: IntArray | None) -> dict[str, BoolArray]:
-        """Per model field: one flag per class ``0..g-1`` of the records ``rows`` (all when
-        None) labelled ``lab``."""
+    def _shortfalls(self, lab: IntArray, g: int, rows: IntArray | None) -> dict[str, FloatArray]:
+        """Per model field: how far each class ``0..g-1`` of the records ``rows`` (all when
+        None) labelled ``lab`` falls short of it: 0 exactly when the class satisfies the field,
+        else a positive relative gap (summed over the confidential attributes): ``(k - n)/k``,
+        ``(l - distinct)/l``, ``(ln l - H)/ln l``, ``(r_1 - c·tail)/n``, ``EMD - t``."""
         md = self.models
-        out: dict[str, BoolArray] = {"k": np.bincount(lab, minlength=g) >= md.k}
+        size = np.bincount(lab, minlength=g)
+        out: dict[str, FloatArray] = {"k": _gap(size >= md.k, (md.k - size) / md.k)}
         if not md.needs_confidential:
             return out
         sub = self.S if rows is None else self.S[rows]
+        n = np.maximum(size, 1)
         for j, col in enumerate(sub.T):
             cells = pair_counts(lab, col, g, self.domain[j])
-            parts: list[tuple[str, BoolArray]] = []
+            parts: list[tuple[str, FloatArray]] = []
             if md.l > 1:
-                parts.append(("l", diversity.distinct(cells) >= md.l))
+                dist = diversity.distinct(cells)
+                parts.append(("l", _gap(dist >= md.l, (md.l - dist) / md.l)))
             if md.entropy_l > 1:
-                parts.append(("entropy_l", diversity.entropy_ok(cells, md.entropy_l)))
+                log_l = float(np.log(md.entropy_l))
+                h = diversity.entropy(cells)
+                parts.append(("entropy_l", _gap(h >= log_l - diversity.ENTROPY_TOL, 1 - h / log_l)))
             if md.recursive is not None:
                 c, rl = md.recursive
-                parts.append(("recursive", diversity.recursive_ok(cells, c, int(rl))))
+                top, tail = diversity.recursive_parts(cells, int(rl))
+                parts.append(("recursive", _gap(top < c * tail, (top - c * tail) / n)))
             if md.t is not None:
-                emd = closeness.emd_ordered if self.ordered[j] else closeness.emd_equal
-                parts.append(("t", emd(cells, self.table[j]) <= md.t + closeness.EMD_TOL))
-            for name, flag in parts:
-                out[name] = out[name] & flag if name in out else flag
+                emd_of = closeness.emd_ordered if self.ordered[j] else closeness.emd_equal
+                emd = emd_of(cells, self.table[j])
+                parts.append(("t", _gap(emd <= md.t + closeness.EMD_TOL, emd - md.t)))
+            for name, gap in parts:
+                out[name] = out[name] + gap if name in out else gap
         return out
+
+    def _flags(self, lab: IntArray, g: int, rows: IntArray | None) -> dict[str, BoolArray]:
+        """Per model field: one flag per class (see :meth:`_shortfalls`)."""
+        return {name: gap == 0 for name, gap in self._shortfalls(lab, g, rows).items()}
+
+    def shortfall(self, rows: npt.ArrayLike) -> float:
+        """How far the records ``rows`` as one class fall short of the models: 0 exactly when
+        they satisfy them all, else the sum of the fields' relative gaps (a progress measure
+        for repairs, not a unit)."""
+        idx = np.asarray(rows, dtype=np.int64)
+        gaps = self._shortfalls(np.zeros(idx.size, dtype=np.int64), 1, idx)
+        return float(sum(float(gap[0]) for gap in gaps.values()))
 
     def classes_ok(self, labels: npt.ArrayLike) -> BoolArray:
         """One flag per class ``0..g-1`` of ``labels`` (``-1`` = suppressed, ignored)."""

@@ -1,0 +1,221 @@
+"""The model repair (locpriv.tabular.models.repair) and the models applied by microaggregation
+(Microaggregator, anonymize): every release satisfies the models by the independent validators
+and by pycanon, over random, skewed and sorted data; infeasible models raise naming the field."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pycanon import anonymity
+
+from locpriv.errors import ConfigError, InfeasibleError
+from locpriv.tabular import Microaggregator, anonymize, validate
+from locpriv.tabular.models import ModelCheck, PrivacyModels
+from locpriv.tabular.models.repair import repair
+
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def partitions(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Key values X, a partition of them (some records suppressed) and confidential codes:
+    uniform, skewed (one value dominates) or correlated with the key (sorted along it)."""
+    n = draw(st.integers(4, 120))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    X = rng.normal(size=(n, draw(st.integers(1, 3))))
+    g = draw(st.integers(1, max(1, n // 2)))
+    lab = rng.integers(0, g, n)
+    if draw(st.booleans()):
+        lab[rng.random(n) < 0.1] = -1
+    m = draw(st.integers(2, 8))
+    kind = draw(st.sampled_from(["uniform", "skewed", "sorted"]))
+    s = rng.integers(0, m, n)
+    if kind == "skewed":
+        s = np.where(rng.random(n) < 0.85, 0, s)
+    elif kind == "sorted":  # confidential value follows the first key attribute
+        s = np.sort(s)[np.argsort(np.argsort(X[:, 0]))]
+    _, s = np.unique(s, return_inverse=True)
+    return X, lab.astype(np.int64), s.astype(np.int64)
+
+
+MODELS = st.one_of(
+    st.builds(lambda t: PrivacyModels(k=2, t=t), st.floats(0.0, 0.6)),
+    st.builds(lambda e: PrivacyModels(k=2, entropy_l=e), st.floats(1.0, 2.5)),
+    st.builds(
+        lambda c, rl: PrivacyModels(k=2, recursive=(c, rl)), st.floats(1.0, 4.0), st.integers(1, 3)
+    ),
+    st.builds(
+        lambda t, e: PrivacyModels(k=3, l=2, entropy_l=e, t=t),
+        st.floats(0.05, 0.5),
+        st.floats(1.0, 2.0),
+    ),
+)
+
+
+@SETTINGS
+@given(partitions(), MODELS, st.booleans())
+def test_repair_gives_valid_coarser_partitions(
+    data: tuple[np.ndarray, np.ndarray, np.ndarray], md: PrivacyModels, ordered: bool
+) -> None:
+    X, lab, s = data
+    check = ModelCheck(md, s, ordered=[ordered])
+    kept = lab >= 0
+    whole = check.violations(np.flatnonzero(kept))
+    if not kept.any():
+        return
+    if whole:  # no partition can do it: a clear error naming the field
+        with pytest.raises(InfeasibleError, match=whole[0]):
+            repair(X, lab, check)
+        return
+    out = repair(X, lab, check)
+    assert np.array_equal(out < 0, lab < 0)  # suppressed stay suppressed
+    assert check.classes_ok(out).all()
+    # a coarsening: every original class lies in one repaired class
+    pairs = np.unique(np.column_stack([lab[kept], out[kept]]), axis=0)
+    assert np.unique(pairs[:, 0]).size == pairs.shape[0]
+    # the independent validator agrees (classes as key values, whole table = kept records)
+    if kept.all():
+        df = pd.DataFrame({"q": out, "r": 0, "s": s})
+        bad = validate.table_models(
+            df,
+            ["q", "r"],
+            ["s"],
+            k=md.k,
+            l=md.l,
+            entropy_l=md.entropy_l,
+            recursive=md.recursive,
+            t=md.t,
+            ordered=["s"] if ordered else [],
+        )
+        assert bad == []
+
+
+def test_repair_keeps_a_valid_partition_and_t_zero_is_always_feasible() -> None:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 2))
+    s = rng.integers(0, 3, 60)
+    lab = np.repeat(np.arange(12), 5)
+    check = ModelCheck(PrivacyModels(k=5), s)
+    assert np.array_equal(repair(X, lab, check), lab)
+    out = repair(X, lab, ModelCheck(PrivacyModels(k=2, t=0.0), s, ordered=[True]))
+    assert ModelCheck(PrivacyModels(k=2, t=0.0), s, ordered=[True]).classes_ok(out).all()
+
+
+@pytest.mark.parametrize(
+    ("models", "field"),
+    [
+        (PrivacyModels(k=1, entropy_l=2.5), "entropy_l"),  # whole table: two values
+        (PrivacyModels(k=1, recursive=(1.0, 2)), "recursive"),  # 50 < 1 · 50 fails
+        (PrivacyModels(k=1, l=3), "l"),
+        (PrivacyModels(k=200), "k"),
+    ],
+)
+def test_infeasible_models_name_the_field(models: PrivacyModels, field: str) -> None:
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(100, 2))
+    s = np.repeat([0, 1], 50)
+    with pytest.raises(InfeasibleError, match=f"field {field}\\)"):
+        repair(X, np.arange(100) // 4, ModelCheck(models, s))
+
+
+def adult_like(n: int, seed: int) -> pd.DataFrame:
+    """Keys correlated with a skewed confidential attribute (the case the models exist for)."""
+    rng = np.random.default_rng(seed)
+    age = rng.integers(18, 90, n)
+    hours = rng.integers(1, 99, n)
+    sex = rng.choice(["F", "M"], n)
+    jobs = np.array(["clerk", "nurse", "farmer", "exec", "sales", "teacher"])
+    job = jobs[np.minimum((age - 18) // 12 + rng.integers(0, 2, n), 5)]
+    job = np.where(rng.random(n) < 0.3, "clerk", job)
+    income = (age * 800 + hours * 300 + rng.integers(0, 5000, n)) // 1000 * 1000
+    return pd.DataFrame({"age": age, "hours": hours, "sex": sex, "job": job, "income": income})
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"t": 0.25},
+        {"entropy_l": 2.0},
+        {"recursive": (3.0, 2)},
+        {"t": 0.3, "entropy_l": 1.8, "p": 2},
+    ],
+)
+def test_anonymize_releases_satisfy_the_models_read_back_from_file(
+    tmp_path: Path, kw: dict[str, object]
+) -> None:
+    df = adult_like(400, 7)
+    path = tmp_path / "in.csv"
+    df.to_csv(path, index=False)
+    df = pd.read_csv(path)
+    args = dict(kw)
+    p = int(args.pop("p", 1))  # type: ignore[call-overload]
+    out, rep = anonymize(
+        df,
+        ["age", "hours", "sex"],
+        ["job", "income"],
+        k=4,
+        p=p,
+        seed=1,
+        nominal=["sex"],
+        warn=lambda _: None,
+        **args,  # type: ignore[arg-type]
+    )
+    out.to_csv(tmp_path / "out.csv", index=False)
+    back = pd.read_csv(tmp_path / "out.csv")
+    qi = ["age", "hours", "sex"]
+    bad = validate.table_models(
+        back,
+        qi,
+        ["job", "income"],
+        k=4,
+        l=p,
+        entropy_l=float(kw.get("entropy_l", 1.0)),  # type: ignore[arg-type]
+        recursive=kw.get("recursive"),  # type: ignore[arg-type]
+        ordered=["income"],
+        t=kw.get("t"),  # type: ignore[arg-type]
+    )
+    assert bad == []
+    # pycanon on the file: income is numeric (ordered EMD), job a string (equal distance)
+    if "t" in kw:
+        assert anonymity.t_closeness(back, qi, ["job", "income"]) <= float(kw["t"]) + 1e-12  # type: ignore[arg-type]
+    if "entropy_l" in kw:
+        assert anonymity.entropy_l_diversity(back, qi, ["job", "income"]) >= math.floor(
+            float(kw["entropy_l"]) - 1e-9  # type: ignore[arg-type]
+        )
+    assert anonymity.k_anonymity(back, qi) >= 4
+    # the report's figures are those of the file
+    md = rep["models"]
+    t_file = validate.table_t(back, qi, ["job", "income"], ordered=["income"])
+    assert md["t_achieved"] == pytest.approx(t_file, abs=1e-12)
+    ent = validate.table_entropy_l(back, qi, ["job", "income"])
+    assert md["entropy_l_achieved"] == pytest.approx(ent, rel=1e-12)
+    assert md["ordered"] == [False, True]
+
+
+def test_estimator_applies_the_models_and_validates_them() -> None:
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 3))
+    s = (X[:, 0] > 0.5).astype(np.int64) + (X[:, 1] > 1).astype(np.int64)
+    est = Microaggregator(k=3, method="mdav", t=0.2, ordered=[True]).fit(X, s)
+    assert ModelCheck(PrivacyModels(k=3, t=0.2), s, [True]).classes_ok(est.labels_).all()
+    assert est.report_["models"]["merged_groups"] > 0
+    with pytest.raises(ConfigError, match="t must"):
+        Microaggregator(k=3, t=1.5).fit(X, s)
+    with pytest.raises(ConfigError, match="recursive"):
+        Microaggregator(k=3, recursive=3).fit(X, s)  # type: ignore[arg-type]
+    with pytest.raises(InfeasibleError, match="entropy_l"):
+        Microaggregator(k=3, entropy_l=5.0).fit(X, s)
+    with pytest.raises(ConfigError, match="confidential"):
+        Microaggregator(k=3, t=0.2).fit(X)
+
+
+def test_anonymize_infeasible_entropy_names_the_field() -> None:
+    df = adult_like(100, 2)
+    with pytest.raises(InfeasibleError, match="entropy_l"):
+        anonymize(df, ["age", "hours"], "sex", k=3, entropy_l=2.5, warn=lambda _: None)
