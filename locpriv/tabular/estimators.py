@@ -41,6 +41,7 @@ from locpriv.tabular.improve import best_partition
 from locpriv.tabular.microaggregation import mdav
 from locpriv.tabular.models import ModelCheck, PrivacyModels
 from locpriv.tabular.models.repair import repair, require_satisfiable
+from locpriv.tabular.models.stratified import t_first
 from locpriv.tabular.partitioned import (
     BLOCK_SIZE,
     DEFAULT_FROM_N,
@@ -393,13 +394,27 @@ class Microaggregator:
                 runner = stack.enter_context(workers_session(int(self.workers)))
             best, tried = self._run_candidates(Z, codes, k, p, todo, runner)
         err, name, labels, k_used = best
-        merged = 0
+        merged, start = 0, name
+        model_sse: dict[str, float] = {}  # SSE of each repaired grouping
         if check is not None:
             r0, rc0 = time.perf_counter(), time.process_time()
             before = int(labels.max()) + 1
             labels = repair(Z, labels, check)
             merged = before - (int(labels.max()) + 1)
             err = metrics.sse(Z, labels)
+            model_sse[name] = err
+            if check.models.t is not None and codes is not None:
+                # t-closeness first (stratified on the first confidential attribute), repaired
+                alt = t_first(
+                    Z, codes[:, 0], k, check.models.t, check.ordered[0], seed=self._seed()
+                )
+                alt_before = int(alt.max()) + 1
+                alt = repair(Z, alt, check)
+                alt_err = metrics.sse(Z, alt)
+                model_sse["t-closeness-first"] = alt_err
+                if alt_err < err:
+                    labels, err, start = alt, alt_err, "t-closeness-first"
+                    merged = alt_before - (int(alt.max()) + 1)
             log.add("models", time.perf_counter() - r0, time.process_time() - rc0)
         m0, c0 = time.perf_counter(), time.process_time()
         self.labels_: IntArray = labels
@@ -438,6 +453,8 @@ class Microaggregator:
                 "t": self.t,
                 "ordered": list(check.ordered) if check is not None else [],
                 "merged_groups": merged,
+                "grouping": start,
+                "sse_repaired": model_sse,
             },
             "seconds": time.perf_counter() - t0,
         }
@@ -447,6 +464,9 @@ class Microaggregator:
             self.report_["max_clusters"] = self.conditions_.max_clusters
             self.report_["i_value"] = self.conditions_.i_value
         return self
+
+    def _seed(self) -> int:
+        return 0 if self.seed is None else int(self.seed)
 
     def _models(self, k: int, p: int) -> PrivacyModels | None:
         """The privacy models beyond k and p (entropy / recursive l-diversity, t-closeness)

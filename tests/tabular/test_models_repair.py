@@ -18,6 +18,7 @@ from locpriv.errors import ConfigError, InfeasibleError
 from locpriv.tabular import Microaggregator, anonymize, validate
 from locpriv.tabular.models import ModelCheck, PrivacyModels
 from locpriv.tabular.models.repair import repair
+from locpriv.tabular.models.stratified import group_size, t_first
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -219,3 +220,34 @@ def test_anonymize_infeasible_entropy_names_the_field() -> None:
     df = adult_like(100, 2)
     with pytest.raises(InfeasibleError, match="entropy_l"):
         anonymize(df, ["age", "hours"], "sex", k=3, entropy_l=2.5, warn=lambda _: None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(10, 300), st.integers(2, 8), st.floats(0.05, 0.5), st.booleans(), st.integers(0, 99)
+)
+def test_t_first_partitions_into_groups_of_at_least_k(
+    n: int, k: int, t: float, ordered: bool, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    s = np.unique(rng.integers(0, max(2, n // 3), n), return_inverse=True)[1]
+    if k > n:
+        return
+    lab = t_first(X, s, k, t, ordered, seed=seed)
+    assert lab.min() == 0 and np.bincount(lab).min() >= min(k, n)
+    check = ModelCheck(PrivacyModels(k=k, t=t), s, [ordered])
+    assert check.classes_ok(repair(X, lab, check)).all()
+
+
+def test_t_first_meets_t_by_construction_on_distinct_ordered_values() -> None:
+    """Soria-Comas et al.: with distinct ordered values, one record per stratum keeps a group
+    within t of the table; the key-space neighbours of MDAV-like groups are far from it."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 3))
+    s = np.argsort(np.argsort(X[:, 0] + 0.3 * rng.normal(size=2000)))  # follows the key
+    check = ModelCheck(PrivacyModels(k=5, t=0.1), s, [True])
+    assert group_size(s, 5, 0.1, True) <= 6  # the bound n / (2(n-1)t + 1) = 4.98
+    assert check.classes_ok(t_first(X, s, 5, 0.1, True)).mean() >= 0.95
+    neighbours = Microaggregator(k=5, method="mdav").fit(X).labels_
+    assert check.classes_ok(neighbours).mean() <= 0.05
