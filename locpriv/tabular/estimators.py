@@ -240,6 +240,14 @@ class Microaggregator:
     a number of local worker processes, used from two blocks on (same result either way; see
     :mod:`locpriv.tabular.distributed`).
 
+    ``entropy_l``, ``recursive=(c, l)`` and ``t`` add entropy / recursive (c, l)-diversity and
+    t-closeness over every confidential attribute (``ordered``: one flag per attribute, True =
+    ordered EMD; default all nominal). The grouping is then repaired
+    (:func:`locpriv.tabular.models.repair.repair`), and with ``t`` a t-closeness-first grouping
+    (:mod:`locpriv.tabular.models.stratified`) is repaired too and kept when its SSE is lower;
+    ``report_["models"]`` records which. Invalid values are a ConfigError naming the field, a
+    model no partition satisfies an InfeasibleError naming it.
+
     :meth:`fit_transform` of a pandas DataFrame returns the released rows in a random order
     (``report_["order"]``; ``seed=None`` draws it from the operating system's entropy) unless
     ``keep_order=True``, which warns. Arrays keep their order (scikit-learn's contract: row i
