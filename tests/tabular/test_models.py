@@ -239,3 +239,48 @@ def test_confidential_attributes_required() -> None:
         ModelCheck(PrivacyModels(entropy_l=2.0), np.zeros((5, 0)))
     with pytest.raises(ConfigError, match="ordered"):
         ModelCheck(PrivacyModels(t=0.2), np.zeros((5, 2)), ordered=[True])
+
+
+@SLOW
+@given(tables())
+def test_sparse_and_dense_cells_agree(data: tuple[np.ndarray, np.ndarray]) -> None:
+    """pair_counts takes a sort (np.unique) where the dense table would be large: both paths
+    give the same cells, hence the same decisions."""
+    lab, S = data
+    g = int(lab.max()) + 1
+    for col in S.T:
+        m = int(col.max()) + 1
+        dense = counts.pair_counts(lab, col, g, m)
+        old = counts.DENSE_CELLS_PER_RECORD
+        try:
+            counts.DENSE_CELLS_PER_RECORD = -(10**9)  # force the sparse path
+            sparse = counts.pair_counts(lab, col, g, m)
+        finally:
+            counts.DENSE_CELLS_PER_RECORD = old
+        for a, b in zip(
+            (dense.cls, dense.val, dense.cnt, dense.size),
+            (sparse.cls, sparse.val, sparse.cnt, sparse.size),
+            strict=True,
+        ):
+            assert np.array_equal(a, b)
+
+
+def test_large_domain_takes_the_sparse_path_and_agrees_with_validators() -> None:
+    """Many classes × many values (a numeric confidential column): the sparse cells, checked
+    against the dense validator on the same table."""
+    rng = np.random.default_rng(4)
+    n = 6000
+    lab = rng.integers(0, 2000, n)
+    _, lab = np.unique(lab, return_inverse=True)
+    s = np.unique(rng.integers(0, 3000, n), return_inverse=True)[1]
+    g, m = int(lab.max()) + 1, int(s.max()) + 1
+    assert g * m > counts.DENSE_CELLS_PER_RECORD * n + 4096
+    cells = counts.pair_counts(lab, s, g, m)
+    q = closeness.table_distribution(s, m)
+    df = pd.DataFrame({"q": lab, "r": 0, "s": s})
+    t = validate.table_t(df, QI, ["s"], ordered=["s"])["s"]
+    assert float(closeness.emd_ordered(cells, q).max()) == pytest.approx(t, abs=1e-12)
+    t_eq = validate.table_t(df, QI, ["s"])["s"]
+    assert float(closeness.emd_equal(cells, q).max()) == pytest.approx(t_eq, abs=1e-12)
+    ent = validate.table_entropy_l(df, QI, ["s"])["s"]
+    assert float(np.exp(diversity.entropy(cells).min())) == pytest.approx(ent, rel=1e-12)
