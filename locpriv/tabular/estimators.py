@@ -41,6 +41,7 @@ from locpriv.tabular.improve import best_partition
 from locpriv.tabular.microaggregation import mdav
 from locpriv.tabular.models import ModelCheck, PrivacyModels
 from locpriv.tabular.models.repair import repair, require_satisfiable
+from locpriv.tabular.models.stratified import MAX_N as T_FIRST_MAX_N
 from locpriv.tabular.models.stratified import t_first
 from locpriv.tabular.partitioned import (
     BLOCK_SIZE,
@@ -411,7 +412,7 @@ class Microaggregator:
             merged = before - (int(labels.max()) + 1)
             err = metrics.sse(Z, labels)
             model_sse[name] = err
-            if check.models.t is not None and codes is not None:
+            if check.models.t is not None and codes is not None and n <= T_FIRST_MAX_N:
                 # t-closeness first (stratified on the first confidential attribute), repaired
                 alt = t_first(
                     Z, codes[:, 0], k, check.models.t, check.ordered[0], seed=self._seed()

@@ -251,3 +251,46 @@ def test_t_first_meets_t_by_construction_on_distinct_ordered_values() -> None:
     assert check.classes_ok(t_first(X, s, 5, 0.1, True)).mean() >= 0.95
     neighbours = Microaggregator(k=5, method="mdav").fit(X).labels_
     assert check.classes_ok(neighbours).mean() <= 0.05
+
+
+def attacker_beliefs(released: pd.DataFrame, qi: list[str], s: str) -> tuple[float, float]:
+    """An intruder who knows a target's keys reads her class in the released file and believes
+    each confidential value with its share there. Returns the largest change of belief from the
+    table's shares (the skewness / similarity gain t bounds) and the largest belief in one value
+    (the confidence a homogeneity attack reaches)."""
+    prior = released[s].value_counts(normalize=True)
+    post = released.groupby(qi)[s].value_counts(normalize=True)
+    gain = (post - prior.reindex(post.index.get_level_values(-1)).to_numpy()).abs().max()
+    # values absent from a class: belief 0, change = the prior
+    absent = 0.0
+    for _, grp in released.groupby(qi):
+        missing = prior.index.difference(grp[s].unique())
+        absent = max(absent, float(prior[missing].max()) if len(missing) else 0.0)
+    return max(float(gain), absent), float(post.max())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("t", [0.1, 0.2, 0.35])
+def test_intruder_gain_bounded_by_t_and_confidence_by_recursive_c(
+    tmp_path: Path, seed: int, t: float
+) -> None:
+    """Attack the written file: under equal-distance t-closeness no class moves the intruder's
+    belief in any value by more than t (the positive and negative differences each sum to the
+    EMD); without the model the same data moves it far more. Under recursive (c, 2)-diversity
+    the most frequent value of a class holds less than c/(c+1) of it."""
+    df = adult_like(600, seed)
+    qi = ["age", "hours", "sex"]
+    kw = {"nominal": ["sex"], "warn": lambda _: None, "seed": seed}
+    plain, _ = anonymize(df, qi, "job", 4, **kw)  # type: ignore[arg-type]
+    closed, _ = anonymize(df, qi, "job", 4, t=t, **kw)  # type: ignore[arg-type]
+    c = 1.5
+    diverse, _ = anonymize(df, qi, "job", 4, recursive=(c, 2), **kw)  # type: ignore[arg-type]
+    for frame, name in ((plain, "plain"), (closed, "closed"), (diverse, "diverse")):
+        frame.to_csv(tmp_path / f"{name}.csv", index=False)
+    gain_plain, conf_plain = attacker_beliefs(pd.read_csv(tmp_path / "plain.csv"), qi, "job")
+    gain_t, _ = attacker_beliefs(pd.read_csv(tmp_path / "closed.csv"), qi, "job")
+    _, conf_rec = attacker_beliefs(pd.read_csv(tmp_path / "diverse.csv"), qi, "job")
+    assert gain_t <= t + 1e-12
+    assert gain_plain > max(0.5, 2 * t)
+    assert conf_rec < c / (c + 1)
+    assert conf_plain == 1.0  # homogeneous classes exist without the models

@@ -22,8 +22,11 @@ the whole table is at EMD 0 from itself) before any merge.
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import numpy.typing as npt
+from scipy.spatial import cKDTree
 
 from locpriv.errors import DataError, InfeasibleError
 from locpriv.tabular.models.spec import ModelCheck
@@ -96,13 +99,15 @@ def repair(X: npt.ArrayLike, labels: npt.ArrayLike, check: ModelCheck) -> IntArr
     np.add.at(sums, lab[kept], Xa[kept])
     cent = sums / np.maximum(size, 1)[:, None]
     bad = ~ok & alive
-    while bad.any():
-        cand = np.flatnonzero(bad)
-        c = int(cand[np.argmin(size[cand])])
-        d = np.einsum("ij,ij->i", cent - cent[c], cent - cent[c])
-        d[~alive] = np.inf
-        d[c] = np.inf
-        into = _partner(check, members, c, d)
+    near = _Nearest(cent, alive)
+    queue = [(int(size[c]), int(c)) for c in np.flatnonzero(bad)]
+    heapq.heapify(queue)
+    while queue:
+        sz, c = heapq.heappop(queue)
+        if not bad[c] or size[c] != sz:  # stale entry: merged since, or repaired
+            continue
+        ids, d = near.candidates(c)
+        into = _partner(check, members, c, ids, d)
         if into < 0:  # one class left that violates: cannot happen after the
             require_satisfiable(check, members[c])  # feasibility check, kept as a guard
             break
@@ -112,24 +117,70 @@ def repair(X: npt.ArrayLike, labels: npt.ArrayLike, check: ModelCheck) -> IntArr
         cent[into] = sums[into] / size[into]
         lab[members[c]] = into
         members[c] = members[c][:0]
-        alive[c] = False
+        near.remove(c)
         bad[c] = False
         bad[into] = not check.rows_ok(members[into])
+        if bad[into]:
+            heapq.heappush(queue, (int(size[into]), into))
     return _dense(lab)
 
 
-def _partner(check: ModelCheck, members: list[IntArray], c: int, d: FloatArray) -> int:
-    """The class to merge class ``c`` into, among the :data:`CANDIDATES` with the nearest
-    centroids (squared distances ``d``, ``inf`` = not a candidate): the nearest whose merge
-    satisfies the models, else the one whose merge falls least short of them
-    (:meth:`ModelCheck.shortfall`; ties: the nearer). -1 when there is none."""
-    live = int(np.isfinite(d).sum())
-    if live == 0:
-        return -1
-    near = np.argpartition(d, min(CANDIDATES, live) - 1)[: min(CANDIDATES, live)]
-    near = near[np.argsort(d[near], kind="stable")]
-    best, best_gap = int(near[0]), np.inf
-    for cand in near:
+class _Nearest:
+    """Candidate partners by centroid distance: a k-d tree of the live centroids proposes the
+    ``4 ·`` :data:`CANDIDATES` nearest (merged centroids keep their old place in the tree until
+    it is rebuilt, once half its entries are dead), the current centroids rank them exactly; a
+    full scan when the tree proposes too few live ones. ``cent`` and ``alive`` are the caller's
+    arrays, updated in place."""
+
+    def __init__(self, cent: FloatArray, alive: npt.NDArray[np.bool_]) -> None:
+        self.cent, self.alive = cent, alive
+        self.live = int(alive.sum())
+        self._build()
+
+    def _build(self) -> None:
+        self.ids = np.flatnonzero(self.alive)
+        self.tree = cKDTree(self.cent[self.ids]) if self.ids.size else None
+        self.dead = 0
+
+    def remove(self, c: int) -> None:
+        self.alive[c] = False
+        self.live -= 1
+        self.dead += 1
+        if self.dead * 2 > self.ids.size:
+            self._build()
+
+    def candidates(self, c: int) -> tuple[IntArray, FloatArray]:
+        """Up to :data:`CANDIDATES` live classes other than ``c``, nearest first, and their
+        squared centroid distances."""
+        want = min(CANDIDATES, self.live - 1)
+        if want <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        ids = np.zeros(0, dtype=np.int64)
+        if self.tree is not None:
+            q = min(4 * CANDIDATES, self.ids.size)
+            _, idx = self.tree.query(self.cent[c], k=q)
+            ids = self.ids[np.atleast_1d(idx)]
+            ids = ids[self.alive[ids] & (ids != c)]
+        if ids.size < want:
+            ids = np.flatnonzero(self.alive)
+            ids = ids[ids != c]
+        diff = self.cent[ids] - self.cent[c]
+        d = np.einsum("ij,ij->i", diff, diff)
+        top = np.argsort(d, kind="stable")[:want]
+        out_ids: IntArray = ids[top]
+        out_d: FloatArray = d[top]
+        return out_ids, out_d
+
+
+def _partner(
+    check: ModelCheck, members: list[IntArray], c: int, ids: IntArray, d: FloatArray
+) -> int:
+    """The class to merge class ``c`` into, among the candidates ``ids`` (nearest first,
+    squared centroid distances ``d``): the nearest whose merge satisfies the models, else the
+    one whose merge falls least short of them (:meth:`ModelCheck.shortfall`; ties: the
+    nearer). -1 when there is none."""
+    best, best_gap = -1, np.inf
+    for cand in ids:
         gap = check.shortfall(np.concatenate([members[cand], members[c]]))
         if gap == 0:
             return int(cand)
