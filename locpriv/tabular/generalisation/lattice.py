@@ -42,6 +42,7 @@ import numpy.typing as npt
 
 from locpriv.errors import ConfigError, DataError, InfeasibleError
 from locpriv.tabular.gen_hierarchy import LevelHierarchy
+from locpriv.tabular.generalisation._kernels.classes import dense_rows
 from locpriv.tabular.generalisation.release import GeneralisedRelease
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 from locpriv.tabular.quality import loss as lm
@@ -144,7 +145,6 @@ class Lattice:
         self._inv = np.asarray(inv, dtype=np.int64).reshape(-1)
         self._anc = [h.ancestors() for h in hierarchies]  # level × leaves
         self._anc_u = [a[:, uniq[:, j]] for j, a in enumerate(self._anc)]  # level × unique rows
-        self._sizes = [[len(lab) for lab in h.labels] for h in hierarchies]
         self._prepare_losses()
 
     # --- nodes ----------------------------------------------------------------------------
@@ -177,16 +177,10 @@ class Lattice:
             not 0 <= a <= b for a, b in zip(node, self.heights, strict=True)
         ):
             raise ConfigError(f"{node} is not a node of this lattice")
-        key = np.zeros(self._anc_u[0].shape[1], dtype=np.int64)
-        span = 1
+        codes = np.empty((self._anc_u[0].shape[1], self.q), dtype=np.int64)
         for j, lev in enumerate(node):
-            size = self._sizes[j][lev]
-            if span > (1 << 62) // max(size, 1):  # renumber before the key overflows
-                key = np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(-1)
-                span = int(key.max()) + 1
-            key = key * size + self._anc_u[j][lev]
-            span *= size
-        cls_u = np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(-1)
+            codes[:, j] = self._anc_u[j][lev]
+        cls_u, _ = dense_rows(codes)
         lab = cls_u[self._inv]
         ok = np.asarray(self.check.classes_ok(lab), dtype=bool)
         kept = ok[lab]
@@ -219,10 +213,11 @@ class Lattice:
         ok = self.evaluate(node).acceptable
         if self.monotone:
             arr = np.asarray(node, dtype=np.int64)
-            region = (self.nodes >= arr).all(axis=1) if ok else (self.nodes <= arr).all(axis=1)
-            region &= self.status == _UNKNOWN
-            self.tagged += int(region.sum())
-            self.status[region] = _OK if ok else _FAIL
+            idx = np.flatnonzero(self.status == _UNKNOWN)
+            sub = self.nodes[idx]
+            hit = idx[(sub >= arr).all(axis=1) if ok else (sub <= arr).all(axis=1)]
+            self.tagged += len(hit)
+            self.status[hit] = _OK if ok else _FAIL
         return ok
 
     def require_top(self) -> None:
@@ -353,8 +348,8 @@ class Lattice:
     def lower_bound(self, node: Node, name: str) -> float:
         """A value no greater than :meth:`loss` of ``node``, from the levels alone (no class
         computation): the loss with nothing suppressed for the per-cell losses (a suppressed
-        cell costs the most), and ``n² / g`` (DM) or ``n / (g k)`` (C_AVG) with ``g`` the
-        product of the distinct recoded values per column (an upper bound of the classes)."""
+        cell costs the most), ``max(n² / g, n k)`` (DM) and ``n / (g k)`` (C_AVG) with ``g``
+        the product of the distinct recoded values per column (an upper bound of the classes)."""
         which = lm.loss_name(name)
         nd = self.n * self.q
         if which == "prec":
@@ -366,8 +361,10 @@ class Lattice:
         g = 1
         for j, lev in enumerate(node):
             g = min(self.n, g * self._distinct[j][lev])
-        if which == "dm":
-            return float(self.n) * self.n / g
+        if (
+            which == "dm"
+        ):  # also >= n·k: a kept record's class has >= k records, a suppressed costs n
+            return max(float(self.n) * self.n / g, float(self.n) * min(self.check.models.k, self.n))
         return float(self.n) / (g * self.check.models.k)
 
     def loss_monotone(self) -> bool:

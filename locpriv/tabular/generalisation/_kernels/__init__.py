@@ -1,0 +1,1 @@
+"""numba kernels of the generalisation methods (private)."""
