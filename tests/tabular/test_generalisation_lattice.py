@@ -22,7 +22,7 @@ from locpriv.tabular.generalisation.incognito import incognito_release
 from locpriv.tabular.generalisation.lattice import Lattice, max_suppressed, models_monotone
 from locpriv.tabular.generalisation.optimal import best_node, optimal
 from locpriv.tabular.generalisation.release import GeneralisedRelease
-from locpriv.tabular.generalisation.samarati import samarati
+from locpriv.tabular.generalisation.samarati import minimal_height, samarati
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 from locpriv.tabular.quality.loss import LOSSES, loss_of_release
 
@@ -143,7 +143,7 @@ def _check_of(p: dict[str, object]) -> ModelCheck:
     return ModelCheck(PrivacyModels(k=int(p["k"]), l=ell), S)  # type: ignore[call-overload, arg-type]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems())
 def test_optimal_and_samarati_against_exhaustive(p: dict[str, object]) -> None:
     hs, leaves, S = p["hs"], p["leaves"], p["S"]
@@ -201,9 +201,10 @@ def test_optimal_without_tagging_on_a_non_monotone_check(p: dict[str, object]) -
     ref = Lattice(leaves, hs, check, ms, monotone=False)
     if not ref.evaluate(ref.top).acceptable:
         return
-    best, _ = exhaustive(ref, loss, 1)
+    best, height = exhaustive(ref, loss, 1)
     _, val, _ = best_node(Lattice(leaves, hs, check, ms, monotone=False), loss)
     assert val == pytest.approx(best, rel=1e-9, abs=1e-12)
+    assert minimal_height(Lattice(leaves, hs, check, ms, monotone=False)) == height
 
 
 def test_monotonicity_rules() -> None:
