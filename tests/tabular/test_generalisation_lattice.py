@@ -88,12 +88,13 @@ def check_release(  # noqa: PLR0917 - the release and what it was asked to satis
     df = pd.DataFrame({rel.columns[j]: list(rel.values[j]) for j in range(q)})
     df["_one"] = "x"  # a constant column: pycanon's groupby warns on a single key column
     cols = [*rel.columns, "_one"]
-    if S is not None:
-        df["S"] = S[:, 0]
+    sens = [f"S{c}" for c in range(S.shape[1])] if S is not None else []
+    for c, name in enumerate(sens):
+        df[name] = S[:, c]  # type: ignore[index]
     kept = df[~sup].reset_index(drop=True)  # tuple suppression removes the records
     assert anonymity.k_anonymity(kept, cols) >= k
-    if S is not None:
-        assert anonymity.l_diversity(kept, cols, ["S"]) >= l
+    if sens:
+        assert anonymity.l_diversity(kept, cols, sens) >= l
 
 
 def exhaustive(lat: Lattice, loss: str, k: int) -> tuple[float, int]:
@@ -125,7 +126,7 @@ def problems(draw: st.DrawFn) -> dict[str, object]:
         leaves[mask] = 0
     if shape == "sorted":
         leaves = leaves[np.lexsort(leaves.T[::-1])]
-    S = rng.integers(0, draw(st.integers(1, 4)), size=(n, 1))
+    S = rng.integers(0, draw(st.integers(1, 4)), size=(n, draw(st.integers(1, 2))))
     return {
         "hs": hs,
         "leaves": leaves.astype(np.int64),

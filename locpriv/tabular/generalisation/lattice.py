@@ -29,6 +29,11 @@ Public API::
 ``leaves``: n × q leaf codes (:meth:`LevelHierarchy.codes`), ``hierarchies``: q
 :class:`LevelHierarchy`, ``check``: a :class:`ModelCheck` on the same n records,
 ``max_suppression``: an ``int`` count of records or a ``float`` share of n in [0, 1].
+
+A release's rows are aligned with the input rows (record i is row i), so that ``labels`` and
+the loss measures can refer to the originals; whoever writes it must write the rows in a random
+order (an order kept links two releases of one table: Wiegand & Schallner's unsorted matching
+attack), as :mod:`locpriv.tabular.frame` does for every method.
 """
 
 from __future__ import annotations
