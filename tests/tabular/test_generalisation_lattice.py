@@ -103,9 +103,12 @@ def exhaustive(lat: Lattice, loss: str, k: int) -> tuple[float, int]:
     best, height = float("inf"), 10**9
     for row in lat.nodes:
         node = tuple(int(x) for x in row)
+        rel = lat.release(node)
+        val = loss_of_release(loss, rel, k, lat.leaves, lat.hierarchies)
+        # the search's pruning bound never exceeds the loss, acceptable node or not
+        assert lat.lower_bound(node, loss) <= val + 1e-9 * max(1.0, val)
         if lat.evaluate(node).acceptable:
-            rel = lat.release(node)
-            best = min(best, loss_of_release(loss, rel, k, lat.leaves, lat.hierarchies))
+            best = min(best, val)
             height = min(height, sum(node))
     return best, height
 
