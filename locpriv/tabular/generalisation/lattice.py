@@ -363,14 +363,19 @@ class Lattice:
             return sum(self._gil_col[j][lev] for j, lev in enumerate(node)) / nd
         if which == "entropy":
             return sum(self._ent_col[j][lev] for j, lev in enumerate(node))
+        g = self.max_classes(node)
+        if which == "dm":
+            # also >= n·k: a kept record's class has >= k records, a suppressed one costs n
+            return max(float(self.n) * self.n / g, float(self.n) * min(self.check.models.k, self.n))
+        return float(self.n) / (g * self.check.models.k)
+
+    def max_classes(self, node: Node) -> int:
+        """An upper bound of the node's classes from the levels alone: the product of the
+        distinct recoded values per column, at most n."""
         g = 1
         for j, lev in enumerate(node):
             g = min(self.n, g * self._distinct[j][lev])
-        if (
-            which == "dm"
-        ):  # also >= n·k: a kept record's class has >= k records, a suppressed costs n
-            return max(float(self.n) * self.n / g, float(self.n) * min(self.check.models.k, self.n))
-        return float(self.n) / (g * self.check.models.k)
+        return g
 
     def loss_monotone(self) -> bool:
         """Whether every loss is non-decreasing upwards over acceptable nodes: true when
