@@ -270,6 +270,9 @@ def test_infeasible_and_bad_input() -> None:
     assert rel.suppressed.all() and rel.values == (("*", "*", "*"),)
     with pytest.raises(ConfigError):
         optimal(leaves, (h,), ModelCheck(PrivacyModels(k=2)), 0, loss="nope")
+    tall = LevelHierarchy.from_rows([("a", *("x",) * 40, "*"), ("b", *("x",) * 40, "*")])
+    with pytest.raises(ConfigError, match="nodes, above"):  # 42^4 nodes
+        optimal(np.zeros((3, 4), dtype=np.int64), (tall,) * 4, ModelCheck(PrivacyModels()), 0)
     with pytest.raises(Exception, match="leaf codes"):
         optimal(np.array([[5]]), (h,), ModelCheck(PrivacyModels(k=1)), 0)
 

@@ -58,6 +58,9 @@ BoolArray = npt.NDArray[np.bool_]
 Node = tuple[int, ...]
 
 _UNKNOWN, _OK, _FAIL = 0, 1, -1
+MAX_NODES = 2_000_000
+"""Largest lattice a search accepts (``ConfigError`` above it): its nodes and statuses are held
+in memory (q + 1 ints each)."""
 
 
 def max_suppressed(max_suppression: int | float, n: int) -> int:
@@ -138,9 +141,16 @@ class Lattice:
         self.heights: Node = tuple(h.height for h in hierarchies)
         self.top: Node = self.heights
         self.radix = np.asarray([hh + 1 for hh in self.heights], dtype=np.int64)
+        size = int(np.prod(self.radix))
+        if size > MAX_NODES:
+            raise ConfigError(
+                f"the generalisation lattice has {size} nodes, above {MAX_NODES}: use fewer key "
+                "attributes or shorter hierarchies (or a multidimensional method)"
+            )
         self.nodes: IntArray = np.asarray(
             list(itertools.product(*(range(hh + 1) for hh in self.heights))), dtype=np.int64
         ).reshape(-1, self.q)
+        self.node_heights: IntArray = self.nodes.sum(axis=1)
         self.status = np.zeros(len(self.nodes), dtype=np.int8)
         self.evaluations = 0
         self.tagged = 0
@@ -168,7 +178,7 @@ class Lattice:
 
     def nodes_at(self, height: int) -> list[Node]:
         """Nodes whose levels sum to ``height``, in lexicographic order."""
-        rows = self.nodes[self.nodes.sum(axis=1) == height]
+        rows = self.nodes[self.node_heights == height]
         return [tuple(int(x) for x in r) for r in rows]
 
     # --- evaluation -----------------------------------------------------------------------
@@ -247,7 +257,7 @@ class Lattice:
                 for i in unknown:
                     self.acceptable(tuple(int(x) for x in self.nodes[i]))
                 return
-            heights = self.nodes[unknown].sum(axis=1)
+            heights = self.node_heights[unknown]
             cur: Node = tuple(int(x) for x in self.nodes[unknown[int(np.argmin(heights))]])
             chain = [cur]
             while True:
