@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from locpriv.tabular._kernels.partition_stats import group_span
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -60,12 +62,9 @@ def truta_il(X: FloatArray, labels: IntArray) -> float:
     g = int(labels.max()) + 1
     span = X.max(axis=0) - X.min(axis=0)
     span = np.where(span > 0, span, np.inf)
-    d = X.shape[1]
-    gmax = np.full((g, d), -np.inf)
-    gmin = np.full((g, d), np.inf)
-    np.maximum.at(gmax, labels, X)
-    np.minimum.at(gmin, labels, X)
-    cnt = np.bincount(labels, minlength=g).astype(np.float64)
+    lab = np.ascontiguousarray(labels, dtype=np.int64)
+    gmin, gmax, count = group_span(np.ascontiguousarray(X), lab, g)  # one numba pass
+    cnt = count.astype(np.float64)
     return float(np.sum(cnt * np.sum((gmax - gmin) / span, axis=1)))
 
 

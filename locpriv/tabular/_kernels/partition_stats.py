@@ -96,3 +96,23 @@ def canonical(labels, g):  # type: ignore[no-untyped-def]  # pragma: no cover - 
             nxt += 1
         out[i] = rank[lab]
     return out
+
+
+@numba.njit(cache=True)
+def group_span(X, labels, g):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """g x d least and greatest values of each group's records (``inf`` / ``-inf`` for an empty
+    group) and the group sizes, in one pass over the rows (replaces ``np.minimum.at`` and
+    ``np.maximum.at``, which are several times slower; minima and maxima are exact, so the
+    results are identical)."""
+    n, d = X.shape
+    lo = np.full((g, d), np.inf)
+    hi = np.full((g, d), -np.inf)
+    cnt = np.zeros(g, dtype=np.int64)
+    for i in range(n):
+        lab = labels[i]
+        cnt[lab] += 1
+        for j in range(d):
+            v = X[i, j]
+            lo[lab, j] = min(lo[lab, j], v)
+            hi[lab, j] = max(hi[lab, j], v)
+    return lo, hi, cnt
