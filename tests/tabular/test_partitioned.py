@@ -137,6 +137,35 @@ def test_worker_processes_give_the_local_release(tmp_path: Path) -> None:
     assert seen and seen[-1] == pytest.approx(1.0)
 
 
+def test_workers_read_their_blocks_from_shared_memory_or_pickled_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key matrix goes to the workers in one shared-memory segment (tasks carry row
+    indices); where /dev/shm lacks the room the blocks are pickled. Both give the local
+    release, and no segment outlives the run."""
+    from locpriv.tabular import distributed
+    from locpriv.tabular.distributed import SharedMatrix, workers_session
+
+    X, s = _read(_uniform_file(tmp_path))
+    local = partitioned(X, 3, s, 2, block_size=256, seed=7)
+    with workers_session(2) as runner:
+        with runner.shared(X) as src:  # type: ignore[attr-defined]
+            assert isinstance(src, SharedMatrix)
+            segment = Path(distributed.SHM_DIR) / src.name.lstrip("/")
+            assert segment.stat().st_size >= X.nbytes
+            rows = np.array([5, 0, 17, 17, len(X) - 1], dtype=np.intp)
+            np.testing.assert_array_equal(src.take(rows), X[rows])
+        assert not segment.exists()  # unlinked on exit
+        shared = partitioned(X, 3, s, 2, block_size=256, seed=7, runner=runner)
+        monkeypatch.setattr(distributed, "SHM_HEADROOM", float("inf"))  # no room: pickled
+        with runner.shared(X) as src:  # type: ignore[attr-defined]
+            assert src is None
+        pickled = partitioned(X, 3, s, 2, block_size=256, seed=7, runner=runner)
+    assert not list(Path(distributed.SHM_DIR).glob(segment.name))
+    np.testing.assert_array_equal(local, shared)
+    np.testing.assert_array_equal(local, pickled)
+
+
 def test_cli_release_does_not_depend_on_the_worker_count(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -277,6 +306,7 @@ def test_stage_report_times_every_stage_and_the_workers_cpu(tmp_path: Path) -> N
     rep = log.report()
     names = [r["stage"] for r in rep["stages"]]
     assert names == [
+        "share",  # the key matrix into shared memory, once
         "split",
         "blocks",
         "merge blocks",
@@ -324,5 +354,5 @@ def test_cli_report_has_the_stage_table(tmp_path: Path, capsys: pytest.CaptureFi
     assert main([*argv, "--workers", "2", "--report", str(rep_path)]) == 0, capsys.readouterr()
     stages = json.loads(rep_path.read_text())["stages"]
     names = [r["stage"] for r in stages["stages"]]
-    assert names[:2] == ["split", "blocks"] and names[-1] == "metrics"
+    assert names[:3] == ["share", "split", "blocks"] and names[-1] == "metrics"
     assert stages["workers"] == 2 and 0.0 <= stages["serial_share"] <= 1.0
