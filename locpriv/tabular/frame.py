@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,12 @@ from locpriv.tabular.estimators import (
     with_source_rows,
 )
 from locpriv.tabular.hierarchy import Hierarchy
-from locpriv.tabular.partitioned import BLOCK_SIZE
+from locpriv.tabular.partitioned import (
+    BLOCK_SIZE,
+    StageLog,
+    current_stage_log,
+    stage_log,
+)
 from locpriv.tabular.validate import achieved_p
 
 IntArray = npt.NDArray[np.int64]
@@ -448,15 +454,62 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
             raise ConfigError(f"column {name!r} to drop is a key or confidential attribute")
     if release not in ("centroids", "intervals"):
         raise ConfigError(f"release must be 'centroids' or 'intervals', got {release!r}")
-    cols, values = _key_columns(df, qi, ordinal, nominal)
-    enc = encode(cols, values)
-    sens = []
-    for name in sensitive:
-        series = df[name]
-        if hierarchies and name in hierarchies:
-            series = pd.Series(hierarchies[name].reduce(series.tolist()), dtype=object)
-        sens.append(pd.factorize(series, sort=True)[0])
-    S = np.column_stack(sens).astype(np.int64) if sens else None
+    with ExitStack() as stack:
+        # the stage report covers the whole release: encoding, grouping, released figures
+        log = current_stage_log() or stack.enter_context(stage_log())
+        rel = _plan(
+            df,
+            qi,
+            sensitive,
+            k,
+            p,
+            method,
+            seed,
+            cols_args=(ordinal, nominal),
+            hierarchies=hierarchies,
+            release=release,
+            progress=progress,
+            block_size=block_size,
+            scheduler=scheduler,
+            workers=workers,
+            keep_order=keep_order,
+            dropped=dropped,
+            log=log,
+        )
+        rel.report["stages"] = log.report()
+    return rel
+
+
+def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
+    df: pd.DataFrame,
+    qi: list[str],
+    sensitive: list[str],
+    k: int,
+    p: int,
+    method: str | None,
+    seed: int | None,
+    *,
+    cols_args: tuple[list[str], list[str]],
+    hierarchies: Mapping[str, Hierarchy] | None,
+    release: str,
+    progress: Callable[[float], None] | None,
+    block_size: int,
+    scheduler: Any,
+    workers: int,
+    keep_order: bool,
+    dropped: list[str],
+    log: StageLog,
+) -> Release:
+    with log.stage("encode"):
+        cols, values = _key_columns(df, qi, *cols_args)
+        enc = encode(cols, values)
+        sens = []
+        for name in sensitive:
+            series = df[name]
+            if hierarchies and name in hierarchies:
+                series = pd.Series(hierarchies[name].reduce(series.tolist()), dtype=object)
+            sens.append(pd.factorize(series, sort=True)[0])
+        S = np.column_stack(sens).astype(np.int64) if sens else None
     est = Microaggregator(
         k=k,
         p=p,
@@ -469,17 +522,18 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     )
     est.fit_scaled(enc.Z, S, names=sensitive)
     labels = est.labels_
-    keys, written = _written_keys(df, cols, values, labels, release)
-    report = dict(est.report_)
-    report["partition_groups"] = est.n_groups_
-    report["sse_partition"] = est.sse_  # the grouping's objective (group means), not the file's
-    written_Z = encode_written(cols, values, written) if written is not None else None
-    report.update(release_figures(keys, enc.Z, S, sensitive, k=k, written_Z=written_Z))
-    if written_Z is None:
-        report["il_basis"] = "group means (the file holds ranges: see truta_il)"
-    report["release"] = release
-    order, report["order"] = row_order(len(df), seed, keep_order)
-    report["dropped"] = dropped
+    with log.stage("release"):
+        keys, written = _written_keys(df, cols, values, labels, release)
+        report = dict(est.report_)
+        report["partition_groups"] = est.n_groups_
+        report["sse_partition"] = est.sse_  # the grouping's objective (group means)
+        written_Z = encode_written(cols, values, written) if written is not None else None
+        report.update(release_figures(keys, enc.Z, S, sensitive, k=k, written_Z=written_Z))
+        if written_Z is None:
+            report["il_basis"] = "group means (the file holds ranges: see truta_il)"
+        report["release"] = release
+        order, report["order"] = row_order(len(df), seed, keep_order)
+        report["dropped"] = dropped
     return Release(keys=keys, order=order, drop=dropped, report=report, labels=labels)
 
 
@@ -536,6 +590,54 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     concern the ``"partitioned"`` method, the default from 200,000 records (see
     :class:`Microaggregator`).
     """
+    with ExitStack() as stack:
+        # one stage report for the whole call: encoding, grouping, figures, audit, output
+        log = current_stage_log() or stack.enter_context(stage_log())
+        return _anonymize(
+            df,
+            qi,
+            sensitive,
+            k,
+            p,
+            method,
+            seed,
+            log,
+            ordinal=ordinal,
+            nominal=nominal,
+            hierarchies=hierarchies,
+            release=release,
+            progress=progress,
+            block_size=block_size,
+            scheduler=scheduler,
+            workers=workers,
+            keep_order=keep_order,
+            drop=drop,
+            warn=warn,
+        )
+
+
+def _anonymize(  # noqa: PLR0917 - anonymize's body, inside its stage log
+    df: pd.DataFrame,
+    qi: Columns,
+    sensitive: Columns,
+    k: int,
+    p: int,
+    method: str | None,
+    seed: int | None,
+    log: StageLog,
+    *,
+    ordinal: Columns,
+    nominal: Columns,
+    hierarchies: Mapping[str, Hierarchy] | None,
+    release: str,
+    progress: Callable[[float], None] | None,
+    block_size: int,
+    scheduler: Any,
+    workers: int,
+    keep_order: bool,
+    drop: Columns,
+    warn: Callable[[str], None] | None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     rel = plan_release(
         df,
         qi,
@@ -558,11 +660,15 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     qi_cols, sens_cols = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
     roles = {c: "pass-through" for c in df.columns if c not in qi_cols and c not in rel.drop}
     roles.update((c, "confidential") for c in sens_cols)
-    rel.report["pass_through"] = audit_pass_through(df, qi_cols, roles, k)
+    with log.stage("audit"):
+        rel.report["pass_through"] = audit_pass_through(df, qi_cols, roles, k)
+    with log.stage("output"):
+        out = apply_release(df, rel)
+    rel.report["stages"] = log.report()
     say = warn if warn is not None else _warn
     for line in release_warnings(rel.report):
         say(line)
-    return apply_release(df, rel), rel.report
+    return out, rel.report
 
 
 def release_warnings(report: Mapping[str, Any]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -354,5 +355,25 @@ def test_cli_report_has_the_stage_table(tmp_path: Path, capsys: pytest.CaptureFi
     assert main([*argv, "--workers", "2", "--report", str(rep_path)]) == 0, capsys.readouterr()
     stages = json.loads(rep_path.read_text())["stages"]
     names = [r["stage"] for r in stages["stages"]]
-    assert names[:3] == ["share", "split", "blocks"] and names[-1] == "metrics"
+    # the frame's encoding and released figures are stages too: all the parent's work is shown
+    assert names[:4] == ["encode", "share", "split", "blocks"]
+    assert names[-2:] == ["metrics", "release"]
     assert stages["workers"] == 2 and 0.0 <= stages["serial_share"] <= 1.0
+
+
+def test_anonymize_report_times_the_whole_call() -> None:
+    """anonymize's stage report covers the call from the encoding to the output frame, so the
+    stages' seconds add up to nearly the call's own time."""
+    from locpriv.tabular.frame import anonymize
+
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame(rng.random((3000, 3)), columns=["a", "b", "c"])
+    df["s"] = np.arange(3000) % 4
+    t0 = time.perf_counter()
+    out, rep = anonymize(df, ["a", "b", "c"], "s", 3, 2, "partitioned", seed=1, block_size=512)
+    wall = time.perf_counter() - t0
+    names = [r["stage"] for r in rep["stages"]["stages"]]
+    assert names[0] == "encode" and names[-4:] == ["metrics", "release", "audit", "output"]
+    assert rep["stages"]["seconds"] <= wall
+    assert rep["stages"]["seconds"] >= 0.8 * wall, (rep["stages"]["seconds"], wall)
+    assert len(out) == len(df)
