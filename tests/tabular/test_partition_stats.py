@@ -17,7 +17,8 @@ from locpriv.tabular._kernels.partition_stats import (
     pool_stats,
 )
 from locpriv.tabular.improve import _canonical
-from locpriv.tabular.metrics import group_means as np_group_means
+from locpriv.tabular.metrics import group_means as metrics_group_means
+from locpriv.tabular.metrics import sse
 from locpriv.tabular.partitioned import _face_distance, split_blocks
 
 
@@ -31,6 +32,7 @@ def test_group_statistics_equal_numpy_bit_for_bit(seed: int) -> None:
     face = rng.random(n)
     cen, cnt = group_means(X, labels, g)
     np.testing.assert_array_equal(cen, np_group_means(X, labels, g))
+    np.testing.assert_array_equal(metrics_group_means(X, labels, g), cen)
     np.testing.assert_array_equal(cnt, np.bincount(labels, minlength=g))
     err, near = pool_stats(X, labels, cen, face, g)
     ref = np.zeros(n)
@@ -41,6 +43,27 @@ def test_group_statistics_equal_numpy_bit_for_bit(seed: int) -> None:
     np.minimum.at(ref_near, labels, face)
     np.testing.assert_array_equal(near, ref_near)
     np.testing.assert_array_equal(canonical(labels, g), _canonical(labels))
+
+
+def np_group_means(X: np.ndarray, labels: np.ndarray, g: int) -> np.ndarray:
+    """The numpy code the kernel replaced: one bincount per column."""
+    cnt = np.maximum(np.bincount(labels, minlength=g), 1)
+    out = np.empty((g, X.shape[1]))
+    for j in range(X.shape[1]):
+        out[:, j] = np.bincount(labels, weights=X[:, j], minlength=g) / cnt
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sse_equals_the_numpy_sum(seed: int) -> None:
+    """One pass of the kernel gives the numpy SSE up to rounding (another summation order)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(3000, 6)) * rng.lognormal(0, 2, size=6)
+    labels = rng.integers(0, 400, 3000).astype(np.int64)
+    diff = X - np_group_means(X, labels, 400)[labels]
+    assert sse(X, labels) == pytest.approx(float(np.einsum("ij,ij->", diff, diff)), rel=1e-12)
+    with pytest.raises(ValueError, match=">= 0"):
+        sse(X, labels - 1)
 
 
 def _face_reference(X: np.ndarray, blocks: list[np.ndarray]) -> np.ndarray:

@@ -116,3 +116,20 @@ def group_span(X, labels, g):  # type: ignore[no-untyped-def]  # pragma: no cove
             lo[lab, j] = min(lo[lab, j], v)
             hi[lab, j] = max(hi[lab, j], v)
     return lo, hi, cnt
+
+
+@numba.njit(cache=True)
+def squared_error(X, labels, cen):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Sum over the records of the squared distance to their group's row of ``cen`` (each
+    record's error summed over the columns 0..d-1, then over the records in row order); one
+    pass, no n x d temporaries (the numpy form allocates two)."""
+    n, d = X.shape
+    total = 0.0
+    for i in range(n):
+        lab = labels[i]
+        e = 0.0
+        for j in range(d):
+            r = X[i, j] - cen[lab, j]
+            e += r * r
+        total += e
+    return total
