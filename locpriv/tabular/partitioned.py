@@ -48,6 +48,7 @@ from locpriv.tabular._kernels.partition_stats import canonical as _canonical_ker
 from locpriv.tabular._kernels.partition_stats import face_distance as _face_kernel
 from locpriv.tabular._kernels.partition_stats import group_means as _means_kernel
 from locpriv.tabular._kernels.partition_stats import pool_stats as _pool_kernel
+from locpriv.tabular._kernels.partition_stats import rows_by_bucket as _bucket_kernel
 from locpriv.tabular.checks import as_codes, check_k, check_matrix
 from locpriv.tabular.improve import _canonical, improve_partition
 from locpriv.tabular.metrics import group_means, sse
@@ -396,10 +397,8 @@ def _repair_pools(  # noqa: PLR0917
     where = np.full(g, -1, dtype=np.int64)
     for b in range(starts.size - 1):
         where[bad[perm[starts[b] : starts[b + 1]]]] = b
-    rec = where[labels]
-    order = np.argsort(rec, kind="stable")
-    bounds = np.searchsorted(rec[order], np.arange(-1, starts.size))
-    pools = [np.sort(order[bounds[b + 1] : bounds[b + 2]]) for b in range(starts.size - 1)]
+    rows, at = _bucket_kernel(where[labels], starts.size - 1)  # each pool's rows, ascending
+    pools = [rows[at[b] : at[b + 1]] for b in range(starts.size - 1)]
     return [idx.astype(np.intp) for idx in pools if idx.size]
 
 

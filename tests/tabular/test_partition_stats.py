@@ -15,6 +15,7 @@ from locpriv.tabular._kernels.partition_stats import (
     group_means,
     group_span,
     pool_stats,
+    rows_by_bucket,
 )
 from locpriv.tabular.improve import _canonical
 from locpriv.tabular.metrics import group_means as metrics_group_means
@@ -146,3 +147,16 @@ def test_release_classes_equal_the_exact_classes(
     cols = list(df.columns)
     np.testing.assert_array_equal(frame.release_classes(df, cols), _classes_reference(df, cols))
     np.testing.assert_array_equal(frame._classes_exact(df, cols), _classes_reference(df, cols))
+
+
+@pytest.mark.parametrize("count", [1, 3, 50])
+def test_rows_by_bucket_equal_a_stable_argsort(count: int) -> None:
+    rng = np.random.default_rng(count)
+    bucket = rng.integers(-1, count, 5000).astype(np.int64)  # -1: in no pool
+    rows, starts = rows_by_bucket(bucket, count)
+    order = np.argsort(bucket, kind="stable")
+    bounds = np.searchsorted(bucket[order], np.arange(-1, count + 1))
+    for b in range(count):
+        ref = np.sort(order[bounds[b + 1] : bounds[b + 2]])
+        np.testing.assert_array_equal(rows[starts[b] : starts[b + 1]], ref)
+    assert starts[count] == int((bucket >= 0).sum())

@@ -133,3 +133,26 @@ def squared_error(X, labels, cen):  # type: ignore[no-untyped-def]  # pragma: no
             e += r * r
         total += e
     return total
+
+
+@numba.njit(cache=True)
+def rows_by_bucket(bucket, count):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Rows ``i`` with ``0 <= bucket[i] < count`` grouped by bucket (a counting sort: stable,
+    so each bucket's rows ascend) and the buckets' starts (``starts[count]`` = rows placed);
+    rows with a bucket < 0 are left out. Equals a stable argsort of ``bucket`` cut at the
+    buckets, without the O(n log n) sort."""
+    starts = np.zeros(count + 1, dtype=np.int64)
+    for i in range(bucket.size):
+        b = bucket[i]
+        if b >= 0:
+            starts[b + 1] += 1
+    for b in range(count):
+        starts[b + 1] += starts[b]
+    fill = starts[:-1].copy()
+    out = np.empty(starts[count], dtype=np.int64)
+    for i in range(bucket.size):
+        b = bucket[i]
+        if b >= 0:
+            out[fill[b]] = i
+            fill[b] += 1
+    return out, starts
