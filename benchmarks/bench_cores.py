@@ -12,9 +12,11 @@ method from 200k records); the p = 2 runs add one
 confidential attribute with 8 equally likely values. Worker counts above ``os.cpu_count()`` are
 skipped. Every run is its own child process (numba kernels loaded by a warm-up call first); it
 reports its wall time, IL, the stage report (``report["stages"]``: seconds and share of cores
-busy per stage, serial share) and peak memory: the child's own ``VmHWM``, the largest worker's
-peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` after the pool has exited) and the peak of the
-sum of the resident memory of the child and all its workers (sampled every 0.2 s from /proc).
+busy per stage, serial share; ``serial_seconds`` / ``serial_cpu_seconds``: the stages without
+tasks, ``parent_cpu_seconds``: the parent's own CPU in every stage) and peak memory: the
+child's own ``VmHWM``, the largest worker's peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss``
+after the pool has exited) and the peak of the sum of the resident memory of the child and all
+its workers (sampled every 0.2 s from /proc).
 
 Derived: speed-up and efficiency against the 1-worker run of the same size (same invocation),
 the serial share of the 1-worker run from the stage report (Amdahl: the limit of the speed-up
@@ -131,11 +133,27 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
         "method": report["method"],
         "groups": report["groups"],
         "stages": report.get("stages"),
-        # encoding the key columns and building the released frame (outside the stage log)
+        # the stage log covers anonymize from the encoding to the output frame; outside it only
+        # the argument checks and the estimator's SSE of the result remain
         "outside_fit_seconds": wall - float((report.get("stages") or {}).get("seconds", 0.0)),
+        **_serial(report.get("stages") or {}),
         "parent_peak_mb": _rss_kb(os.getpid(), "VmHWM") / 1024,
         "worker_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "tree_peak_mb": tree.peak_kb / 1024,
+    }
+
+
+def _serial(stages: dict[str, Any]) -> dict[str, float]:
+    """Wall and CPU seconds of the stages that ran no task (the parent alone), and the parent's
+    own CPU seconds over every stage (serial stages plus sending the tasks)."""
+    rows = stages.get("stages", [])
+    return {
+        "serial_seconds": sum(float(r["seconds"]) for r in rows if r["tasks"] == 0),
+        "serial_cpu_seconds": sum(float(r["cpu_seconds"]) for r in rows if r["tasks"] == 0),
+        "parent_cpu_seconds": sum(
+            float(r.get("parent_cpu_seconds", r["cpu_seconds"] if r["tasks"] == 0 else 0.0))
+            for r in rows
+        ),
     }
 
 
@@ -183,7 +201,8 @@ def _derive(runs: list[dict[str, Any]]) -> None:
 def _table(runs: list[dict[str, Any]]) -> str:
     head = (
         f"{'n':>9} {'p':>2} {'W':>3} {'seconds':>8} {'speedup':>8} {'eff':>5} {'serial':>7} "
-        f"{'KF':>6} {'ser.CPU':>7} {'IL %':>7} {'parent MB':>9} {'worker MB':>9} {'tree MB':>8}"
+        f"{'KF':>6} {'ser.CPU':>7} {'ser.s':>6} {'IL %':>7} {'parent MB':>9} {'worker MB':>9} "
+        f"{'tree MB':>8}"
     )
     lines = [head]
     for r in runs:
@@ -194,7 +213,8 @@ def _table(runs: list[dict[str, Any]]) -> str:
             f"{r.get('speedup', float('nan')):>8.2f} {r.get('efficiency', float('nan')):>5.2f} "
             f"{100 * st.get('serial_share', float('nan')):>6.1f}% "
             f"{'' if kf is None else f'{kf:.3f}':>6} "
-            f"{100 * st.get('serial_cpu_share', float('nan')):>6.1f}% {r['il_percent']:>7.3f} "
+            f"{100 * st.get('serial_cpu_share', float('nan')):>6.1f}% "
+            f"{r.get('serial_cpu_seconds', float('nan')):>6.2f} {r['il_percent']:>7.4f} "
             f"{r['parent_peak_mb']:>9.0f} {r['worker_peak_mb']:>9.0f} {r['tree_peak_mb']:>8.0f}"
         )
     return "\n".join(lines)
