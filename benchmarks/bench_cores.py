@@ -16,7 +16,8 @@ busy per stage, serial share; ``serial_seconds`` / ``serial_cpu_seconds``: the s
 tasks, ``parent_cpu_seconds``: the parent's own CPU in every stage) and peak memory: the
 child's own ``VmHWM``, the largest worker's peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss``
 after the pool has exited) and the peak of the sum of the resident memory of the child and all
-its workers (sampled every 0.2 s from /proc).
+its workers (sampled every 0.2 s from /proc; ``tree_peak_pss_mb`` sums the proportional set
+sizes instead, counting the shared key matrix once).
 
 Derived: speed-up and efficiency against the 1-worker run of the same size (same invocation),
 the serial share of the 1-worker run from the stage report (Amdahl: the limit of the speed-up
@@ -73,24 +74,41 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _pss_kb(pid: int) -> int:
+    """Proportional set size: shared pages (the key matrix in shared memory, the libraries)
+    divided among the processes that map them, so a sum over processes counts them once."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
 class TreeSampler:
-    """Peak of the summed VmRSS of this process and its descendants (sampled)."""
+    """Peak of the summed VmRSS, and of the summed PSS, of this process and its descendants
+    (sampled; RSS counts a page shared by several processes once in each, PSS once in all)."""
 
     def __init__(self, every_s: float = 0.2) -> None:
         self.every_s = every_s
         self.peak_kb = 0
+        self.peak_pss_kb = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         me = os.getpid()
         while not self._stop.is_set():
-            todo, total = [me], 0
+            todo, total, pss = [me], 0, 0
             while todo:
                 pid = todo.pop()
                 total += _rss_kb(pid)
+                pss += _pss_kb(pid)
                 todo.extend(_children(pid))
             self.peak_kb = max(self.peak_kb, total)
+            self.peak_pss_kb = max(self.peak_pss_kb, pss)
             self._stop.wait(self.every_s)
 
     def __enter__(self) -> TreeSampler:
@@ -140,6 +158,7 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
         "parent_peak_mb": _rss_kb(os.getpid(), "VmHWM") / 1024,
         "worker_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "tree_peak_mb": tree.peak_kb / 1024,
+        "tree_peak_pss_mb": tree.peak_pss_kb / 1024,
     }
 
 
@@ -202,7 +221,7 @@ def _table(runs: list[dict[str, Any]]) -> str:
     head = (
         f"{'n':>9} {'p':>2} {'W':>3} {'seconds':>8} {'speedup':>8} {'eff':>5} {'serial':>7} "
         f"{'KF':>6} {'ser.CPU':>7} {'ser.s':>6} {'IL %':>7} {'parent MB':>9} {'worker MB':>9} "
-        f"{'tree MB':>8}"
+        f"{'tree MB':>8} {'PSS MB':>7}"
     )
     lines = [head]
     for r in runs:
@@ -215,7 +234,8 @@ def _table(runs: list[dict[str, Any]]) -> str:
             f"{'' if kf is None else f'{kf:.3f}':>6} "
             f"{100 * st.get('serial_cpu_share', float('nan')):>6.1f}% "
             f"{r.get('serial_cpu_seconds', float('nan')):>6.2f} {r['il_percent']:>7.4f} "
-            f"{r['parent_peak_mb']:>9.0f} {r['worker_peak_mb']:>9.0f} {r['tree_peak_mb']:>8.0f}"
+            f"{r['parent_peak_mb']:>9.0f} {r['worker_peak_mb']:>9.0f} {r['tree_peak_mb']:>8.0f} "
+            f"{r.get('tree_peak_pss_mb', float('nan')):>7.0f}"
         )
     return "\n".join(lines)
 
