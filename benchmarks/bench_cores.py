@@ -16,7 +16,8 @@ busy per stage, serial share; ``serial_seconds`` / ``serial_cpu_seconds``: the s
 tasks, ``parent_cpu_seconds``: the parent's own CPU in every stage) and peak memory: the
 child's own ``VmHWM``, the largest worker's peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss``
 after the pool has exited) and the peak of the sum of the resident memory of the child and all
-its workers (sampled every 0.2 s from /proc; ``tree_peak_pss_mb`` sums the proportional set
+its workers (sampled every 0.2 s from /proc by the parent benchmark process, whose CPU is not
+the child's; ``tree_peak_pss_mb`` sums the proportional set
 sizes instead, counting the shared key matrix once).
 
 Derived: speed-up and efficiency against the 1-worker run of the same size (same invocation),
@@ -87,11 +88,27 @@ def _pss_kb(pid: int) -> int:
     return 0
 
 
+def _workers_left() -> list[int]:
+    """This process's children other than multiprocessing's resource tracker (which lives as
+    long as this process)."""
+    out = []
+    for pid in _children(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if b"resource_tracker" in fh.read():
+                    continue
+        except OSError:
+            continue
+        out.append(pid)
+    return out
+
+
 class TreeSampler:
     """Peak of the summed VmRSS, and of the summed PSS, of this process and its descendants
     (sampled; RSS counts a page shared by several processes once in each, PSS once in all)."""
 
-    def __init__(self, every_s: float = 0.2) -> None:
+    def __init__(self, root: int, every_s: float = 0.2) -> None:
+        self.root = root
         self.every_s = every_s
         self.peak_kb = 0
         self.peak_pss_kb = 0
@@ -99,9 +116,8 @@ class TreeSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        me = os.getpid()
         while not self._stop.is_set():
-            todo, total, pss = [me], 0, 0
+            todo, total, pss = [self.root], 0, 0
             while todo:
                 pid = todo.pop()
                 total += _rss_kb(pid)
@@ -138,10 +154,13 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
     if p > 1:
         df["s"] = np.random.default_rng(SEED + 1).integers(0, 8, n)
         sens = ["s"]
-    with TreeSampler() as tree:
-        t0 = time.perf_counter()
-        _, report = anonymize(df, qi, sens, K, p, "partitioned", workers=workers)
-        wall = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _, report = anonymize(df, qi, sens, K, p, "partitioned", workers=workers)
+    wall = time.perf_counter() - t0
+    # the pool is handed back without waiting; its workers count in RUSAGE_CHILDREN once reaped
+    deadline = time.monotonic() + 60.0
+    while _workers_left() and time.monotonic() < deadline:
+        time.sleep(0.1)
     return {
         "n": n,
         "p": p,
@@ -157,8 +176,6 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
         **_serial(report.get("stages") or {}),
         "parent_peak_mb": _rss_kb(os.getpid(), "VmHWM") / 1024,
         "worker_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-        "tree_peak_mb": tree.peak_kb / 1024,
-        "tree_peak_pss_mb": tree.peak_pss_kb / 1024,
     }
 
 
@@ -180,10 +197,20 @@ def _spawn(n: int, workers: int, p: int) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, __file__, "--child", f"{n},{workers},{p}"]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if res.returncode != 0:
-        raise SystemExit(f"child {n},{workers},{p} failed:\n{res.stderr[-4000:]}")
-    out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    # the memory of the child and its workers is sampled from here, so the sampling (reading
+    # /proc/PID/smaps_rollup costs CPU) is not counted in the child's stage report
+    with (
+        subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        ) as proc,
+        TreeSampler(proc.pid) as tree,
+    ):
+        stdout, stderr = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"child {n},{workers},{p} failed:\n{stderr[-4000:]}")
+    out: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    out["tree_peak_mb"] = tree.peak_kb / 1024
+    out["tree_peak_pss_mb"] = tree.peak_pss_kb / 1024
     return out
 
 
