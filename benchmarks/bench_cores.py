@@ -12,9 +12,13 @@ method from 200k records); the p = 2 runs add one
 confidential attribute with 8 equally likely values. Worker counts above ``os.cpu_count()`` are
 skipped. Every run is its own child process (numba kernels loaded by a warm-up call first); it
 reports its wall time, IL, the stage report (``report["stages"]``: seconds and share of cores
-busy per stage, serial share) and peak memory: the child's own ``VmHWM``, the largest worker's
-peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` after the pool has exited) and the peak of the
-sum of the resident memory of the child and all its workers (sampled every 0.2 s from /proc).
+busy per stage, serial share; ``serial_seconds`` / ``serial_cpu_seconds``: the stages without
+tasks, ``parent_cpu_seconds``: the parent's own CPU in every stage) and peak memory: the
+child's own ``VmHWM``, the largest worker's peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss``
+after the pool has exited) and the peak of the sum of the resident memory of the child and all
+its workers (sampled every 0.2 s from /proc by the parent benchmark process, whose CPU is not
+the child's; ``tree_peak_pss_mb`` sums the proportional set
+sizes instead, counting the shared key matrix once).
 
 Derived: speed-up and efficiency against the 1-worker run of the same size (same invocation),
 the serial share of the 1-worker run from the stage report (Amdahl: the limit of the speed-up
@@ -71,24 +75,56 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-class TreeSampler:
-    """Peak of the summed VmRSS of this process and its descendants (sampled)."""
+def _pss_kb(pid: int) -> int:
+    """Proportional set size: shared pages (the key matrix in shared memory, the libraries)
+    divided among the processes that map them, so a sum over processes counts them once."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
 
-    def __init__(self, every_s: float = 0.2) -> None:
+
+def _workers_left() -> list[int]:
+    """This process's children other than multiprocessing's resource tracker (which lives as
+    long as this process)."""
+    out = []
+    for pid in _children(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if b"resource_tracker" in fh.read():
+                    continue
+        except OSError:
+            continue
+        out.append(pid)
+    return out
+
+
+class TreeSampler:
+    """Peak of the summed VmRSS, and of the summed PSS, of this process and its descendants
+    (sampled; RSS counts a page shared by several processes once in each, PSS once in all)."""
+
+    def __init__(self, root: int, every_s: float = 0.2) -> None:
+        self.root = root
         self.every_s = every_s
         self.peak_kb = 0
+        self.peak_pss_kb = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        me = os.getpid()
         while not self._stop.is_set():
-            todo, total = [me], 0
+            todo, total, pss = [self.root], 0, 0
             while todo:
                 pid = todo.pop()
                 total += _rss_kb(pid)
+                pss += _pss_kb(pid)
                 todo.extend(_children(pid))
             self.peak_kb = max(self.peak_kb, total)
+            self.peak_pss_kb = max(self.peak_pss_kb, pss)
             self._stop.wait(self.every_s)
 
     def __enter__(self) -> TreeSampler:
@@ -118,10 +154,13 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
     if p > 1:
         df["s"] = np.random.default_rng(SEED + 1).integers(0, 8, n)
         sens = ["s"]
-    with TreeSampler() as tree:
-        t0 = time.perf_counter()
-        _, report = anonymize(df, qi, sens, K, p, "partitioned", workers=workers)
-        wall = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _, report = anonymize(df, qi, sens, K, p, "partitioned", workers=workers)
+    wall = time.perf_counter() - t0
+    # the pool is handed back without waiting; its workers count in RUSAGE_CHILDREN once reaped
+    deadline = time.monotonic() + 60.0
+    while _workers_left() and time.monotonic() < deadline:
+        time.sleep(0.1)
     return {
         "n": n,
         "p": p,
@@ -131,11 +170,26 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
         "method": report["method"],
         "groups": report["groups"],
         "stages": report.get("stages"),
-        # encoding the key columns and building the released frame (outside the stage log)
+        # the stage log covers anonymize from the encoding to the output frame; outside it only
+        # the argument checks and the estimator's SSE of the result remain
         "outside_fit_seconds": wall - float((report.get("stages") or {}).get("seconds", 0.0)),
+        **_serial(report.get("stages") or {}),
         "parent_peak_mb": _rss_kb(os.getpid(), "VmHWM") / 1024,
         "worker_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-        "tree_peak_mb": tree.peak_kb / 1024,
+    }
+
+
+def _serial(stages: dict[str, Any]) -> dict[str, float]:
+    """Wall and CPU seconds of the stages that ran no task (the parent alone), and the parent's
+    own CPU seconds over every stage (serial stages plus sending the tasks)."""
+    rows = stages.get("stages", [])
+    return {
+        "serial_seconds": sum(float(r["seconds"]) for r in rows if r["tasks"] == 0),
+        "serial_cpu_seconds": sum(float(r["cpu_seconds"]) for r in rows if r["tasks"] == 0),
+        "parent_cpu_seconds": sum(
+            float(r.get("parent_cpu_seconds", r["cpu_seconds"] if r["tasks"] == 0 else 0.0))
+            for r in rows
+        ),
     }
 
 
@@ -143,10 +197,20 @@ def _spawn(n: int, workers: int, p: int) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, __file__, "--child", f"{n},{workers},{p}"]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if res.returncode != 0:
-        raise SystemExit(f"child {n},{workers},{p} failed:\n{res.stderr[-4000:]}")
-    out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    # the memory of the child and its workers is sampled from here, so the sampling (reading
+    # /proc/PID/smaps_rollup costs CPU) is not counted in the child's stage report
+    with (
+        subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        ) as proc,
+        TreeSampler(proc.pid) as tree,
+    ):
+        stdout, stderr = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"child {n},{workers},{p} failed:\n{stderr[-4000:]}")
+    out: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    out["tree_peak_mb"] = tree.peak_kb / 1024
+    out["tree_peak_pss_mb"] = tree.peak_pss_kb / 1024
     return out
 
 
@@ -183,7 +247,8 @@ def _derive(runs: list[dict[str, Any]]) -> None:
 def _table(runs: list[dict[str, Any]]) -> str:
     head = (
         f"{'n':>9} {'p':>2} {'W':>3} {'seconds':>8} {'speedup':>8} {'eff':>5} {'serial':>7} "
-        f"{'KF':>6} {'ser.CPU':>7} {'IL %':>7} {'parent MB':>9} {'worker MB':>9} {'tree MB':>8}"
+        f"{'KF':>6} {'ser.CPU':>7} {'ser.s':>6} {'IL %':>7} {'parent MB':>9} {'worker MB':>9} "
+        f"{'tree MB':>8} {'PSS MB':>7}"
     )
     lines = [head]
     for r in runs:
@@ -194,8 +259,10 @@ def _table(runs: list[dict[str, Any]]) -> str:
             f"{r.get('speedup', float('nan')):>8.2f} {r.get('efficiency', float('nan')):>5.2f} "
             f"{100 * st.get('serial_share', float('nan')):>6.1f}% "
             f"{'' if kf is None else f'{kf:.3f}':>6} "
-            f"{100 * st.get('serial_cpu_share', float('nan')):>6.1f}% {r['il_percent']:>7.3f} "
-            f"{r['parent_peak_mb']:>9.0f} {r['worker_peak_mb']:>9.0f} {r['tree_peak_mb']:>8.0f}"
+            f"{100 * st.get('serial_cpu_share', float('nan')):>6.1f}% "
+            f"{r.get('serial_cpu_seconds', float('nan')):>6.2f} {r['il_percent']:>7.4f} "
+            f"{r['parent_peak_mb']:>9.0f} {r['worker_peak_mb']:>9.0f} {r['tree_peak_mb']:>8.0f} "
+            f"{r.get('tree_peak_pss_mb', float('nan')):>7.0f}"
         )
     return "\n".join(lines)
 

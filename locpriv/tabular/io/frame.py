@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,12 @@ from locpriv.tabular.io.estimators import (
     row_order,
     with_source_rows,
 )
-from locpriv.tabular.microagg.partitioned import BLOCK_SIZE
+from locpriv.tabular.microagg.partitioned import (
+    BLOCK_SIZE,
+    StageLog,
+    current_stage_log,
+    stage_log,
+)
 from locpriv.tabular.models.extended import Hierarchy
 from locpriv.tabular.quality import metrics
 from locpriv.tabular.quality.validate import (
@@ -191,12 +197,49 @@ def release_classes(released: pd.DataFrame, qi: Columns) -> IntArray:
     cols = as_columns(qi, "qi")
     if not cols:
         raise ConfigError("no key attributes given (qi)")
-    codes = [pd.factorize(released[c], use_na_sentinel=False)[0] for c in cols]
-    keys = np.column_stack(codes).astype(np.int64)
-    _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size, dtype=np.int64)
-    out: IntArray = rank[inv.ravel()]
+    # one 64-bit hash per row of the columns' values, numbered by first appearance (one hash
+    # factorisation), then verified: every row must hold its class's first row's values, so
+    # equal hashes mean equal rows. A collision (never seen; ~n^2 / 2^65) takes the exact path.
+    keys = [_column_key(released[c]) for c in cols]
+    h = np.zeros(len(released), dtype=np.uint64)
+    for v in keys:
+        h = (h ^ v) * _HASH_MIX
+        h ^= h >> np.uint64(29)
+    out: IntArray = pd.factorize(h)[0].astype(np.int64)
+    seen = np.maximum.accumulate(out)
+    first = np.flatnonzero(np.r_[True, out[1:] > seen[:-1]]) if out.size else out
+    if all(np.array_equal(v[first][out], v) for v in keys):
+        return out
+    return _classes_exact(released, cols)  # a 64-bit collision
+
+
+_HASH_MIX = np.uint64(0x9E3779B97F4A7C15)
+"""Multiplier of the row hash of :func:`release_classes` (a test sets it to 0 to force the
+exact path)."""
+
+
+def _column_key(s: pd.Series) -> npt.NDArray[np.uint64]:
+    """Per row, a 64-bit key of the column's value, equal exactly when the values are equal
+    (as :func:`pandas.factorize` compares them): the bits of a float (``-0.0`` as ``0.0``, one
+    NaN), of an integer, or the factorisation's code for any other dtype."""
+    if pd.api.types.is_float_dtype(s.dtype):
+        v = s.to_numpy(dtype=np.float64) + 0.0
+        v[np.isnan(v)] = np.nan
+        return v.view(np.uint64)
+    if pd.api.types.is_integer_dtype(s.dtype) and not pd.api.types.is_extension_array_dtype(
+        s.dtype
+    ):
+        return s.to_numpy().astype(np.int64).view(np.uint64)
+    return pd.factorize(s, use_na_sentinel=False)[0].astype(np.uint64)
+
+
+def _classes_exact(released: pd.DataFrame, cols: list[str]) -> IntArray:
+    """:func:`release_classes` without hashing: the columns' codes folded pairwise, each pair
+    ``a * (max b + 1) + b < n^2`` numbered by first appearance."""
+    out: IntArray = pd.factorize(released[cols[0]], use_na_sentinel=False)[0].astype(np.int64)
+    for c in cols[1:]:
+        b = pd.factorize(released[c], use_na_sentinel=False)[0].astype(np.int64)
+        out = pd.factorize(out * (int(b.max(initial=0)) + 1) + b)[0].astype(np.int64)
     return out
 
 
@@ -335,6 +378,8 @@ def audit_pass_through(
     :data:`RANK_CORRELATION`). ``column(name)`` reads a column that is not in ``df`` (the CLI's
     streamed Parquet path reads one column at a time)."""
     n = len(df)
+    if not columns:
+        return []
     # sorted codes: the dense ranks of a numerical column, one factorisation for both uses
     keys = {
         q: pd.factorize(df[q], sort=_numeric(df[q]), use_na_sentinel=False)[0].astype(np.int64)
@@ -453,17 +498,67 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
             raise ConfigError(f"column {name!r} to drop is a key or confidential attribute")
     if release not in ("centroids", "intervals"):
         raise ConfigError(f"release must be 'centroids' or 'intervals', got {release!r}")
-    cols, values = _key_columns(df, qi, ordinal, nominal)
-    enc = encode(cols, values)
-    sens = []
-    ordered = []
-    for name in sensitive:
-        series = df[name]
-        if hierarchies and name in hierarchies:
-            series = pd.Series(hierarchies[name].reduce(series.tolist()), dtype=object)
-        ordered.append(_ordered(series))
-        sens.append(pd.factorize(series, sort=True)[0])
-    S = np.column_stack(sens).astype(np.int64) if sens else None
+    with ExitStack() as stack:
+        # the stage report covers the whole release: encoding, grouping, released figures
+        log = current_stage_log() or stack.enter_context(stage_log())
+        rel = _plan(
+            df,
+            qi,
+            sensitive,
+            k,
+            p,
+            method,
+            seed,
+            cols_args=(ordinal, nominal),
+            hierarchies=hierarchies,
+            release=release,
+            progress=progress,
+            block_size=block_size,
+            scheduler=scheduler,
+            workers=workers,
+            keep_order=keep_order,
+            dropped=dropped,
+            models=(entropy_l, recursive, t),
+            log=log,
+        )
+        rel.report["stages"] = log.report()
+    return rel
+
+
+def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
+    df: pd.DataFrame,
+    qi: list[str],
+    sensitive: list[str],
+    k: int,
+    p: int,
+    method: str | None,
+    seed: int | None,
+    *,
+    cols_args: tuple[list[str], list[str]],
+    hierarchies: Mapping[str, Hierarchy] | None,
+    release: str,
+    progress: Callable[[float], None] | None,
+    block_size: int,
+    scheduler: Any,
+    workers: int,
+    keep_order: bool,
+    dropped: list[str],
+    models: tuple[float, tuple[float, int] | None, float | None],
+    log: StageLog,
+) -> Release:
+    entropy_l, recursive, t = models
+    with log.stage("encode"):
+        cols, values = _key_columns(df, qi, *cols_args)
+        enc = encode(cols, values)
+        sens = []
+        ordered = []
+        for name in sensitive:
+            series = df[name]
+            if hierarchies and name in hierarchies:
+                series = pd.Series(hierarchies[name].reduce(series.tolist()), dtype=object)
+            ordered.append(_ordered(series))
+            sens.append(pd.factorize(series, sort=True)[0])
+        S = np.column_stack(sens).astype(np.int64) if sens else None
     est = Microaggregator(
         k=k,
         p=p,
@@ -480,22 +575,23 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     )
     est.fit_scaled(enc.Z, S, names=sensitive)
     labels = est.labels_
-    keys, written = _written_keys(df, cols, values, labels, release)
-    report = dict(est.report_)
-    report["partition_groups"] = est.n_groups_
-    report["sse_partition"] = est.sse_  # the grouping's objective (group means), not the file's
-    written_Z = encode_written(cols, values, written) if written is not None else None
-    report.update(release_figures(keys, enc.Z, S, sensitive, k=k, written_Z=written_Z))
-    if written_Z is None:
-        report["il_basis"] = "group means (the file holds ranges: see truta_il)"
-    if S is not None:
-        report["models"] = {
-            **report["models"],
-            **models_achieved(keys, S, sensitive, ordered, recursive),
-        }
-    report["release"] = release
-    order, report["order"] = row_order(len(df), seed, keep_order)
-    report["dropped"] = dropped
+    with log.stage("release"):
+        keys, written = _written_keys(df, cols, values, labels, release)
+        report = dict(est.report_)
+        report["partition_groups"] = est.n_groups_
+        report["sse_partition"] = est.sse_  # the grouping's objective (group means)
+        written_Z = encode_written(cols, values, written) if written is not None else None
+        report.update(release_figures(keys, enc.Z, S, sensitive, k=k, written_Z=written_Z))
+        if written_Z is None:
+            report["il_basis"] = "group means (the file holds ranges: see truta_il)"
+        if S is not None:
+            report["models"] = {
+                **report["models"],
+                **models_achieved(keys, S, sensitive, ordered, recursive),
+            }
+        report["release"] = release
+        order, report["order"] = row_order(len(df), seed, keep_order)
+        report["dropped"] = dropped
     return Release(keys=keys, order=order, drop=dropped, report=report, labels=labels)
 
 
@@ -565,6 +661,57 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     what the released table achieves. An infeasible model (e.g. ``entropy_l`` above the whole
     table's) raises :class:`~locpriv.errors.InfeasibleError` naming the field.
     """
+    with ExitStack() as stack:
+        # one stage report for the whole call: encoding, grouping, figures, audit, output
+        log = current_stage_log() or stack.enter_context(stage_log())
+        return _anonymize(
+            df,
+            qi,
+            sensitive,
+            k,
+            p,
+            method,
+            seed,
+            log,
+            ordinal=ordinal,
+            nominal=nominal,
+            hierarchies=hierarchies,
+            release=release,
+            progress=progress,
+            block_size=block_size,
+            scheduler=scheduler,
+            workers=workers,
+            keep_order=keep_order,
+            drop=drop,
+            warn=warn,
+            models=(entropy_l, recursive, t),
+        )
+
+
+def _anonymize(  # noqa: PLR0917 - anonymize's body, inside its stage log
+    df: pd.DataFrame,
+    qi: Columns,
+    sensitive: Columns,
+    k: int,
+    p: int,
+    method: str | None,
+    seed: int | None,
+    log: StageLog,
+    *,
+    ordinal: Columns,
+    nominal: Columns,
+    hierarchies: Mapping[str, Hierarchy] | None,
+    release: str,
+    progress: Callable[[float], None] | None,
+    block_size: int,
+    scheduler: Any,
+    workers: int,
+    keep_order: bool,
+    drop: Columns,
+    warn: Callable[[str], None] | None,
+    models: tuple[float, tuple[float, int] | None, float | None],
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    entropy_l, recursive, t = models
     rel = plan_release(
         df,
         qi,
@@ -590,11 +737,15 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     qi_cols, sens_cols = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
     roles = {c: "pass-through" for c in df.columns if c not in qi_cols and c not in rel.drop}
     roles.update((c, "confidential") for c in sens_cols)
-    rel.report["pass_through"] = audit_pass_through(df, qi_cols, roles, k)
+    with log.stage("audit"):
+        rel.report["pass_through"] = audit_pass_through(df, qi_cols, roles, k)
+    with log.stage("output"):
+        out = apply_release(df, rel)
+    rel.report["stages"] = log.report()
     say = warn if warn is not None else _warn
     for line in release_warnings(rel.report):
         say(line)
-    return apply_release(df, rel), rel.report
+    return out, rel.report
 
 
 def release_warnings(report: Mapping[str, Any]) -> list[str]:

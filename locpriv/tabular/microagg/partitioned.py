@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
@@ -49,6 +49,7 @@ from locpriv.tabular.microagg._kernels.partition_stats import canonical as _cano
 from locpriv.tabular.microagg._kernels.partition_stats import face_distance as _face_kernel
 from locpriv.tabular.microagg._kernels.partition_stats import group_means as _means_kernel
 from locpriv.tabular.microagg._kernels.partition_stats import pool_stats as _pool_kernel
+from locpriv.tabular.microagg._kernels.partition_stats import rows_by_bucket as _bucket_kernel
 from locpriv.tabular.microagg.improve import _canonical, improve_partition
 from locpriv.tabular.microagg.mdav import mdav
 from locpriv.tabular.psensitive.kincrease import group_is_p_sensitive, require_feasible
@@ -58,6 +59,7 @@ from locpriv.tabular.quality.metrics import group_means, sse
 __all__ = [
     "BLOCK_SIZE",
     "DEFAULT_FROM_N",
+    "RowSource",
     "Runner",
     "StageLog",
     "current_stage_log",
@@ -67,6 +69,7 @@ __all__ = [
     "run_local",
     "split_blocks",
     "stage_log",
+    "take_rows",
     "timed_task",
 ]
 
@@ -126,12 +129,14 @@ class StageLog:
     """Wall seconds and CPU seconds per stage of a run (pure bookkeeping: nothing it records
     feeds back into the release).
 
-    A stage's CPU seconds are the parent process's own (``time.process_time``, all its threads)
-    plus those of the tasks that ran in other processes, measured inside the worker around the
-    task (:func:`timed_task`). ``busy`` = CPU seconds / (wall seconds x ``workers``): the share
-    of the cores given to the run that the stage kept busy; a stage run by the parent alone
-    on one thread has ``busy`` <= 1 / workers. ``serial_share`` (:meth:`serial_share`) is the
-    share of the wall time spent in stages without tasks: Amdahl's serial fraction at 1 worker.
+    A stage's CPU seconds are the parent process's own (``time.process_time``, all its threads;
+    also recorded alone as ``parent_cpu_seconds``: in a stage of tasks run elsewhere, the cost
+    of sending them) plus those of the tasks that ran in other processes, measured inside the
+    worker around the task (:func:`timed_task`). ``busy`` = CPU seconds / (wall seconds x
+    ``workers``): the share of the cores given to the run that the stage kept busy; a stage run
+    by the parent alone on one thread has ``busy`` <= 1 / workers. ``serial_share``
+    (:meth:`serial_share`) is the share of the wall time spent in stages without tasks:
+    Amdahl's serial fraction at 1 worker.
     """
 
     def __init__(self, workers: int = 1) -> None:
@@ -149,15 +154,27 @@ class StageLog:
             yield
         finally:
             wall = time.perf_counter() - w0
-            cpu = time.process_time() - c0 + self._task_cpu
+            own = time.process_time() - c0
             self.rows.append(
-                {"stage": name, "seconds": wall, "cpu_seconds": cpu, "tasks": self._tasks}
+                {
+                    "stage": name,
+                    "seconds": wall,
+                    "cpu_seconds": own + self._task_cpu,
+                    "parent_cpu_seconds": own,
+                    "tasks": self._tasks,
+                }
             )
 
     def add(self, name: str, seconds: float, cpu_seconds: float) -> None:
         """Record a stage timed by the caller (wall and parent CPU seconds, no tasks)."""
         self.rows.append(
-            {"stage": name, "seconds": seconds, "cpu_seconds": cpu_seconds, "tasks": 0}
+            {
+                "stage": name,
+                "seconds": seconds,
+                "cpu_seconds": cpu_seconds,
+                "parent_cpu_seconds": cpu_seconds,
+                "tasks": 0,
+            }
         )
 
     def tasks_done(self, results: list[tuple[Any, float, int]]) -> list[Any]:
@@ -236,6 +253,19 @@ def timed_task(fn: Callable[..., Any], *args: Any) -> tuple[Any, float, int]:
     c0 = time.process_time()
     out = fn(*args)
     return out, time.process_time() - c0, os.getpid()
+
+
+class RowSource(Protocol):
+    """Records of the key matrix that a worker reads itself (a runner's ``shared(X)``
+    context yields one, e.g. :class:`~locpriv.tabular.microagg.distributed.SharedMatrix`)."""
+
+    def take(self, rows: IntpArray, /) -> FloatArray: ...
+
+
+def take_rows(fn: Callable[..., Any], source: RowSource, rows: IntpArray, *rest: Any) -> Any:
+    """A task whose records are read in the worker: ``fn(source.take(rows), *rest)``, the same
+    call as ``fn(X[rows], *rest)`` in the parent."""
+    return fn(source.take(rows), *rest)
 
 
 def task_seed(seed: int, round_: int, block: int) -> int:
@@ -367,10 +397,8 @@ def _repair_pools(  # noqa: PLR0917
     where = np.full(g, -1, dtype=np.int64)
     for b in range(starts.size - 1):
         where[bad[perm[starts[b] : starts[b + 1]]]] = b
-    rec = where[labels]
-    order = np.argsort(rec, kind="stable")
-    bounds = np.searchsorted(rec[order], np.arange(-1, starts.size))
-    pools = [np.sort(order[bounds[b + 1] : bounds[b + 2]]) for b in range(starts.size - 1)]
+    rows, at = _bucket_kernel(where[labels], starts.size - 1)  # each pool's rows, ascending
+    pools = [rows[at[b] : at[b + 1]] for b in range(starts.size - 1)]
     return [idx.astype(np.intp) for idx in pools if idx.size]
 
 
@@ -399,7 +427,7 @@ def _check_release(labels: IntArray, codes: IntArray | None, k: int, p: int) -> 
 
 
 def _pool_args(  # noqa: PLR0917
-    X: FloatArray,
+    load: Callable[[Callable[..., Any], IntpArray], tuple[Any, ...]],
     codes: IntArray | None,
     pools: list[IntpArray],
     labels: IntArray,
@@ -408,13 +436,13 @@ def _pool_args(  # noqa: PLR0917
     seed: int,
     round_: int,
 ) -> Callable[[int], tuple[Any, ...]]:
-    """The arguments of pool block b's :func:`regroup_block` task."""
+    """The task of pool block b (:func:`regroup_block`), ``load`` giving its records."""
 
     def make(b: int) -> tuple[Any, ...]:
         rows = pools[b]
         sub = None if codes is None else np.ascontiguousarray(codes[rows])
         old = _canonical(labels[rows]).astype(np.int64)
-        return (X[rows], sub, old, k, p, task_seed(seed, round_, b))
+        return (*load(regroup_block, rows), sub, old, k, p, task_seed(seed, round_, b))
 
     return make
 
@@ -452,17 +480,58 @@ def partitioned(
     if int(block_size) < 4 * kk:
         raise ConfigError(f"block_size must be at least 4k = {4 * kk}, got {block_size}")
     run = runner if runner is not None else run_local
-    step: Callable[[str], None] = getattr(progress, "stage", lambda name: None)
     log = current_stage_log() or StageLog()
     log.workers = max(1, int(getattr(run, "workers", 1)))
+
+    shared: Callable[[FloatArray], Any] | None = getattr(run, "shared", None)
+    with ExitStack() as stack:
+        source: RowSource | None = None
+        if shared is not None:
+            with log.stage("share"):
+                source = stack.enter_context(shared(Xf))
+
+        def load(fn: Callable[..., Any], rows: IntpArray) -> tuple[Any, ...]:
+            """A task's callable and its records (or where the worker reads them)."""
+            return (fn, Xf[rows]) if source is None else (take_rows, fn, source, rows)
+
+        return _run_partitioned(
+            Xf,
+            codes,
+            kk,
+            pp,
+            seed,
+            block_size,
+            repair_rounds,
+            repair_share,
+            run,
+            progress,
+            log,
+            load,
+        )
+
+
+def _run_partitioned(  # noqa: PLR0917 - the body of partitioned, its checks done
+    Xf: FloatArray,
+    codes: IntArray | None,
+    kk: int,
+    pp: int,
+    seed: int,
+    block_size: int,
+    repair_rounds: int,
+    repair_share: float,
+    run: Runner,
+    progress: Progress | None,
+    log: StageLog,
+    load: Callable[[Callable[..., Any], IntpArray], tuple[Any, ...]],
+) -> IntArray:
+    n = Xf.shape[0]
+    step: Callable[[str], None] = getattr(progress, "stage", lambda name: None)
 
     def sub(rows: IntpArray) -> IntArray | None:
         return None if codes is None else np.ascontiguousarray(codes[rows])
 
-    def tasks(
-        fn: Callable[..., IntArray | None], make: Callable[[int], tuple[Any, ...]], count: int
-    ) -> list[IntArray | None]:
-        got = run(timed_task, lambda i: (fn, *make(i)), count, progress)
+    def tasks(make: Callable[[int], tuple[Any, ...]], count: int) -> list[IntArray | None]:
+        got = run(timed_task, make, count, progress)
         return log.tasks_done(got)
 
     step("blocks")
@@ -470,8 +539,13 @@ def partitioned(
         blocks = split_blocks(Xf, block_size)
     with log.stage("blocks"):
         got = tasks(
-            group_block,
-            lambda b: (Xf[blocks[b]], sub(blocks[b]), kk, pp, task_seed(seed, 0, b)),
+            lambda b: (
+                *load(group_block, blocks[b]),
+                sub(blocks[b]),
+                kk,
+                pp,
+                task_seed(seed, 0, b),
+            ),
             len(blocks),
         )
     with log.stage("merge blocks"):
@@ -496,9 +570,7 @@ def partitioned(
                 Xf, labels, face, float(repair_share), int(block_size), task_seed(seed, r, 1 << 30)
             )
         with log.stage(f"repair {r} tasks"):
-            new = tasks(
-                regroup_block, _pool_args(Xf, codes, pools, labels, kk, pp, seed, r), len(pools)
-            )
+            new = tasks(_pool_args(load, codes, pools, labels, kk, pp, seed, r), len(pools))
         with log.stage(f"repair {r} merge"):
             nxt = int(labels.max()) + 1
             for rows, lab in zip(pools, new, strict=True):
