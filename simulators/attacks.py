@@ -25,8 +25,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -240,11 +241,13 @@ def repeated_cloaks_attack(
     a_min_m2: float = 1e4,
     a_max_m2: float = 4e6,
     seed: int = 0,
+    cloak: Mapping[str, Any] | None = None,
 ) -> RepeatedCloaksResult:
     """Users random-walk over a square; ``askers`` of them ask for a k-cloak every
     ``every_s`` for ``minutes``; an adversary who knows every position intersects the users
-    inside each asker's successive regions. ``session_s`` > 0 asks for historical k-anonymity.
-    Positions reported are the true ones (the attack at its strongest)."""
+    inside each asker's successive regions. ``session_s`` > 0 asks for historical k-anonymity;
+    ``cloak`` overrides :class:`~locpriv.core.cloak.types.CloakConfig` fields (the session
+    knobs). Positions reported are the true ones (the attack at its strongest)."""
     from locpriv.core.cloak.cloaker import Cloaker
     from locpriv.core.cloak.types import CloakConfig, CloakParams
 
@@ -252,7 +255,7 @@ def repeated_cloaks_attack(
     xy = rng.uniform(0.0, side_m, (users, 2))
     ids = [f"u{i}" for i in range(users)]
     cloaker = Cloaker(
-        CloakConfig(world=(0.0, 0.0, side_m, side_m), epoch_s=1.0),
+        CloakConfig(world=(0.0, 0.0, side_m, side_m), epoch_s=1.0, **(cloak or {})),
         rng=np.random.default_rng(seed + 1),
     )
     params = CloakParams(

@@ -52,7 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
-from locpriv.core.cloak.history import session_region
+from locpriv.core.cloak.history import motion_scores, session_region
 from locpriv.core.cloak.partition import (
     Partition,
     build_partition,
@@ -97,6 +97,15 @@ class _Snapshot:
         self.x = table.x[self.slots].copy()
         self.y = table.y[self.slots].copy()
         self.t = table.t[self.slots].copy()
+        # how each user moves, as of her latest reports: velocity (m/s; nan with one report)
+        # and since when she has stayed put (s), for choosing session members
+        pt = table.pt[self.slots]
+        dt = self.t - pt
+        ok = np.isfinite(pt) & (dt > 0)
+        safe = np.where(ok, dt, 1.0)
+        self.vx = np.where(ok, (self.x - table.px[self.slots]) / safe, np.nan)
+        self.vy = np.where(ok, (self.y - table.py[self.slots]) / safe, np.nan)
+        self.still_s = now - table.still_t[self.slots]
         self.n = len(self.slots)
         # index into the snapshot by table slot (-1: not in snapshot)
         self.index_of_slot = np.full(len(table.x), -1, dtype=np.int64)
@@ -398,12 +407,17 @@ class Cloaker:
             # a new session: its anonymity set is the shared region's members, and already
             # its first region is a session region (members kept off the edges)
             seed = int(self._rng.integers(2**63))
-            pools = [np.flatnonzero(leaf_of == leaf_of[i])]
-            k_pool = self.config.session_pool_factor * p.k
+            cfg = self.config
+            k_pool = cfg.session_pool_factor * p.k
+            pools = [(np.flatnonzero(leaf_of == leaf_of[i]), p.k)]
             if k_pool > p.k and snap.n >= k_pool:
                 big = self._partition(snap, k_pool, p.a_min_m2).part.leaf_of
-                pools.insert(0, np.flatnonzero(big == big[i]))
-            for members in pools:
+                pools.insert(0, (np.flatnonzero(big == big[i]), k_pool))
+            k_cand = max(cfg.session_candidate_factor, cfg.session_pool_factor) * p.k
+            if k_cand > k_pool and snap.n >= k_cand:
+                big = self._partition(snap, k_cand, p.a_min_m2).part.leaf_of
+                pools.insert(0, (np.flatnonzero(big == big[i]), k_pool))
+            for members, size in pools:
                 ids = [self.table.slot_ids[int(snap.slots[j])] for j in members]
                 session = _Session(
                     members=[u for u in ids if u is not None],
@@ -411,7 +425,7 @@ class Cloaker:
                     session_s=p.session_s,
                     last=now,
                     seed=seed,
-                    pool=len(members),
+                    pool=min(len(members), max(size, p.k)),
                 )
                 self._sessions[user_id] = session
                 first, _ = self._session_attempt(snap, i, session, p, now)
@@ -455,18 +469,23 @@ class Cloaker:
         steps = max(1, self.config.session_shrink_requests)
         want = session.pool - -((session.pool - session.k) * (session.count + 1) // -steps)
         m = max(session.k, min(want, len(rows)))
+        me = rows.index(i)
+        cfg = self.config
+        score = None
+        if cfg.session_horizon_s > 0:
+            score = motion_scores(
+                xy,
+                np.column_stack([snap.vx[idx], snap.vy[idx]]),
+                snap.still_s[idx],
+                me,
+                cfg.session_horizon_s,
+            )
+        margin = np.minimum(
+            cfg.session_margin_m,
+            cfg.session_speed_m_s * (max(now, snap.time) - snap.t[idx] + cfg.epoch_s),
+        )
         poly, chosen, reason = session_region(
-            xy,
-            rows.index(i),
-            m,
-            p.a_min_m2,
-            p.a_max_m2,
-            rng,
-            margin_m=np.minimum(
-                self.config.session_margin_m,
-                self.config.session_speed_m_s
-                * (max(now, snap.time) - snap.t[idx] + self.config.epoch_s),
-            ),
+            xy, me, m, p.a_min_m2, p.a_max_m2, rng, margin_m=margin, score=score
         )
         session.last = now  # a session lasts while requests keep coming, answered or not
         if poly is None:
@@ -476,6 +495,16 @@ class Cloaker:
         x0, y0, x1, y1 = poly.bounds
         inside = (snap.x >= x0) & (snap.x <= x1) & (snap.y >= y0) & (snap.y <= y1)
         kept = idx[chosen]
+        if cfg.session_keep_bystanders:
+            # every member the region covers with her margin stays (the chosen ones do)
+            held = (
+                (xy[:, 0] - margin >= x0)
+                & (xy[:, 0] + margin <= x1)
+                & (xy[:, 1] - margin >= y0)
+                & (xy[:, 1] + margin <= y1)
+            )
+            held[chosen] = True
+            chosen = np.flatnonzero(held)
         session.members = [names[int(c)] for c in chosen]
         session.last = now
         session.count += 1

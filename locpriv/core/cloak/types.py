@@ -97,6 +97,20 @@ class CloakConfig:
     """Speed assumed for session members between their last update and the request: a member
     whose update is ``age`` seconds old is kept ``min(session_margin_m, speed * (age +
     epoch_s))`` metres from the edges (a member who just reported needs little margin)."""
+    session_candidate_factor: int = 4
+    """A session's first members are chosen from the requester's leaf of the partition for
+    ``session_candidate_factor * k`` (reciprocal, so not centred on her; at least the pool's):
+    the ``session_pool_factor * k`` whose motion best matches hers (see
+    ``session_horizon_s``)."""
+    session_horizon_s: float = 600.0
+    """How far ahead, seconds, session members are chosen to stay near the requester: they are
+    ranked by the distance between their straight-line forecasts over this horizon
+    (:func:`locpriv.core.cloak.history.motion_scores`), so a walker keeps those walking her
+    way and a user who stays put keeps those who have stayed put; 0 ranks by distance now."""
+    session_keep_bystanders: bool = True
+    """Keep in a session's set every member that its last region covered with her margin, not
+    only the ``k`` it was built around: each still lies in all the session's regions, so the
+    set keeps more than ``k`` to choose from when some walk away."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
@@ -117,6 +131,14 @@ class CloakConfig:
             raise ConfigError("epoch_s and user_ttl_s must be > 0, max_delay_s_bound >= 0")
         if self.max_pending < 0 or self.max_partitions < 1 or self.a_min_step < 1:
             raise ConfigError("max_pending >= 0, max_partitions >= 1, a_min_step >= 1 required")
+        if self.session_margin_m < 0 or self.session_speed_m_s < 0 or self.session_horizon_s < 0:
+            raise ConfigError(
+                "session_margin_m, session_speed_m_s and session_horizon_s must be >= 0"
+            )
+        if self.session_pool_factor < 1 or self.session_candidate_factor < 1:
+            raise ConfigError("session_pool_factor and session_candidate_factor must be >= 1")
+        if self.session_shrink_requests < 1:
+            raise ConfigError("session_shrink_requests must be >= 1")
         check_params(self, self.default)
 
     @property
