@@ -201,6 +201,8 @@ class Cloaker:
         self._seq = 0
         self._retry_epoch: int | None = None  # last epoch whose pending were retried
         self._next_expiry = math.inf
+        self.session_rekeys = 0
+        """Sessions restarted with a fresh set (``CloakConfig.session_rekey_factor``)."""
 
     # ----------------------------------------------------------------- users
     def update(self, user_id: str, x_m: float, y_m: float, now: float) -> list[CloakOutcome]:
@@ -401,7 +403,13 @@ class Cloaker:
         if p.session_s > 0:
             session = self._live_session(user_id, p, now)
             if session is not None:
-                return self._session_attempt(snap, i, session, p, now)
+                got, why = self._session_attempt(snap, i, session, p, now)
+                factor = self.config.session_rekey_factor
+                if factor <= 0 or not self._rekey(snap, i, p, got, factor):
+                    return got, why
+                # re-keyed (opt-in, weakens the guarantee): a fresh set from the current leaf
+                del self._sessions[user_id]
+                self.session_rekeys += 1
         region, reason, leaf_of = self._shared_attempt(snap, i, p)
         if region is not None and leaf_of is not None and p.session_s > 0:
             # a new session: its anonymity set is the shared region's members, and already
@@ -432,6 +440,16 @@ class Cloaker:
                 if first is not None:
                     return first, ""
         return region, reason
+
+    def _rekey(
+        self, snap: _Snapshot, i: int, p: CloakParams, got: CloakRegion | None, factor: float
+    ) -> bool:
+        """Whether a session whose region came out as ``got`` should start afresh: none was
+        possible, or it exceeds ``factor`` times the requester's shared region now."""
+        if got is None:
+            return True
+        shared, _, _ = self._shared_attempt(snap, i, p)
+        return shared is not None and got.area_m2 > factor * shared.area_m2
 
     def _live_session(self, user_id: str, p: CloakParams, now: float) -> _Session | None:
         """The user's session if it goes on (same k, last request within ``session_s``)."""

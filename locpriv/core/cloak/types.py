@@ -97,7 +97,7 @@ class CloakConfig:
     """Speed assumed for session members between their last update and the request: a member
     whose update is ``age`` seconds old is kept ``min(session_margin_m, speed * (age +
     epoch_s))`` metres from the edges (a member who just reported needs little margin)."""
-    session_candidate_factor: int = 4
+    session_candidate_factor: int = 8
     """A session's first members are chosen from the requester's leaf of the partition for
     ``session_candidate_factor * k`` (reciprocal, so not centred on her; at least the pool's):
     the ``session_pool_factor * k`` whose motion best matches hers (see
@@ -111,6 +111,12 @@ class CloakConfig:
     """Keep in a session's set every member that its last region covered with her margin, not
     only the ``k`` it was built around: each still lies in all the session's regions, so the
     set keeps more than ``k`` to choose from when some walk away."""
+    session_rekey_factor: float = 0.0
+    """0 (default): a session keeps its set to the end. Above 0, a session whose region would
+    exceed this many times the requester's shared region (or none is possible) starts afresh
+    from her current leaf: smaller regions, but an adversary who links her requests across the
+    restart intersects two unrelated sets (docs/algorithms.md measures how often that narrows
+    her below k); for experiments and operators who accept that risk."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
@@ -131,9 +137,16 @@ class CloakConfig:
             raise ConfigError("epoch_s and user_ttl_s must be > 0, max_delay_s_bound >= 0")
         if self.max_pending < 0 or self.max_partitions < 1 or self.a_min_step < 1:
             raise ConfigError("max_pending >= 0, max_partitions >= 1, a_min_step >= 1 required")
-        if self.session_margin_m < 0 or self.session_speed_m_s < 0 or self.session_horizon_s < 0:
+        knobs = (
+            self.session_margin_m,
+            self.session_speed_m_s,
+            self.session_horizon_s,
+            self.session_rekey_factor,
+        )
+        if not all(v >= 0 for v in knobs):  # nan fails too
             raise ConfigError(
-                "session_margin_m, session_speed_m_s and session_horizon_s must be >= 0"
+                "session_margin_m, session_speed_m_s, session_horizon_s and"
+                " session_rekey_factor must be >= 0"
             )
         if self.session_pool_factor < 1 or self.session_candidate_factor < 1:
             raise ConfigError("session_pool_factor and session_candidate_factor must be >= 1")
