@@ -291,6 +291,38 @@ def repeated_cloaks_attack(
     )
 
 
+def session_area_bound(
+    positions: Iterable[tuple[F64, F64]],
+    requester: int,
+    k: int,
+    *,
+    margin_m: float = 0.0,
+    a_min_m2: float = 0.0,
+) -> list[float]:
+    """What any historical-k cloak must pay for one session, by an oracle that knows every
+    future position: the region areas (m²) of the fixed set of ``k`` users (the requester and
+    the ``k - 1`` whose mean L-infinity distance from her over the session is least) whose box,
+    grown by ``margin_m`` on every side and at least ``a_min_m2``, each region must cover.
+    ``positions`` gives, per request, the x and y arrays (metres) of every user. Every region
+    of a session whose intersection keeps ``k`` users covers ``k`` fixed users, so no
+    scheme that sees only the past does better than this (ranking by the median or the maximum
+    distance instead gives larger figures on the city simulator)."""
+    frames = [
+        (np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)) for x, y in positions
+    ]
+    if not frames:
+        return []
+    xs = np.stack([f[0] for f in frames])
+    ys = np.stack([f[1] for f in frames])
+    linf = np.maximum(np.abs(xs - xs[:, [requester]]), np.abs(ys - ys[:, [requester]]))
+    cost = linf.mean(axis=0)
+    cost[requester] = -1.0
+    chosen = np.argsort(cost, kind="stable")[:k]
+    w = np.ptp(xs[:, chosen], axis=1) + 2 * margin_m
+    h = np.ptp(ys[:, chosen], axis=1) + 2 * margin_m
+    return [float(a) for a in np.maximum(w * h, a_min_m2)]
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerTrackingResult:
     """What the Protocol 4 broker learns of devices over a day (see

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from locpriv.config import load_config
 from locpriv.core.cloak.types import CloakConfig
 from locpriv.errors import ConfigError
-from simulators.attacks import repeated_cloaks_attack
+from simulators.attacks import repeated_cloaks_attack, session_area_bound
 
 
 @pytest.mark.parametrize(
@@ -95,3 +96,18 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
             load_config(path)
     with pytest.raises(ConfigError, match="session_horizon_s"):
         CloakConfig(session_horizon_s=float("nan"))
+
+
+def test_session_area_bound_keeps_the_users_who_stay_nearest() -> None:
+    """The oracle's bound: the fixed k users that stay nearest the requester over a session,
+    their box (with margin, at least a_min) per request."""
+    rng = np.random.default_rng(4)
+    frames = []
+    for t in range(10):
+        x = np.concatenate([[0.0, 10.0, -20.0], rng.uniform(-2000, 2000, 50) + 30.0 * t])
+        y = np.concatenate([[0.0, 5.0, 15.0], rng.uniform(-2000, 2000, 50)])
+        frames.append((x, y))
+    areas = session_area_bound(frames, 0, 3, margin_m=10.0, a_min_m2=100.0)
+    assert areas == [pytest.approx((30.0 + 20.0) * (15.0 + 20.0))] * 10
+    assert session_area_bound(frames, 0, 3, a_min_m2=1e4) == [1e4] * 10
+    assert session_area_bound([], 0, 3) == []
