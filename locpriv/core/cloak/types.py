@@ -97,7 +97,7 @@ class CloakConfig:
     """Speed assumed for session members between their last update and the request: a member
     whose update is ``age`` seconds old is kept ``min(session_margin_m, speed * (age +
     epoch_s))`` metres from the edges (a member who just reported needs little margin)."""
-    session_candidate_factor: int = 8
+    session_candidate_factor: int = 16
     """A session's first members are chosen from the requester's leaf of the partition for
     ``session_candidate_factor * k`` (reciprocal, so not centred on her; at least the pool's):
     the ``session_pool_factor * k`` whose motion best matches hers (see
