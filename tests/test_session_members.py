@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from locpriv.config import load_config
+from locpriv.core.cloak.cloaker import Cloaker, CloakParams
 from locpriv.core.cloak.types import CloakConfig
 from locpriv.errors import ConfigError
 from simulators.attacks import repeated_cloaks_attack, session_area_bound
@@ -111,3 +112,40 @@ def test_session_area_bound_keeps_the_users_who_stay_nearest() -> None:
     assert areas == [pytest.approx((30.0 + 20.0) * (15.0 + 20.0))] * 10
     assert session_area_bound(frames, 0, 3, a_min_m2=1e4) == [1e4] * 10
     assert session_area_bound([], 0, 3) == []
+
+
+@pytest.mark.parametrize("users", [1000, 4000])
+def test_session_regions_are_not_centred_on_the_requester(users: int) -> None:
+    """The centre attack: guess that the user nearest the centre of a region is its requester.
+    A session's members are chosen to move like her, but as a group of her leaf that does not
+    depend on who asks, and its first region covers all of them: the guess succeeds no more
+    often than picking one of the users inside at random (choosing the members nearest her
+    made it 48 % against 10 % on the first region)."""
+    rng = np.random.default_rng(5)
+    side, askers = 4000.0, 200
+    xy = rng.uniform(0, side, (users, 2))
+    ids = [f"u{i}" for i in range(users)]
+    cloaker = Cloaker(CloakConfig(world=(0.0, 0.0, side, side)), rng=np.random.default_rng(6))
+    params = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
+    hits, chance = [0.0, 0.0], [0.0, 0.0]
+    for step in range(4):
+        now = 1000.0 + 60.0 * step
+        heading = rng.uniform(0, 2 * np.pi, users)
+        xy += np.column_stack([np.cos(heading), np.sin(heading)]) * 1.4 * 60.0
+        np.clip(xy, 0.0, side, out=xy)
+        cloaker.update_many(ids, xy, now)
+        for a in range(askers):
+            out = cloaker.request(("q", a, step), ids[a], params, now)
+            assert out is not None and out.region is not None
+            x0, y0, x1, y1 = out.region.polygon.bounds
+            inside = np.flatnonzero(
+                (xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)
+            )
+            d = np.maximum(
+                np.abs(xy[inside, 0] - (x0 + x1) / 2), np.abs(xy[inside, 1] - (y0 + y1) / 2)
+            )
+            later = int(step > 0)
+            hits[later] += float(inside[int(np.argmin(d))] == a)
+            chance[later] += 1.0 / len(inside)
+    assert hits[0] <= 1.5 * chance[0] + 5  # first regions: about chance (~15 of 200)
+    assert hits[1] <= 1.5 * chance[1] + 5  # later ones too

@@ -52,7 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
-from locpriv.core.cloak.history import motion_scores, session_region
+from locpriv.core.cloak.history import motion_groups, motion_scores, session_region
 from locpriv.core.cloak.partition import (
     Partition,
     build_partition,
@@ -422,9 +422,16 @@ class Cloaker:
                 big = self._partition(snap, k_pool, p.a_min_m2).part.leaf_of
                 pools.insert(0, (np.flatnonzero(big == big[i]), k_pool))
             k_cand = max(cfg.session_candidate_factor, cfg.session_pool_factor) * p.k
-            if k_cand > k_pool and snap.n >= k_cand:
+            if k_cand > k_pool and snap.n >= k_cand and cfg.session_horizon_s > 0:
+                # the group of the candidates that moves like her: a split of the leaf for
+                # k_cand that does not depend on who asks
                 big = self._partition(snap, k_cand, p.a_min_m2).part.leaf_of
-                pools.insert(0, (np.flatnonzero(big == big[i]), k_pool))
+                cands = np.flatnonzero(big == big[i])
+                v = np.column_stack([snap.vx[cands], snap.vy[cands]])
+                xy = np.column_stack([snap.x[cands], snap.y[cands]])
+                g = motion_groups(xy, v, cfg.session_horizon_s, k_pool)
+                cands = cands[g == g[int(np.flatnonzero(cands == i)[0])]]
+                pools.insert(0, (cands, len(cands)))
             for members, size in pools:
                 ids = [self.table.slot_ids[int(snap.slots[j])] for j in members]
                 session = _Session(
@@ -485,7 +492,9 @@ class Cloaker:
         rng = np.random.default_rng(session.seed)  # the same grid for the whole session
         # the set shrinks from its pool to k over session_shrink_requests answered requests
         steps = max(1, self.config.session_shrink_requests)
-        want = session.pool - -((session.pool - session.k) * (session.count + 1) // -steps)
+        # (the first region covers the whole pool: choosing part of it around her would centre
+        # the region on her)
+        want = session.pool - -((session.pool - session.k) * session.count // -steps)
         m = max(session.k, min(want, len(rows)))
         me = rows.index(i)
         cfg = self.config

@@ -29,7 +29,7 @@ import numpy as np
 import shapely
 from numpy.typing import NDArray
 
-__all__ = ["GRID_MIN_M", "TURN_SPEED_M_S", "motion_scores", "session_region"]
+__all__ = ["GRID_MIN_M", "TURN_SPEED_M_S", "motion_groups", "motion_scores", "session_region"]
 
 GRID_MIN_M = 10.0
 """Least cell side of a session's grid, metres (cells are ``max(sqrt(A_min) / 4, this)``)."""
@@ -73,6 +73,34 @@ def motion_scores(
     score /= len(hs)
     score[requester] = -1.0
     return score
+
+
+def motion_groups(xy: F64, v: F64, horizon_s: float, size: int) -> I64:
+    """Split rows into groups of ``size`` to ``2 * size - 1`` that move alike: a group label per
+    row, a function of the rows only (every member of a group gets the same group, whoever
+    asks: the first region of a session is not centred on its requester).
+
+    Each row is the point (x, y, x + vx·h, y + vy·h) of where it is and where its straight-line
+    forecast puts it ``h = horizon_s`` seconds ahead (``v`` nan: taken as 0); groups are cut
+    at the median of the coordinate of widest spread, recursively (a k-d split). Fewer than
+    ``2 * size`` rows make one group.
+    """
+    vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
+    f = np.column_stack([xy, xy + vv * horizon_s])
+    labels = np.zeros(len(xy), dtype=np.int64)
+    todo = [np.arange(len(xy), dtype=np.int64)]
+    nxt = 1
+    while todo:
+        rows = todo.pop()
+        if len(rows) < 2 * size:
+            continue
+        axis = int(np.argmax(np.ptp(f[rows], axis=0)))
+        order = rows[np.argsort(f[rows, axis], kind="stable")]
+        half = len(order) // 2
+        labels[order[half:]] = nxt
+        nxt += 1
+        todo += [order[:half], order[half:]]
+    return labels
 
 
 def session_region(  # noqa: PLR0917
