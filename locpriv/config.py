@@ -20,7 +20,7 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     session_s_bound = 14400.0          # longest historical-k-anonymity session a request may ask
     session_margin_m = 100.0           # session regions keep members this far from the edges
     session_speed_m_s = 3.0            # ... or speed x age of the member's last update, if less
-    session_pool_factor = 2            # a session's set starts with this many x k members ...
+    session_pool_factor = 3            # a session's set starts with this many x k members ...
     session_shrink_requests = 10       # ... and narrows to k over this many answered requests
     session_candidate_factor = 16      # first members chosen among this many x k (motion-ranked)
     session_horizon_s = 600.0          # members ranked by forecast distance over this; 0: now
@@ -133,7 +133,7 @@ class CloakSection(_Section):
     session_s_bound: float = Field(4 * 3600.0, ge=0)
     session_margin_m: float = Field(100.0, ge=0)
     session_speed_m_s: float = Field(3.0, ge=0, le=1000)
-    session_pool_factor: int = Field(2, ge=1, le=100)
+    session_pool_factor: int = Field(3, ge=1, le=100)
     session_shrink_requests: int = Field(10, ge=1, le=10_000)
     session_candidate_factor: int = Field(16, ge=1, le=100)
     session_horizon_s: float = Field(600.0, ge=0, le=86_400)

@@ -45,15 +45,16 @@ def test_sessions_hold_k_over_densities_and_speeds(conditions: dict[str, float])
 
 def test_rekeying_sessions_is_measured_as_the_risk_it_is() -> None:
     """Restarting a session with fresh members when its region grows (``session_rekey_factor``)
-    buys small regions, and an adversary who links the requester's requests across the restart
-    narrows nearly every session below k: why it is off by default."""
+    lets an adversary who links the requester's requests across the restart narrow nearly
+    every session below k, and does not even buy smaller regions (each restart pays a first
+    region over a whole group again): why it is off by default."""
     base = repeated_cloaks_attack(session_s=600.0, askers=40)
     rekeyed = repeated_cloaks_attack(
         session_s=600.0, askers=40, cloak={"session_rekey_factor": 3.0}
     )
     assert base.success_rate <= 0.01
-    assert rekeyed.area_m2_median < base.area_m2_median
     assert rekeyed.success_rate >= 0.5
+    assert rekeyed.answered_rate >= base.answered_rate
 
 
 def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:

@@ -405,7 +405,12 @@ class Cloaker:
             if session is not None:
                 got, why = self._session_attempt(snap, i, session, p, now)
                 factor = self.config.session_rekey_factor
-                if factor <= 0 or not self._rekey(snap, i, p, got, factor):
+                settled = session.count > self.config.session_shrink_requests  # down to k
+                if (
+                    factor <= 0
+                    or not (got is None or settled)
+                    or not self._rekey(snap, i, p, got, factor)
+                ):
                     return got, why
                 # re-keyed (opt-in, weakens the guarantee): a fresh set from the current leaf
                 del self._sessions[user_id]
@@ -452,7 +457,8 @@ class Cloaker:
         self, snap: _Snapshot, i: int, p: CloakParams, got: CloakRegion | None, factor: float
     ) -> bool:
         """Whether a session whose region came out as ``got`` should start afresh: none was
-        possible, or it exceeds ``factor`` times the requester's shared region now."""
+        possible, or (once its set is down to k) it exceeds ``factor`` times the requester's
+        shared region now."""
         if got is None:
             return True
         shared, _, _ = self._shared_attempt(snap, i, p)

@@ -87,9 +87,11 @@ class CloakConfig:
     session_margin_m: float = 100.0
     """Most distance kept between a session's members and its region's edges, metres: about what
     a user covers between two location updates (members move while the region holds)."""
-    session_pool_factor: int = 2
-    """A session's anonymity set starts as the requester's leaf of the partition for
-    ``session_pool_factor * k`` (reciprocal, so not centred on her) ..."""
+    session_pool_factor: int = 3
+    """A session's anonymity set starts as a group of ``session_pool_factor * k`` to twice that
+    many users that move alike, of the requester's leaf for ``session_candidate_factor * k``
+    (neither depends on who asks, so the first region is not centred on her; with
+    ``session_horizon_s == 0``, the leaf for ``session_pool_factor * k``) ..."""
     session_shrink_requests: int = 10
     """... and its regions cover fewer of them request after request, reaching ``k`` at this
     request: those nearest the requester *then* stay (users who walked away leave the set)."""
@@ -98,13 +100,13 @@ class CloakConfig:
     whose update is ``age`` seconds old is kept ``min(session_margin_m, speed * (age +
     epoch_s))`` metres from the edges (a member who just reported needs little margin)."""
     session_candidate_factor: int = 16
-    """A session's first members are chosen from the requester's leaf of the partition for
-    ``session_candidate_factor * k`` (reciprocal, so not centred on her; at least the pool's):
-    the ``session_pool_factor * k`` whose motion best matches hers (see
-    ``session_horizon_s``)."""
+    """A session's first members are a group of the requester's leaf of the partition for
+    ``session_candidate_factor * k`` (reciprocal): the leaf split into groups that move alike
+    (:func:`locpriv.core.cloak.history.motion_groups`)."""
     session_horizon_s: float = 600.0
-    """How far ahead, seconds, session members are chosen to stay near the requester: they are
-    ranked by the distance between their straight-line forecasts over this horizon
+    """How far ahead, seconds, session members are chosen to stay near the requester: groups
+    are split on where users are and where their straight-line forecasts put them this far
+    ahead, and later regions keep the members whose forecasts stay nearest hers
     (:func:`locpriv.core.cloak.history.motion_scores`), so a walker keeps those walking her
     way and a user who stays put keeps those who have stayed put; 0 ranks by distance now."""
     session_keep_bystanders: bool = True
