@@ -32,8 +32,8 @@ from simulators.attacks import repeated_cloaks_attack, session_area_bound
 def test_sessions_hold_k_over_densities_and_speeds(conditions: dict[str, float]) -> None:
     """Random walkers at several densities, speeds, k and session lengths: with sessions no
     asker is narrowed below k, and (nearly) every request is answered. The area paid grows
-    with how far members walk apart (measured in docs/algorithms.md: 2.6x sparse, 7.7x dense,
-    1.8x slow, 15.4x fast)."""
+    with how far members walk apart (measured in docs/algorithms.md: 2.9x sparse, 8.3x dense,
+    2.4x slow, 14.5x fast)."""
     kw = {key: (int(val) if key in ("users", "k") else val) for key, val in conditions.items()}
     before = repeated_cloaks_attack(session_s=0.0, askers=40, **kw)  # type: ignore[arg-type]
     after = repeated_cloaks_attack(session_s=3600.0, askers=40, **kw)  # type: ignore[arg-type]
