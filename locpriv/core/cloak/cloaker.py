@@ -422,10 +422,10 @@ class Cloaker:
             seed = int(self._rng.integers(2**63))
             cfg = self.config
             k_pool = cfg.session_pool_factor * p.k
-            pools = [(np.flatnonzero(leaf_of == leaf_of[i]), p.k)]
+            pools = [np.flatnonzero(leaf_of == leaf_of[i])]
             if k_pool > p.k and snap.n >= k_pool:
                 big = self._partition(snap, k_pool, p.a_min_m2).part.leaf_of
-                pools.insert(0, (np.flatnonzero(big == big[i]), k_pool))
+                pools.insert(0, np.flatnonzero(big == big[i]))
             k_cand = max(cfg.session_candidate_factor, cfg.session_pool_factor) * p.k
             if k_cand > k_pool and snap.n >= k_cand and cfg.session_horizon_s > 0:
                 # the group of the candidates that moves like her: a split of the leaf for
@@ -436,8 +436,8 @@ class Cloaker:
                 xy = np.column_stack([snap.x[cands], snap.y[cands]])
                 g = motion_groups(xy, v, cfg.session_horizon_s, k_pool)
                 cands = cands[g == g[int(np.flatnonzero(cands == i)[0])]]
-                pools.insert(0, (cands, len(cands)))
-            for members, size in pools:
+                pools.insert(0, cands)
+            for members in pools:
                 ids = [self.table.slot_ids[int(snap.slots[j])] for j in members]
                 session = _Session(
                     members=[u for u in ids if u is not None],
@@ -445,7 +445,7 @@ class Cloaker:
                     session_s=p.session_s,
                     last=now,
                     seed=seed,
-                    pool=min(len(members), max(size, p.k)),
+                    pool=len(members),
                 )
                 self._sessions[user_id] = session
                 first, _ = self._session_attempt(snap, i, session, p, now)
