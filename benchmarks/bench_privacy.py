@@ -16,7 +16,9 @@
   every minute for 30 minutes; intersection attack success, region area, answered share;
 * repeated cloaks, city simulator - the ``city_sessions`` scenario on the virtual clock
   (2,000 pedestrians on a street grid, 100 users asking by P1 or P3 every minute for 30-60
-  minutes, reports every 30 s); the same figures through the real protocol machines;
+  minutes, reports every 30 s); the same figures through the real protocol machines; also
+  sessions re-keyed at 3x the shared region (opt-in: the attack's success across restarts)
+  and the oracle's bound (the least median area any historical-k cloak can pay there);
 * P4 broker tracking - a day of dwell-and-move devices; how long the broker follows one
   device under one identity, and its position error;
 * P4 accuracy with and without keyed noise - the ``demo`` scenario, P4 only, on the virtual
@@ -37,10 +39,12 @@ from typing import Any
 
 import numpy as np
 
+from locpriv.core.cloak.types import CloakConfig
 from simulators.attacks import (
     broker_tracking_attack,
     edge_attack,
     repeated_cloaks_attack,
+    session_area_bound,
     static_device_attack,
 )
 from simulators.evaluate import summarize
@@ -51,17 +55,55 @@ from simulators.workload import Distribution
 OUT = Path(__file__).resolve().parent / "results" / "bench_privacy.json"
 
 
-def _city(session_s: float, quick: bool) -> dict[str, Any]:
+def _city_scenario(session_s: float, quick: bool) -> Any:
     sc = load_scenario("city_sessions")
     profile = dict(sc.workload.profile)
     profile["session_s"] = Distribution.parse(session_s)
     sc = sc.replace(workload=dataclasses.replace(sc.workload, profile=profile))
     if quick:
         sc = sc.replace(users=800, duration_s=2400.0)
-    res = run_virtual(build(sc))
+    return sc
+
+
+def _city(session_s: float, quick: bool, rekey: float = 0.0) -> dict[str, Any]:
+    sc = _city_scenario(session_s, quick)
+    cfg = VirtualConfig()
+    if rekey > 0:
+        w, h = sc.extent_m()
+        cloak = CloakConfig(
+            k_min=1,
+            k_max=cfg.k_max,
+            max_delay_s_bound=cfg.max_delay_s_bound,
+            world=(-w / 2 - 1000.0, -h / 2 - 1000.0, w / 2 + 1000.0, h / 2 + 1000.0),
+            epoch_s=cfg.tick_s,
+            user_ttl_s=max(300.0, 3 * sc.update_interval_s),
+            session_rekey_factor=rekey,
+        )
+        cfg = dataclasses.replace(cfg, cloak=cloak)
+    res = run_virtual(build(sc), config=cfg)
     s = summarize(res.records, res.stats)
     answered = [s["protocols"][p]["success_rate"] for p in ("p1", "p3") if p in s["protocols"]]
     return {**s["attacks"]["intersection"], "answered_rate": float(np.mean(answered))}
+
+
+def _city_bound(quick: bool, undefended_m2: float) -> dict[str, Any]:
+    """The oracle's fixed-set areas on the city's sessions (see session_area_bound), with no
+    margin, the mean margin the default speed bound gives at 30 s updates (48 m) and 93 m."""
+    b = build(_city_scenario(600.0, quick))
+    times: dict[int, list[float]] = {}
+    for e in b.workload.events:
+        times.setdefault(e.user, []).append(e.t_s)
+    out: dict[str, Any] = {}
+    for margin in (0.0, 48.0, 93.0):
+        areas: list[float] = []
+        for user, ts in times.items():
+            if len(ts) >= 5:
+                frames = [b.trajectories.at(t) for t in ts]
+                k = b.workload.profiles[user].k
+                areas += session_area_bound(frames, user, k, margin_m=margin, a_min_m2=1e4)
+        med = float(np.median(areas))
+        out[f"margin_{margin:g}m"] = {"area_m2_median": med, "ratio": med / undefended_m2}
+    return out
 
 
 def _p4_accuracy(keyed: bool, quick: bool) -> dict[str, Any]:
@@ -135,9 +177,16 @@ def main() -> int:
         name: dataclasses.asdict(repeated_cloaks_attack(session_s=s))
         for name, s in (("before", 0.0), ("after", 600.0))
     }
+    result["repeated_cloaks_core"]["rekeyed_3x"] = dataclasses.asdict(
+        repeated_cloaks_attack(session_s=600.0, cloak={"session_rekey_factor": 3.0})
+    )
     result["repeated_cloaks_city"] = {
         name: _city(s, q) for name, s in (("before", 0.0), ("after", 600.0))
     }
+    result["repeated_cloaks_city"]["rekeyed_3x"] = _city(600.0, q, rekey=3.0)
+    result["repeated_cloaks_city"]["oracle_bound"] = _city_bound(
+        q, result["repeated_cloaks_city"]["before"]["area_m2_median"]
+    )
     result["broker_tracking"] = {
         name: dataclasses.asdict(broker_tracking_attack(devices=10 if q else 30, defended=d))
         for name, d in (("before", False), ("after", True))
@@ -191,6 +240,12 @@ def main() -> int:
     print(f"{'figure':40} {'before':>12} {'defended':>12}")
     for name, before, after in rows:
         print(f"{name:40} {before:12.3f} {after:12.3f}")
+    print(f"\n{'sessions re-keyed at 3x (opt-in)':40} {'narrowed':>12} {'area ratio':>12}")
+    for name, r in (("core", rc), ("city", cc)):
+        ratio = r["rekeyed_3x"]["area_m2_median"] / r["before"]["area_m2_median"]
+        print(f"{name:40} {r['rekeyed_3x']['success_rate']:12.3f} {ratio:12.2f}")
+    for key, b in cc["oracle_bound"].items():
+        print(f"{'city oracle bound, ' + key:40} {b['area_m2_median']:12.0f} {b['ratio']:12.2f}")
     print(f"\n{'wandering device (best error, σ)':40} {'before':>12} {'defended':>12}")
     for key, row in result["wandering_device"].items():
         print(f"{key:40} {row['before']['best_sigma']:12.3f} {row['after']['best_sigma']:12.3f}")

@@ -19,6 +19,14 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     max_delay_s_bound = 60.0
     session_s_bound = 14400.0          # longest historical-k-anonymity session a request may ask
     session_margin_m = 100.0           # session regions keep members this far from the edges
+    session_speed_m_s = 3.0            # ... or speed x age of the member's last update, if less
+    session_pool_factor = 3            # a session's set starts with this many x k members ...
+    session_shrink_requests = 10       # ... and narrows to k over this many answered requests
+    session_candidate_factor = 16      # first members chosen among this many x k (motion-ranked)
+    session_horizon_s = 600.0          # members ranked by forecast distance over this; 0: now
+    session_keep_bystanders = true     # members a region covers with margin stay in the set
+    session_rekey_factor = 0.0         # >0: restart a session past this x the shared region
+                                       # (smaller regions, linkable restarts: see algorithms.md)
     default_k = 10
     default_a_min_m2 = 1e4
     default_a_max_m2 = 4e6
@@ -126,6 +134,13 @@ class CloakSection(_Section):
     max_delay_s_bound: float = Field(60.0, ge=0)
     session_s_bound: float = Field(4 * 3600.0, ge=0)
     session_margin_m: float = Field(100.0, ge=0)
+    session_speed_m_s: float = Field(3.0, ge=0, le=1000)
+    session_pool_factor: int = Field(3, ge=1, le=100)
+    session_shrink_requests: int = Field(10, ge=1, le=10_000)
+    session_candidate_factor: int = Field(16, ge=1, le=100)
+    session_horizon_s: float = Field(600.0, ge=0, le=86_400)
+    session_keep_bystanders: bool = True
+    session_rekey_factor: float = Field(0.0, ge=0, le=1e6)
     default_k: int = Field(10, ge=1)
     default_a_min_m2: float = Field(1e4, ge=0)
     default_a_max_m2: float = Field(4e6, gt=0)
@@ -251,6 +266,13 @@ class ServiceConfig(_Section):
             max_delay_s_bound=c.max_delay_s_bound,
             session_s_bound=c.session_s_bound,
             session_margin_m=c.session_margin_m,
+            session_speed_m_s=c.session_speed_m_s,
+            session_pool_factor=c.session_pool_factor,
+            session_shrink_requests=c.session_shrink_requests,
+            session_candidate_factor=c.session_candidate_factor,
+            session_horizon_s=c.session_horizon_s,
+            session_keep_bystanders=c.session_keep_bystanders,
+            session_rekey_factor=c.session_rekey_factor,
             default=CloakParams(
                 k=c.default_k,
                 a_min_m2=c.default_a_min_m2,

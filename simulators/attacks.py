@@ -25,8 +25,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -240,11 +241,13 @@ def repeated_cloaks_attack(
     a_min_m2: float = 1e4,
     a_max_m2: float = 4e6,
     seed: int = 0,
+    cloak: Mapping[str, Any] | None = None,
 ) -> RepeatedCloaksResult:
     """Users random-walk over a square; ``askers`` of them ask for a k-cloak every
     ``every_s`` for ``minutes``; an adversary who knows every position intersects the users
-    inside each asker's successive regions. ``session_s`` > 0 asks for historical k-anonymity.
-    Positions reported are the true ones (the attack at its strongest)."""
+    inside each asker's successive regions. ``session_s`` > 0 asks for historical k-anonymity;
+    ``cloak`` overrides :class:`~locpriv.core.cloak.types.CloakConfig` fields (the session
+    knobs). Positions reported are the true ones (the attack at its strongest)."""
     from locpriv.core.cloak.cloaker import Cloaker
     from locpriv.core.cloak.types import CloakConfig, CloakParams
 
@@ -252,7 +255,7 @@ def repeated_cloaks_attack(
     xy = rng.uniform(0.0, side_m, (users, 2))
     ids = [f"u{i}" for i in range(users)]
     cloaker = Cloaker(
-        CloakConfig(world=(0.0, 0.0, side_m, side_m), epoch_s=1.0),
+        CloakConfig(world=(0.0, 0.0, side_m, side_m), epoch_s=1.0, **(cloak or {})),
         rng=np.random.default_rng(seed + 1),
     )
     params = CloakParams(
@@ -286,6 +289,38 @@ def repeated_cloaks_attack(
         answered_rate=answered / asked if asked else math.nan,
         area_m2_median=float(np.median(areas)) if areas else math.nan,
     )
+
+
+def session_area_bound(
+    positions: Iterable[tuple[F64, F64]],
+    requester: int,
+    k: int,
+    *,
+    margin_m: float = 0.0,
+    a_min_m2: float = 0.0,
+) -> list[float]:
+    """What any historical-k cloak must pay for one session, by an oracle that knows every
+    future position: the region areas (m²) of the fixed set of ``k`` users (the requester and
+    the ``k - 1`` whose mean L-infinity distance from her over the session is least) whose box,
+    grown by ``margin_m`` on every side and at least ``a_min_m2``, each region must cover.
+    ``positions`` gives, per request, the x and y arrays (metres) of every user. Every region
+    of a session whose intersection keeps ``k`` users covers ``k`` fixed users, so no
+    scheme that sees only the past does better than this (ranking by the median or the maximum
+    distance instead gives larger figures on the city simulator)."""
+    frames = [
+        (np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)) for x, y in positions
+    ]
+    if not frames:
+        return []
+    xs = np.stack([f[0] for f in frames])
+    ys = np.stack([f[1] for f in frames])
+    linf = np.maximum(np.abs(xs - xs[:, [requester]]), np.abs(ys - ys[:, [requester]]))
+    cost = linf.mean(axis=0)
+    cost[requester] = -1.0
+    chosen = np.argsort(cost, kind="stable")[:k]
+    w = np.ptp(xs[:, chosen], axis=1) + 2 * margin_m
+    h = np.ptp(ys[:, chosen], axis=1) + 2 * margin_m
+    return [float(a) for a in np.maximum(w * h, a_min_m2)]
 
 
 @dataclass(frozen=True, slots=True)

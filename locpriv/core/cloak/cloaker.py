@@ -52,7 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
-from locpriv.core.cloak.history import session_region
+from locpriv.core.cloak.history import motion_groups, motion_scores, session_region
 from locpriv.core.cloak.partition import (
     Partition,
     build_partition,
@@ -97,6 +97,15 @@ class _Snapshot:
         self.x = table.x[self.slots].copy()
         self.y = table.y[self.slots].copy()
         self.t = table.t[self.slots].copy()
+        # how each user moves, as of her latest reports: velocity (m/s; nan with one report)
+        # and since when she has stayed put (s), for choosing session members
+        pt = table.pt[self.slots]
+        dt = self.t - pt
+        ok = np.isfinite(pt) & (dt > 0)
+        safe = np.where(ok, dt, 1.0)
+        self.vx = np.where(ok, (self.x - table.px[self.slots]) / safe, np.nan)
+        self.vy = np.where(ok, (self.y - table.py[self.slots]) / safe, np.nan)
+        self.still_s = now - table.still_t[self.slots]
         self.n = len(self.slots)
         # index into the snapshot by table slot (-1: not in snapshot)
         self.index_of_slot = np.full(len(table.x), -1, dtype=np.int64)
@@ -192,6 +201,8 @@ class Cloaker:
         self._seq = 0
         self._retry_epoch: int | None = None  # last epoch whose pending were retried
         self._next_expiry = math.inf
+        self.session_rekeys = 0
+        """Sessions restarted with a fresh set (``CloakConfig.session_rekey_factor``)."""
 
     # ----------------------------------------------------------------- users
     def update(self, user_id: str, x_m: float, y_m: float, now: float) -> list[CloakOutcome]:
@@ -392,17 +403,40 @@ class Cloaker:
         if p.session_s > 0:
             session = self._live_session(user_id, p, now)
             if session is not None:
-                return self._session_attempt(snap, i, session, p, now)
+                got, why = self._session_attempt(snap, i, session, p, now)
+                factor = self.config.session_rekey_factor
+                settled = session.count > self.config.session_shrink_requests  # down to k
+                if (
+                    factor <= 0
+                    or not (got is None or settled)
+                    or not self._rekey(snap, i, p, got, factor)
+                ):
+                    return got, why
+                # re-keyed (opt-in, weakens the guarantee): a fresh set from the current leaf
+                del self._sessions[user_id]
+                self.session_rekeys += 1
         region, reason, leaf_of = self._shared_attempt(snap, i, p)
         if region is not None and leaf_of is not None and p.session_s > 0:
             # a new session: its anonymity set is the shared region's members, and already
             # its first region is a session region (members kept off the edges)
             seed = int(self._rng.integers(2**63))
+            cfg = self.config
+            k_pool = cfg.session_pool_factor * p.k
             pools = [np.flatnonzero(leaf_of == leaf_of[i])]
-            k_pool = self.config.session_pool_factor * p.k
             if k_pool > p.k and snap.n >= k_pool:
                 big = self._partition(snap, k_pool, p.a_min_m2).part.leaf_of
                 pools.insert(0, np.flatnonzero(big == big[i]))
+            k_cand = max(cfg.session_candidate_factor, cfg.session_pool_factor) * p.k
+            if k_cand > k_pool and snap.n >= k_cand and cfg.session_horizon_s > 0:
+                # the group of the candidates that moves like her: a split of the leaf for
+                # k_cand that does not depend on who asks
+                big = self._partition(snap, k_cand, p.a_min_m2).part.leaf_of
+                cands = np.flatnonzero(big == big[i])
+                v = np.column_stack([snap.vx[cands], snap.vy[cands]])
+                xy = np.column_stack([snap.x[cands], snap.y[cands]])
+                g = motion_groups(xy, v, cfg.session_horizon_s, k_pool)
+                cands = cands[g == g[int(np.flatnonzero(cands == i)[0])]]
+                pools.insert(0, cands)
             for members in pools:
                 ids = [self.table.slot_ids[int(snap.slots[j])] for j in members]
                 session = _Session(
@@ -418,6 +452,17 @@ class Cloaker:
                 if first is not None:
                     return first, ""
         return region, reason
+
+    def _rekey(
+        self, snap: _Snapshot, i: int, p: CloakParams, got: CloakRegion | None, factor: float
+    ) -> bool:
+        """Whether a session whose region came out as ``got`` should start afresh: none was
+        possible, or (once its set is down to k) it exceeds ``factor`` times the requester's
+        shared region now."""
+        if got is None:
+            return True
+        shared, _, _ = self._shared_attempt(snap, i, p)
+        return shared is not None and got.area_m2 > factor * shared.area_m2
 
     def _live_session(self, user_id: str, p: CloakParams, now: float) -> _Session | None:
         """The user's session if it goes on (same k, last request within ``session_s``)."""
@@ -453,20 +498,27 @@ class Cloaker:
         rng = np.random.default_rng(session.seed)  # the same grid for the whole session
         # the set shrinks from its pool to k over session_shrink_requests answered requests
         steps = max(1, self.config.session_shrink_requests)
-        want = session.pool - -((session.pool - session.k) * (session.count + 1) // -steps)
+        # (the first region covers the whole pool: choosing part of it around her would centre
+        # the region on her)
+        want = session.pool - -((session.pool - session.k) * session.count // -steps)
         m = max(session.k, min(want, len(rows)))
+        me = rows.index(i)
+        cfg = self.config
+        score = None
+        if cfg.session_horizon_s > 0:
+            score = motion_scores(
+                xy,
+                np.column_stack([snap.vx[idx], snap.vy[idx]]),
+                snap.still_s[idx],
+                me,
+                cfg.session_horizon_s,
+            )
+        margin = np.minimum(
+            cfg.session_margin_m,
+            cfg.session_speed_m_s * (max(now, snap.time) - snap.t[idx] + cfg.epoch_s),
+        )
         poly, chosen, reason = session_region(
-            xy,
-            rows.index(i),
-            m,
-            p.a_min_m2,
-            p.a_max_m2,
-            rng,
-            margin_m=np.minimum(
-                self.config.session_margin_m,
-                self.config.session_speed_m_s
-                * (max(now, snap.time) - snap.t[idx] + self.config.epoch_s),
-            ),
+            xy, me, m, p.a_min_m2, p.a_max_m2, rng, margin_m=margin, score=score
         )
         session.last = now  # a session lasts while requests keep coming, answered or not
         if poly is None:
@@ -476,6 +528,16 @@ class Cloaker:
         x0, y0, x1, y1 = poly.bounds
         inside = (snap.x >= x0) & (snap.x <= x1) & (snap.y >= y0) & (snap.y <= y1)
         kept = idx[chosen]
+        if cfg.session_keep_bystanders:
+            # every member the region covers with her margin stays (the chosen ones do)
+            held = (
+                (xy[:, 0] - margin >= x0)
+                & (xy[:, 0] + margin <= x1)
+                & (xy[:, 1] - margin >= y0)
+                & (xy[:, 1] + margin <= y1)
+            )
+            held[chosen] = True
+            chosen = np.flatnonzero(held)
         session.members = [names[int(c)] for c in chosen]
         session.last = now
         session.count += 1

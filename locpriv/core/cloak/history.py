@@ -29,13 +29,78 @@ import numpy as np
 import shapely
 from numpy.typing import NDArray
 
-__all__ = ["GRID_MIN_M", "session_region"]
+__all__ = ["GRID_MIN_M", "TURN_SPEED_M_S", "motion_groups", "motion_scores", "session_region"]
 
 GRID_MIN_M = 10.0
 """Least cell side of a session's grid, metres (cells are ``max(sqrt(A_min) / 4, this)``)."""
 
+TURN_SPEED_M_S = 0.7
+"""How fast, m/s, a user's position is assumed to drift from the straight-line forecast of her
+last two reports (turns, stops, starts), for a user who has not stayed put; a user who has
+stayed put for ``tau`` seconds drifts ``TURN_SPEED_M_S * h * h / (tau + h)`` in ``h`` s."""
+
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
+
+
+def motion_scores(
+    xy: F64,
+    v: F64,
+    still_s: F64,
+    requester: int,
+    horizon_s: float,
+) -> F64:
+    """How far, metres, each row is expected to stray from the requester over the next
+    ``horizon_s`` seconds (lower is a better session member); the requester scores -1.
+
+    ``xy`` (m, 2) positions, ``v`` (m, 2) velocities in m/s (nan: unknown, taken as 0),
+    ``still_s`` (m,) how long each row has stayed put. The score is the mean, over the
+    horizons 0, h/4, h/2 and h, of the L-infinity distance between the straight-line forecasts
+    of the row and the requester plus the row's drift (:data:`TURN_SPEED_M_S`): users who walk
+    the same way as the requester or, for a requester who stays put, users who have stayed put
+    for long, score lowest. ``horizon_s == 0`` gives the distance now.
+    """
+    vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
+    rel = xy - xy[requester]
+    dv = vv - vv[requester]
+    tau = np.maximum(np.asarray(still_s, dtype=np.float64), 0.0)
+    hs = (0.0, horizon_s / 4, horizon_s / 2, horizon_s) if horizon_s > 0 else (0.0,)
+    score = np.zeros(len(xy))
+    for h in hs:
+        p = rel + dv * h
+        drift = TURN_SPEED_M_S * h * h / (tau + h) if h > 0 else 0.0
+        score += np.maximum(np.abs(p[:, 0]), np.abs(p[:, 1])) + drift
+    score /= len(hs)
+    score[requester] = -1.0
+    return score
+
+
+def motion_groups(xy: F64, v: F64, horizon_s: float, size: int) -> I64:
+    """Split rows into groups of ``size`` to ``2 * size - 1`` that move alike: a group label per
+    row, a function of the rows only (every member of a group gets the same group, whoever
+    asks: the first region of a session is not centred on its requester).
+
+    Each row is the point (x, y, x + vx·h, y + vy·h) of where it is and where its straight-line
+    forecast puts it ``h = horizon_s`` seconds ahead (``v`` nan: taken as 0); groups are cut
+    at the median of the coordinate of widest spread, recursively (a k-d split). Fewer than
+    ``2 * size`` rows make one group.
+    """
+    vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
+    f = np.column_stack([xy, xy + vv * horizon_s])
+    labels = np.zeros(len(xy), dtype=np.int64)
+    todo = [np.arange(len(xy), dtype=np.int64)]
+    nxt = 1
+    while todo:
+        rows = todo.pop()
+        if len(rows) < 2 * size:
+            continue
+        axis = int(np.argmax(np.ptp(f[rows], axis=0)))
+        order = rows[np.argsort(f[rows, axis], kind="stable")]
+        half = len(order) // 2
+        labels[order[half:]] = nxt
+        nxt += 1
+        todo += [order[:half], order[half:]]
+    return labels
 
 
 def session_region(  # noqa: PLR0917
@@ -46,17 +111,18 @@ def session_region(  # noqa: PLR0917
     a_max_m2: float,
     rng: np.random.Generator,
     margin_m: float | F64 = 0.0,
+    score: F64 | None = None,
 ) -> tuple[shapely.Polygon | None, I64, str]:
     """The session region around ``k`` members: ``(polygon, chosen rows, reason)``.
 
     ``members_xy`` (m, 2) holds the last reported positions of the session's members (row
     ``requester`` is the requester); the ``k`` rows nearest the requester (her included) are
-    chosen. ``rng`` draws the grid's offset: pass a generator seeded the same way for every
-    request of one session. Every member keeps at least ``margin_m`` metres (one value, or one
-    per row) from every edge (members move between their reports: the margin should exceed the
-    distance one covers in an update interval). ``polygon`` is None, with a human reason,
-    when fewer than ``k`` members are known or their box with the margins leaves no room
-    below ``a_max_m2``.
+    chosen, or the ``k`` of lowest ``score`` when given (:func:`motion_scores`). ``rng`` draws
+    the grid's offset: pass a generator seeded the same way for every request of one session.
+    Every member keeps at least ``margin_m`` metres (one value, or one per row) from every
+    edge (members move between their reports: the margin should exceed the distance one covers
+    in an update interval). ``polygon`` is None, with a human reason, when fewer than ``k``
+    members are known or their box with the margins leaves no room below ``a_max_m2``.
     """
     xy = np.asarray(members_xy, dtype=np.float64)
     if len(xy) < k:
@@ -65,7 +131,11 @@ def session_region(  # noqa: PLR0917
             np.empty(0, dtype=np.int64),
             (f"session members left: {len(xy)} of them still known, k={k} needed"),
         )
-    d = np.hypot(xy[:, 0] - xy[requester, 0], xy[:, 1] - xy[requester, 1])
+    d = (
+        np.hypot(xy[:, 0] - xy[requester, 0], xy[:, 1] - xy[requester, 1])
+        if score is None
+        else np.array(score, dtype=np.float64)
+    )
     d[requester] = -1.0  # the requester first, whatever the ties
     chosen = np.argsort(d, kind="stable")[:k].astype(np.int64)
     pts = xy[chosen]

@@ -87,9 +87,11 @@ class CloakConfig:
     session_margin_m: float = 100.0
     """Most distance kept between a session's members and its region's edges, metres: about what
     a user covers between two location updates (members move while the region holds)."""
-    session_pool_factor: int = 2
-    """A session's anonymity set starts as the requester's leaf of the partition for
-    ``session_pool_factor * k`` (reciprocal, so not centred on her) ..."""
+    session_pool_factor: int = 3
+    """A session's anonymity set starts as a group of ``session_pool_factor * k`` to twice that
+    many users that move alike, of the requester's leaf for ``session_candidate_factor * k``
+    (neither depends on who asks, so the first region is not centred on her; with
+    ``session_horizon_s == 0``, the leaf for ``session_pool_factor * k``) ..."""
     session_shrink_requests: int = 10
     """... and its regions cover fewer of them request after request, reaching ``k`` at this
     request: those nearest the requester *then* stay (users who walked away leave the set)."""
@@ -97,6 +99,26 @@ class CloakConfig:
     """Speed assumed for session members between their last update and the request: a member
     whose update is ``age`` seconds old is kept ``min(session_margin_m, speed * (age +
     epoch_s))`` metres from the edges (a member who just reported needs little margin)."""
+    session_candidate_factor: int = 16
+    """A session's first members are a group of the requester's leaf of the partition for
+    ``session_candidate_factor * k`` (reciprocal): the leaf split into groups that move alike
+    (:func:`locpriv.core.cloak.history.motion_groups`)."""
+    session_horizon_s: float = 600.0
+    """How far ahead, seconds, session members are chosen to stay near the requester: groups
+    are split on where users are and where their straight-line forecasts put them this far
+    ahead, and later regions keep the members whose forecasts stay nearest hers
+    (:func:`locpriv.core.cloak.history.motion_scores`), so a walker keeps those walking her
+    way and a user who stays put keeps those who have stayed put; 0 ranks by distance now."""
+    session_keep_bystanders: bool = True
+    """Keep in a session's set every member that its last region covered with her margin, not
+    only the ``k`` it was built around: each still lies in all the session's regions, so the
+    set keeps more than ``k`` to choose from when some walk away."""
+    session_rekey_factor: float = 0.0
+    """0 (default): a session keeps its set to the end. Above 0, a session whose region would
+    exceed this many times the requester's shared region (or none is possible) starts afresh
+    from her current leaf: smaller regions, but an adversary who links her requests across the
+    restart intersects two unrelated sets (docs/algorithms.md measures how often that narrows
+    her below k); for experiments and operators who accept that risk."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
@@ -117,6 +139,21 @@ class CloakConfig:
             raise ConfigError("epoch_s and user_ttl_s must be > 0, max_delay_s_bound >= 0")
         if self.max_pending < 0 or self.max_partitions < 1 or self.a_min_step < 1:
             raise ConfigError("max_pending >= 0, max_partitions >= 1, a_min_step >= 1 required")
+        knobs = (
+            self.session_margin_m,
+            self.session_speed_m_s,
+            self.session_horizon_s,
+            self.session_rekey_factor,
+        )
+        if not all(v >= 0 for v in knobs):  # nan fails too
+            raise ConfigError(
+                "session_margin_m, session_speed_m_s, session_horizon_s and"
+                " session_rekey_factor must be >= 0"
+            )
+        if self.session_pool_factor < 1 or self.session_candidate_factor < 1:
+            raise ConfigError("session_pool_factor and session_candidate_factor must be >= 1")
+        if self.session_shrink_requests < 1:
+            raise ConfigError("session_shrink_requests must be >= 1")
         check_params(self, self.default)
 
     @property

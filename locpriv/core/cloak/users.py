@@ -27,8 +27,17 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 
+STILL_RADIUS_M = 25.0
+"""A user whose reports stay within this many metres of where she settled counts as still
+(:attr:`UserTable.still_t`): a walker leaves it within a minute, a GPS fix's scatter does not."""
+
+
 class UserTable:
-    """Latest position ``(x, y)`` in metres and update time ``t`` in seconds per user id.
+    """Latest position ``(x, y)`` in metres and update time ``t`` in seconds per user id, and
+    what the anonymizer knows of how each user moves (for session cloaks, see
+    :mod:`locpriv.core.cloak.history`): the report before the latest, ``(px, py, pt)``
+    (``pt = -inf`` until there is one), and ``still_t``, since when her reports have stayed
+    within :data:`STILL_RADIUS_M` of the point ``(sx, sy)`` where she settled.
 
     Invariants: ``ids[uid] == slot`` iff ``alive[slot]``; freed slots are reused; arrays grow by
     doubling, so memory is O(peak number of users).
@@ -41,6 +50,12 @@ class UserTable:
         self.x: F64 = np.zeros(cap)
         self.y: F64 = np.zeros(cap)
         self.t: F64 = np.full(cap, -math.inf)
+        self.px: F64 = np.zeros(cap)
+        self.py: F64 = np.zeros(cap)
+        self.pt: F64 = np.full(cap, -math.inf)
+        self.sx: F64 = np.zeros(cap)
+        self.sy: F64 = np.zeros(cap)
+        self.still_t: F64 = np.zeros(cap)
         self.alive: NDArray[np.bool_] = np.zeros(cap, dtype=bool)
         self.gen: I64 = np.zeros(cap, dtype=np.int64)
         """Incremented each time a slot is (re)assigned, to tell reused slots apart."""
@@ -58,6 +73,12 @@ class UserTable:
         self.x = np.concatenate([self.x, np.zeros(old)])
         self.y = np.concatenate([self.y, np.zeros(old)])
         self.t = np.concatenate([self.t, np.full(old, -math.inf)])
+        self.px = np.concatenate([self.px, np.zeros(old)])
+        self.py = np.concatenate([self.py, np.zeros(old)])
+        self.pt = np.concatenate([self.pt, np.full(old, -math.inf)])
+        self.sx = np.concatenate([self.sx, np.zeros(old)])
+        self.sy = np.concatenate([self.sy, np.zeros(old)])
+        self.still_t = np.concatenate([self.still_t, np.zeros(old)])
         self.alive = np.concatenate([self.alive, np.zeros(old, dtype=bool)])
         self.gen = np.concatenate([self.gen, np.zeros(old, dtype=np.int64)])
         self.slot_ids.extend([None] * old)
@@ -78,10 +99,30 @@ class UserTable:
     def update(self, user_id: str, x_m: float, y_m: float, now: float) -> int:
         """Record the latest position of ``user_id``; returns its slot."""
         slot = self._slot(user_id)
+        self._motion(np.array([slot], dtype=np.int64), np.array([[x_m, y_m]]), now)
         self.x[slot] = x_m
         self.y[slot] = y_m
         self.t[slot] = now
         return slot
+
+    def _motion(self, slots: I64, xy: F64, now: float) -> None:
+        """Shift the latest report of ``slots`` to the previous one and move the settle
+        point of those who left it (before ``x, y, t`` take the new report)."""
+        new = ~np.isfinite(self.t[slots])  # first report (a fresh or reused slot)
+        later = ~new & (self.t[slots] < now)
+        s = slots[later]
+        self.px[s] = self.x[s]
+        self.py[s] = self.y[s]
+        self.pt[s] = self.t[s]
+        s = slots[new]
+        self.pt[s] = -math.inf
+        moved = new | (
+            np.hypot(xy[:, 0] - self.sx[slots], xy[:, 1] - self.sy[slots]) > STILL_RADIUS_M
+        )
+        s = slots[moved]
+        self.sx[s] = xy[moved, 0]
+        self.sy[s] = xy[moved, 1]
+        self.still_t[s] = now
 
     def update_many(self, user_ids: Sequence[str], xy_m: F64, now: float) -> I64:
         """Vectorised :meth:`update` of ``len(user_ids)`` users; ``xy_m`` has shape (n, 2).
@@ -97,6 +138,7 @@ class UserTable:
             dtype=np.int64,
             count=len(user_ids),
         )
+        self._motion(slots, xy, now)
         self.x[slots] = xy[:, 0]
         self.y[slots] = xy[:, 1]
         self.t[slots] = now

@@ -100,6 +100,9 @@ def device_point(config: PeerConfig, secret: bytes | None = None) -> PerturbedPo
         enabled=config.reuse_enabled,
         secret=(secret or secrets.token_bytes(32)) if config.keyed_noise else None,
         rekey_s=config.rekey_s,
+        region_m=config.noise_region_m,
+        hold_factor=config.hold_factor,
+        max_hold_m=config.max_hold_m,
     )
 
 

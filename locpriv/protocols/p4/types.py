@@ -97,7 +97,10 @@ class PeerConfig:
     function of the device's secret and the place (see :class:`~locpriv.core.noise.
     PerturbedPoint`), so months of broadcasts from one place give one point; ``rekey_s`` changes
     the key every period. Without it, fresh draws are reused for ``reuse_ttl_s`` and capped at
-    ``max_draws_per_place``.
+    ``max_draws_per_place``. Keyed mode holds the point while the device's fixes stay within
+    ``hold_factor`` × the scatter it observes (at least ``reuse_radius_m``, at most
+    ``max_hold_m``) of where it dwells, and places of one ``noise_region_m`` square share one
+    keyed draw (docs/peer.md).
 
     What the broker sees: with ``rotate_connection`` (default) the device reconnects under a
     fresh MQTT client id whenever its pseudonym changes (every ``pseudonym_ttl_s``), so the
@@ -139,6 +142,9 @@ class PeerConfig:
     reuse_radius_m: float = 50.0
     reuse_ttl_s: float = 3600.0
     max_draws_per_place: int | None = 24
+    noise_region_m: float = 2000.0
+    hold_factor: float = 3.5
+    max_hold_m: float = 250.0
     pseudonym_ttl_s: float = 3600.0
     rotate_connection: bool = True
     stale_s: float = 60.0
@@ -154,6 +160,10 @@ class PeerConfig:
             raise ConfigError("need 0 <= a_min_m2 < a_max_m2")
         if self.window_s <= 0.0 or self.max_rounds < 1 or self.ds_timeout_s <= 0.0:
             raise ConfigError("window_s and ds_timeout_s must be > 0, max_rounds >= 1")
+        if not self.reuse_radius_m > 0.0 or not self.noise_region_m >= self.reuse_radius_m:
+            raise ConfigError("need reuse_radius_m > 0 and noise_region_m >= reuse_radius_m")
+        if not (self.hold_factor > 0.0 and self.max_hold_m >= self.reuse_radius_m):
+            raise ConfigError("need hold_factor > 0 and max_hold_m >= reuse_radius_m")
         if self.max_candidates < self.k - 1:
             raise ConfigError("max_candidates must be >= k - 1")
         if self.k == 2 and AreaMode(self.area) is AreaMode.HULL:
