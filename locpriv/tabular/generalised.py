@@ -174,7 +174,9 @@ def model_check(models: PrivacyModels, S: IntArray | None, ordered: list[bool]) 
             "l-diversity and t-closeness (--l, --entropy-l, --recursive, --t) need "
             "confidential attributes (--sensitive)"
         )
-    return ModelCheck(models, S if models.needs_confidential else None, ordered or None)
+    if not models.needs_confidential:
+        return ModelCheck(models)
+    return ModelCheck(models, S, ordered)
 
 
 def _node_cover(h: LevelHierarchy) -> list[FloatArray]:
