@@ -307,11 +307,15 @@ def run_generalisation(
         mod = _module(f"{_PKG}.mondrian", f"method {method!r}")
         num = [c for c in qi if hs[c] is None]
         cat = [c for c in qi if hs[c] is not None]
+        n = len(df)
+        cat_leaves = [leaves[c] for c in cat]
         keys = KeyTable(
-            numeric=df[num].to_numpy(dtype=np.float64).reshape(len(df), len(num)),
-            leaves=np.column_stack([leaves[c] for c in cat])
-            .astype(np.int64)
-            .reshape(len(df), len(cat)),
+            numeric=df[num].to_numpy(dtype=np.float64).reshape(n, len(num)),
+            leaves=(
+                np.column_stack(cat_leaves).astype(np.int64)
+                if cat_leaves
+                else np.zeros((n, 0), dtype=np.int64)
+            ),
             hierarchies=tuple(h for c in cat if (h := hs[c]) is not None),
         )
         rel = mod.mondrian(keys, check, columns=[*num, *cat], relaxed=method == "mondrian-relaxed")

@@ -231,7 +231,17 @@ def assess_generalised(
     numerical key released as ranges)."""
     qi = list(qi)
     view = range_view(original, released, qi, hierarchies)
-    out = assess(original, view, qi, sensitive, truth=truth, sample=sample, seed=seed)
+    nominal = [c for c in qi if not _numeric(original[c])]
+    out = assess(
+        original, view, qi, sensitive, nominal=nominal, truth=truth, sample=sample, seed=seed
+    )
+    # distance-based figures do not apply to generalised values: matching replaces them
+    out.pop("il_per_attribute", None)
+    out["il_written"] = None
+    if "interval" in out:
+        del out["interval"]
+    for name in ("interval", "interval_sdcmicro"):
+        out["measures"][name] = None
     through = [c for c in released.columns if c not in qi and c in original.columns]
     link = matching_linkage(original, released, qi, hierarchies, through, sample=sample, seed=seed)
     out["linkage"] = link
