@@ -243,13 +243,11 @@ def run(args: argparse.Namespace) -> int:
         return run_generalised(args, bounds)
     _generalised_options(args)
     models = parse_models(args, ks[0])
-    if models.entropy_l > 1 or models.recursive is not None or models.t is not None:
-        raise ConfigError(
-            "--entropy-l, --recursive and --t: this build applies them with the generalisation "
-            f"methods only ({', '.join(GEN_METHODS)})"
-        )
+    extended = models.entropy_l > 1 or models.recursive is not None or models.t is not None
     args.p = models.l
     if len(ks) > 1:  # nested releases at several k (locpriv.tabular.history)
+        if extended:
+            raise ConfigError("--entropy-l, --recursive and --t: one --k at a time")
         return run_nested(args, ks, bounds)
     args.k = ks[0]
     if args.p < 1:
@@ -272,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
         "workers": args.workers or os.cpu_count() or 1,
         "keep_order": args.keep_order,
         "drop": drop,
+        "models": models if extended else None,
     }
     try:
         bar.stage("read")
