@@ -105,7 +105,7 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
     import numpy as np
     import pandas as pd
 
-    from locpriv.tabular.frame import anonymize
+    from locpriv.tabular.io.frame import anonymize
 
     qi = [f"x{j}" for j in range(D)]
     # blocks of 6,000 records (> 4,000: the projection-forest neighbour graph too), so every

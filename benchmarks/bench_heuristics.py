@@ -41,9 +41,9 @@ from locpriv.tabular import (
     random_seed,
     sse,
 )
-from locpriv.tabular.categorical import zscore
-from locpriv.tabular.improve import best_partition
-from locpriv.tabular.sec_pk import sec_pk_clustering
+from locpriv.tabular.io.encoding import zscore
+from locpriv.tabular.microagg.improve import best_partition
+from locpriv.tabular.psensitive.sec_pk import sec_pk_clustering
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "bench_heuristics.json"

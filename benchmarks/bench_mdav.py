@@ -53,7 +53,7 @@ def _data(n: int, d: int) -> Any:
 
 
 def _child_mdav(n: int, d: int, k: int) -> dict[str, Any]:
-    from locpriv.tabular.microaggregation import mdav
+    from locpriv.tabular.microagg.mdav import mdav
 
     X = _data(n, d)
     mdav(X[:200], k)  # load the compiled kernel
@@ -75,9 +75,9 @@ def _child_mdav(n: int, d: int, k: int) -> dict[str, Any]:
 def _child_kernels(kind: str) -> dict[str, Any]:
     import numpy as np
 
-    from locpriv.tabular._kernels.mdav_blocks import mdav_blocks
-    from locpriv.tabular._kernels.mdav_sweep import mdav_kernel
-    from locpriv.tabular.microaggregation import _BLOCK, effective_dimension
+    from locpriv.tabular.microagg._kernels.mdav_blocks import mdav_blocks
+    from locpriv.tabular.microagg._kernels.mdav_sweep import mdav_kernel
+    from locpriv.tabular.microagg.mdav import _BLOCK, effective_dimension
 
     rng = np.random.default_rng(SEED)
     if kind == "latent3":
@@ -108,7 +108,7 @@ def _child_reference(n: int, d: int, k: int) -> dict[str, Any]:
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
-    from locpriv.tabular.microaggregation import mdav
+    from locpriv.tabular.microagg.mdav import mdav
     from tests.tabular._mdav_helpers import mdav_reference
 
     X = _data(n, d)
@@ -126,7 +126,7 @@ def _child_reference(n: int, d: int, k: int) -> dict[str, Any]:
 
 def _child_jit() -> dict[str, Any]:
     t0 = time.perf_counter()
-    from locpriv.tabular.microaggregation import mdav
+    from locpriv.tabular.microagg.mdav import mdav
 
     imported = time.perf_counter() - t0
     X = _data(200, 13)
@@ -143,9 +143,9 @@ def _child_census() -> dict[str, Any]:
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
-    from locpriv.tabular.improve import best_partition
-    from locpriv.tabular.metrics import il_percent
-    from locpriv.tabular.microaggregation import mdav
+    from locpriv.tabular.microagg.improve import best_partition
+    from locpriv.tabular.microagg.mdav import mdav
+    from locpriv.tabular.quality.metrics import il_percent
     from tests.tabular._mdav_helpers import CENSUS, load_census
 
     if not CENSUS.exists():
@@ -172,9 +172,9 @@ def _child_other_data() -> dict[str, Any]:
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
-    from locpriv.tabular.improve import best_partition
-    from locpriv.tabular.metrics import il_percent
-    from locpriv.tabular.microaggregation import mdav
+    from locpriv.tabular.microagg.improve import best_partition
+    from locpriv.tabular.microagg.mdav import mdav
+    from locpriv.tabular.quality.metrics import il_percent
     from tests.tabular._mdav_helpers import ADULT, load_adult_numeric, zscore
 
     rng = np.random.default_rng(SEED)
@@ -201,9 +201,9 @@ def _child_other_data() -> dict[str, Any]:
 
 
 def _child_improve(n: int, d: int, k: int, budget: float | None) -> dict[str, Any]:
-    from locpriv.tabular.improve import best_partition
-    from locpriv.tabular.metrics import il_percent
-    from locpriv.tabular.microaggregation import mdav
+    from locpriv.tabular.microagg.improve import best_partition
+    from locpriv.tabular.microagg.mdav import mdav
+    from locpriv.tabular.quality.metrics import il_percent
 
     X = _data(n, d)
     best_partition(X[:300], k)  # load the compiled kernels

@@ -119,8 +119,8 @@ def _child(argv: list[str], timeout: float) -> dict[str, Any]:
 
 def _one_mdav(n: int) -> dict[str, Any]:
     from locpriv.tabular import mdav
-    from locpriv.tabular.categorical import zscore
-    from locpriv.tabular.metrics import il_percent
+    from locpriv.tabular.io.encoding import zscore
+    from locpriv.tabular.quality.metrics import il_percent
 
     Z = zscore(_uniform(n))
     mdav(Z[:300], K)
@@ -131,10 +131,10 @@ def _one_mdav(n: int) -> dict[str, Any]:
 
 def _one_il(arg: str) -> dict[str, Any]:
     from locpriv.tabular import mdav
-    from locpriv.tabular.categorical import zscore
-    from locpriv.tabular.improve import best_partition
-    from locpriv.tabular.metrics import il_percent
-    from locpriv.tabular.partitioned import partitioned
+    from locpriv.tabular.io.encoding import zscore
+    from locpriv.tabular.microagg.improve import best_partition
+    from locpriv.tabular.microagg.partitioned import partitioned
+    from locpriv.tabular.quality.metrics import il_percent
 
     kind, n_text, method = arg.split(",")
     n = int(n_text)
@@ -155,10 +155,10 @@ def _one_il(arg: str) -> dict[str, Any]:
 def _one_big(n: int) -> dict[str, Any]:
     from distributed import Client, LocalCluster
 
-    from locpriv.tabular.categorical import zscore
-    from locpriv.tabular.distributed import dask_runner
-    from locpriv.tabular.metrics import il_percent
-    from locpriv.tabular.partitioned import partitioned
+    from locpriv.tabular.io.encoding import zscore
+    from locpriv.tabular.microagg.distributed import dask_runner
+    from locpriv.tabular.microagg.partitioned import partitioned
+    from locpriv.tabular.quality.metrics import il_percent
 
     Z = zscore(_uniform(n))
     with (
@@ -207,7 +207,7 @@ def _cli(src: Path, dst: Path, extra: list[str], timeout: float, p: int = 1) -> 
 
 
 def main() -> int:
-    from locpriv.tabular.partitioned import DEFAULT_FROM_N
+    from locpriv.tabular.microagg.partitioned import DEFAULT_FROM_N
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="10x smaller sizes (smoke run)")

@@ -100,9 +100,9 @@ def _adult_one(method: str, p: int) -> dict[str, Any]:
 def _one(method: str, n: int, d: int, k: int, p: int) -> dict[str, Any]:
     import numpy as np
 
-    from locpriv.tabular.estimators import Microaggregator, run_method
-    from locpriv.tabular.metrics import il_percent
-    from locpriv.tabular.validate import is_p_sensitive
+    from locpriv.tabular.io.estimators import Microaggregator, run_method
+    from locpriv.tabular.quality.metrics import il_percent
+    from locpriv.tabular.quality.validate import is_p_sensitive
 
     rng = np.random.default_rng(12345)
     X = rng.random((n, d))

@@ -1,6 +1,6 @@
 """Benchmark: locpriv's generalisation methods vs anjana vs locpriv's microaggregation (MDAV).
 
-Usage: ``.venv/bin/python benchmarks/bench_generalisation.py [--quick] [--ks 2,5,10]
+Usage: ``.venv/bin/python benchmarks/bench_vs_anjana.py [--quick] [--ks 2,5,10]
 [--no-anjana] [--data adult,census]``
 
 Data (``../shared/data``):
@@ -27,13 +27,13 @@ Measured on each written release (same code for all): ``seconds`` (the method's 
 information loss: mean over cells of the share of the column's values the released value
 covers; ranges by width; generalisation only), ``dm``, ``auc`` (5-fold cross-validated ROC AUC of
 a logistic regression on the released key columns, one-hot; MDAV's numerical keys as numbers),
-and risk (:mod:`locpriv.tabular.assess` / :mod:`locpriv.tabular.matching`): ``prosecutor``
+and risk (:mod:`locpriv.tabular.risk.assess` / :mod:`locpriv.tabular.risk.matching`): ``prosecutor``
 (1 / smallest class), ``marketer`` (expected share re-identified), ``linkage`` (matching for
 generalised releases, distance-based for MDAV) and ``inference_gain`` on the confidential one.
 
 **Equal measured risk**: for each method the smallest k of ``EQUAL_RISK_KS`` whose marketer
 risk is at most anjana's at k = 5 (its default-like setting); its utility is compared.
-Writes ``benchmarks/results/bench_generalisation.json`` and prints the tables.
+Writes ``benchmarks/results/bench_vs_anjana.json`` and prints the tables.
 """
 
 from __future__ import annotations
@@ -56,13 +56,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from locpriv.tabular import anonymize  # noqa: E402
-from locpriv.tabular.assess import assess_release  # noqa: E402
-from locpriv.tabular.estimators import source_rows_of  # noqa: E402
-from locpriv.tabular.gen_hierarchy import LevelHierarchy  # noqa: E402
-from locpriv.tabular.generalised import generalise, read_hierarchy_file  # noqa: E402
-from locpriv.tabular.matching import ColumnCover, assess_generalised  # noqa: E402
+from locpriv.tabular.generalisation.hierarchy import LevelHierarchy  # noqa: E402
+from locpriv.tabular.io.estimators import source_rows_of  # noqa: E402
+from locpriv.tabular.io.generalised import generalise, read_hierarchy_file  # noqa: E402
+from locpriv.tabular.risk.assess import assess_release  # noqa: E402
+from locpriv.tabular.risk.matching import ColumnCover, assess_generalised  # noqa: E402
 
-OUT = ROOT / "benchmarks" / "results" / "bench_generalisation.json"
+OUT = ROOT / "benchmarks" / "results" / "bench_vs_anjana.json"
 DATA = Path(os.environ.get("LOCPRIV_DATA", ROOT.parent / "shared" / "data"))
 HIER = ROOT / "locpriv" / "data" / "hierarchies" / "adult"
 VENV = Path(os.environ.get("ANJANA_VENV", ROOT / "benchmarks" / ".anjana-venv"))

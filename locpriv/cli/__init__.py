@@ -22,8 +22,8 @@ from locpriv.errors import LocprivError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "locpriv.cli.schemas",
-    "locpriv.tabular.cli",
-    "locpriv.tabular.assess_cli",
+    "locpriv.tabular.io.cli",
+    "locpriv.tabular.io.assess_cli",
     "locpriv.cli.serve",
     "locpriv.cli.conformance",
 )

@@ -1,23 +1,32 @@
-"""Batch core: k-anonymity and p-sensitive k-anonymity of microdata by microaggregation.
+"""Batch core: k-anonymity and related privacy models for microdata, by microaggregation and by
+generalisation and suppression.
 
-Modules by concern: k-anonymity (:mod:`.microaggregation` for MDAV, :mod:`.improve`,
-:mod:`.univariate`), p-sensitive methods (:mod:`.psensitive`, :mod:`.seeded`,
-:mod:`.enhanced_pk`, :mod:`.sec_pk`, :mod:`.psearch`, :mod:`.hierarchy`), input checks
-(:mod:`.checks`), key encoding (:mod:`.categorical`), metrics (:mod:`.metrics`), audit of
-partitions and releases (:mod:`.validate`), the estimator (:mod:`.estimators`), the pandas
-front (:mod:`.frame`), files (:mod:`.io`) and the command (:mod:`.cli`); the numba kernels are
-in the private subpackage :mod:`._kernels`. No public name shadows a module:
-``locpriv.tabular.mdav`` is the MDAV function, whose module is
-``locpriv.tabular.microaggregation``.
+Folders by concern: methods by family (:mod:`.microagg`: MDAV, V-MDAV, local search, univariate,
+partitioned; :mod:`.psensitive`: the p-sensitive heuristics; :mod:`.generalisation`: full-domain
+searches, Mondrian, hierarchies), privacy models (:mod:`.models`), risk (:mod:`.risk`), utility
+and audits (:mod:`.quality`), files, fronts and report (:mod:`.io`), and the seeds' algorithms
+transcribed line by line (:mod:`.traces`); shared input checks in :mod:`.checks` and shared
+nearest-neighbour kernels in :mod:`._kernels` (family kernels sit in each family's ``_kernels``).
+The public names below are importable from ``locpriv.tabular``; no public name shadows a module:
+``locpriv.tabular.mdav`` is the MDAV function, whose module is ``locpriv.tabular.microagg.mdav``.
 """
 
 from __future__ import annotations
 
-from locpriv.tabular.enhanced_pk import enhanced_pk_clustering
-from locpriv.tabular.estimators import METHODS, Microaggregator
-from locpriv.tabular.frame import anonymize
-from locpriv.tabular.hierarchy import Hierarchy
-from locpriv.tabular.metrics import (
+from locpriv.tabular.io.estimators import METHODS, Microaggregator
+from locpriv.tabular.io.frame import anonymize
+from locpriv.tabular.microagg.mdav import mdav
+from locpriv.tabular.models.extended import Hierarchy
+from locpriv.tabular.psensitive.enhanced_pk import enhanced_pk_clustering
+from locpriv.tabular.psensitive.kincrease import (
+    Conditions,
+    conditions,
+    k_increase,
+    require_feasible,
+)
+from locpriv.tabular.psensitive.psearch import best_p_sensitive
+from locpriv.tabular.psensitive.seeded import mdav_seed, random_seed, seeded_groups
+from locpriv.tabular.quality.metrics import (
     avg_class_size,
     discernibility,
     il_percent,
@@ -26,16 +35,7 @@ from locpriv.tabular.metrics import (
     sst,
     truta_il,
 )
-from locpriv.tabular.microaggregation import mdav
-from locpriv.tabular.psearch import best_p_sensitive
-from locpriv.tabular.psensitive import (
-    Conditions,
-    conditions,
-    k_increase,
-    require_feasible,
-)
-from locpriv.tabular.seeded import mdav_seed, random_seed, seeded_groups
-from locpriv.tabular.validate import (
+from locpriv.tabular.quality.validate import (
     achieved_p,
     homogeneous_groups,
     is_k_anonymous,

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from locpriv.cli import main
-from locpriv.tabular.estimators import source_rows_of
-from locpriv.tabular.history import intersected_sizes
+from locpriv.tabular.io.estimators import source_rows_of
+from locpriv.tabular.risk.history import intersected_sizes
 
 QI = ["age", "income", "zip"]
 
@@ -344,7 +344,7 @@ def test_nested_gate_writes_none_of_the_files(
 def test_nested_releases_over_ranges(ks: tuple[int, ...], p: int, seed: int) -> None:
     """Every larger-k release's classes are unions of the smaller-k's, at least k each, and
     the attacker's intersection of all the files never falls below the smallest k."""
-    from locpriv.tabular.history import nested_releases
+    from locpriv.tabular.risk.history import nested_releases
 
     rng = np.random.default_rng(seed)
     n = 180 + 40 * seed

@@ -14,7 +14,7 @@ from distributed import Client, LocalCluster, get_task_stream
 
 from locpriv.cli import main
 from locpriv.tabular import anonymize
-from locpriv.tabular.psensitive import group_is_p_sensitive
+from locpriv.tabular.psensitive.kincrease import group_is_p_sensitive
 
 QI = [f"x{j}" for j in range(5)]
 
@@ -83,7 +83,7 @@ def test_cli_scheduler_writes_the_local_release(
 def test_unreachable_scheduler_is_one_line_and_no_output(
     table_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("locpriv.tabular.distributed.CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("locpriv.tabular.microagg.distributed.CONNECT_TIMEOUT_S", 1.0)
     dst = tmp_path / "out.parquet"
     argv = ["anonymize", str(table_file), str(dst), "--qi", ",".join(QI), "--k", "3"]
     argv += ["--method", "partitioned", "--scheduler", "tcp://127.0.0.1:9"]

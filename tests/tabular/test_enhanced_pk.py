@@ -9,9 +9,9 @@ import pytest
 from locpriv.errors import InfeasibleError
 from locpriv.tabular import conditions, enhanced_pk_clustering, is_p_sensitive
 from locpriv.tabular.checks import as_codes
-from locpriv.tabular.enhanced_pk import enhanced_pk_keys, plan
-from locpriv.tabular.enhanced_pk_trace import enhanced_pk_trace
-from locpriv.tabular.gen_hierarchy import KeyTable, LevelHierarchy
+from locpriv.tabular.generalisation.hierarchy import KeyTable, LevelHierarchy
+from locpriv.tabular.psensitive.enhanced_pk import enhanced_pk_keys, plan
+from locpriv.tabular.traces.enhanced_pk import enhanced_pk_trace
 
 ABCD = LevelHierarchy.from_rows(
     [("a", "X", "*"), ("b", "X", "*"), ("c", "Y", "*"), ("d", "Y", "*")]

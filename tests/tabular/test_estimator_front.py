@@ -18,8 +18,8 @@ from locpriv.tabular import (
     enhanced_pk_clustering,
     is_p_sensitive,
 )
-from locpriv.tabular.categorical import group_centroids
-from locpriv.tabular.enhanced_pk import intervals
+from locpriv.tabular.io.encoding import group_centroids
+from locpriv.tabular.psensitive.enhanced_pk import intervals
 
 
 def test_mdav_is_the_function() -> None:
@@ -198,10 +198,12 @@ def test_progress_reaches_one_and_is_monotone() -> None:
     assert all(a <= b + 1e-12 for a, b in itertools.pairwise(seen))
 
 
-def test_enhanced_pk_submodule_is_not_shadowed() -> None:
+def test_family_folders_are_not_shadowed() -> None:
     import types
 
     import locpriv.tabular as tab
+    import locpriv.tabular.psensitive.enhanced_pk  # noqa: F401
 
-    assert isinstance(tab.enhanced_pk, types.ModuleType)
-    assert tab.enhanced_pk.enhanced_pk_clustering is enhanced_pk_clustering
+    assert isinstance(tab.psensitive, types.ModuleType)
+    assert isinstance(tab.psensitive.enhanced_pk, types.ModuleType)
+    assert tab.psensitive.enhanced_pk.enhanced_pk_clustering is enhanced_pk_clustering

@@ -20,9 +20,9 @@ import pytest
 from pycanon import anonymity
 
 from locpriv.cli import main
-from locpriv.tabular.gen_hierarchy import LevelHierarchy
-from locpriv.tabular.generalised import GEN_METHODS, generalise
-from locpriv.tabular.matching import assess_generalised
+from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
+from locpriv.tabular.io.generalised import GEN_METHODS, generalise
+from locpriv.tabular.risk.matching import assess_generalised
 
 AVAILABLE = [
     m

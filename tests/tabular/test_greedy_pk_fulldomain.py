@@ -10,14 +10,14 @@ import pytest
 
 from locpriv.errors import ConfigError, DataError, InfeasibleError
 from locpriv.tabular import is_p_sensitive
-from locpriv.tabular.fulldomain import incognito
-from locpriv.tabular.gen_hierarchy import (
+from locpriv.tabular.generalisation.fulldomain import incognito
+from locpriv.tabular.generalisation.hierarchy import (
     KeyTable,
     LevelHierarchy,
     generalisation_il,
     generalisation_il_normalised,
 )
-from locpriv.tabular.greedy_pk import greedy_pk_clustering
+from locpriv.tabular.psensitive.greedy_pk import greedy_pk_clustering
 
 # a, b under X; c under Y; root *
 ABC = LevelHierarchy.from_rows([("a", "X", "*"), ("b", "X", "*"), ("c", "Y", "*")])

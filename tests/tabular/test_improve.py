@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from locpriv.errors import DataError, InfeasibleError
-from locpriv.tabular._kernels import local_search as kern
-from locpriv.tabular._kernels.neighbours import knn_approx, knn_exact
-from locpriv.tabular.improve import best_partition, improve_partition, ruin_recreate, vmdav
-from locpriv.tabular.metrics import il_percent, sse
-from locpriv.tabular.microaggregation import mdav
+from locpriv.tabular.microagg._kernels import local_search as kern
+from locpriv.tabular.microagg._kernels.neighbours import knn_approx, knn_exact
+from locpriv.tabular.microagg.improve import best_partition, improve_partition, ruin_recreate, vmdav
+from locpriv.tabular.microagg.mdav import mdav
+from locpriv.tabular.quality.metrics import il_percent, sse
 from tests.tabular._mdav_helpers import ADULT, CENSUS, load_adult_numeric, load_census, zscore
 
 # MDAV's IL on Census (k: IL); best_partition must be at least 7 % lower

@@ -16,12 +16,12 @@ import pytest
 from locpriv.tabular._kernels.block_index import _BK_MIN, _bk_build, _bk_remove
 from locpriv.tabular._kernels.block_query import _bk_knn, _bk_query
 from locpriv.tabular._kernels.knn import _knn
-from locpriv.tabular._kernels.sec_pk import _epk_kernel
-from locpriv.tabular._kernels.seeded import _seeded_kernel
 from locpriv.tabular.checks import as_codes
-from locpriv.tabular.psensitive import conditions
-from locpriv.tabular.sec_pk import _merge_loop, _merge_repair, _sec_ids
-from locpriv.tabular.seeded import seeded_groups
+from locpriv.tabular.psensitive._kernels.sec_pk import _epk_kernel
+from locpriv.tabular.psensitive._kernels.seeded import _seeded_kernel
+from locpriv.tabular.psensitive.kincrease import conditions
+from locpriv.tabular.psensitive.sec_pk import _merge_loop, _merge_repair, _sec_ids
+from locpriv.tabular.psensitive.seeded import seeded_groups
 
 
 def _tied(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from locpriv.errors import DataError, InfeasibleError
-from locpriv.tabular._kernels.mdav_blocks import mdav_blocks
-from locpriv.tabular._kernels.mdav_sweep import mdav_kernel
-from locpriv.tabular.metrics import il_percent
-from locpriv.tabular.microaggregation import effective_dimension, mdav
+from locpriv.tabular.microagg._kernels.mdav_blocks import mdav_blocks
+from locpriv.tabular.microagg._kernels.mdav_sweep import mdav_kernel
+from locpriv.tabular.microagg.mdav import effective_dimension, mdav
+from locpriv.tabular.quality.metrics import il_percent
 from tests.tabular._mdav_helpers import load_census, mdav_reference, needs_census
 
 

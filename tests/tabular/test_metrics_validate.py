@@ -22,8 +22,8 @@ from locpriv.tabular import (
     sst,
     truta_il,
 )
-from locpriv.tabular.metrics import truta_il_normalised
-from locpriv.tabular.validate import table_classes, table_k, table_p
+from locpriv.tabular.quality.metrics import truta_il_normalised
+from locpriv.tabular.quality.validate import table_classes, table_k, table_p
 
 
 def test_metrics_on_a_hand_partition() -> None:

@@ -7,15 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from locpriv.tabular._kernels.partition_stats import (
+from locpriv.tabular.microagg._kernels.partition_stats import (
     canonical,
     face_distance,
     group_means,
     pool_stats,
 )
-from locpriv.tabular.improve import _canonical
-from locpriv.tabular.metrics import group_means as np_group_means
-from locpriv.tabular.partitioned import _face_distance, split_blocks
+from locpriv.tabular.microagg.improve import _canonical
+from locpriv.tabular.microagg.partitioned import _face_distance, split_blocks
+from locpriv.tabular.quality.metrics import group_means as np_group_means
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -17,10 +17,9 @@ import pytest
 
 from locpriv.cli import main
 from locpriv.tabular import mdav
-from locpriv.tabular.cli import ProgressBar
-from locpriv.tabular.estimators import candidates
-from locpriv.tabular.metrics import sse
-from locpriv.tabular.partitioned import (
+from locpriv.tabular.io.cli import ProgressBar
+from locpriv.tabular.io.estimators import candidates
+from locpriv.tabular.microagg.partitioned import (
     DEFAULT_FROM_N,
     Progress,
     partitioned,
@@ -28,8 +27,9 @@ from locpriv.tabular.partitioned import (
     split_blocks,
     stage_log,
 )
-from locpriv.tabular.psensitive import group_is_p_sensitive
-from locpriv.tabular.validate import table_k, table_p
+from locpriv.tabular.psensitive.kincrease import group_is_p_sensitive
+from locpriv.tabular.quality.metrics import sse
+from locpriv.tabular.quality.validate import table_k, table_p
 from tests.tabular._mdav_helpers import CENSUS, needs_census, zscore
 
 QI = [f"x{j}" for j in range(4)]
@@ -124,7 +124,7 @@ def test_the_result_depends_on_the_seed_only_not_on_the_task_order(tmp_path: Pat
 
 def test_worker_processes_give_the_local_release(tmp_path: Path) -> None:
     """Blocks run on two spawned worker processes: the same labels as in this process."""
-    from locpriv.tabular.distributed import workers_session
+    from locpriv.tabular.microagg.distributed import workers_session
 
     X, s = _read(_uniform_file(tmp_path))
     local = partitioned(X, 3, s, 2, block_size=256, seed=7)
@@ -267,7 +267,7 @@ def test_progress_bar_draws_each_stage_on_a_tty(tmp_path: Path) -> None:
 def test_stage_report_times_every_stage_and_the_workers_cpu(tmp_path: Path) -> None:
     """Pure bookkeeping: the stage log lists every stage once, counts the tasks and the CPU
     seconds measured inside the worker processes, and leaves the release unchanged."""
-    from locpriv.tabular.distributed import workers_session
+    from locpriv.tabular.microagg.distributed import workers_session
 
     X, s = _read(_uniform_file(tmp_path))
     plain = partitioned(X, 3, s, 2, block_size=256, seed=7)

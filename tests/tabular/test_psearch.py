@@ -13,9 +13,9 @@ from locpriv.tabular import (
     mdav_seed,
     sse,
 )
-from locpriv.tabular.categorical import zscore
-from locpriv.tabular.psearch import ruin_recreate_p
-from locpriv.tabular.sec_pk import sec_pk_clustering
+from locpriv.tabular.io.encoding import zscore
+from locpriv.tabular.psensitive.psearch import ruin_recreate_p
+from locpriv.tabular.psensitive.sec_pk import sec_pk_clustering
 from tests.tabular._mdav_helpers import CENSUS
 
 

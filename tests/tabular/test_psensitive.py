@@ -27,10 +27,10 @@ from locpriv.tabular import (
     require_feasible,
     seeded_groups,
 )
-from locpriv.tabular.categorical import zscore
-from locpriv.tabular.microaggregation import mdav_p_sensitive
-from locpriv.tabular.psensitive import group_is_p_sensitive
-from locpriv.tabular.sec_pk import sec_pk_clustering
+from locpriv.tabular.io.encoding import zscore
+from locpriv.tabular.microagg.mdav import mdav_p_sensitive
+from locpriv.tabular.psensitive.kincrease import group_is_p_sensitive
+from locpriv.tabular.psensitive.sec_pk import sec_pk_clustering
 
 CENSUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "census.csv"
 

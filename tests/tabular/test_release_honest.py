@@ -18,7 +18,7 @@ from pycanon import anonymity
 from locpriv.cli import main
 from locpriv.errors import ConfigError, DataError
 from locpriv.tabular import anonymize
-from locpriv.tabular.frame import (
+from locpriv.tabular.io.frame import (
     _loo_mode_accuracy,
     _loo_mode_baseline,
     audit_pass_through,

@@ -26,7 +26,7 @@ import pytest
 
 from locpriv.cli import main
 from locpriv.tabular import Microaggregator, anonymize
-from locpriv.tabular.frame import release_classes
+from locpriv.tabular.io.frame import release_classes
 
 IntArray = npt.NDArray[np.int64]
 EDU = ["primary", "secondary", "bachelor", "master"]
@@ -229,7 +229,7 @@ def test_streamed_shuffle_writes_exactly_the_permutation(
 ) -> None:
     """io.write_release's two passes against ``iloc``: every row once, where the order says,
     released columns replaced, dropped ones gone, categories kept, no temporary file left."""
-    from locpriv.tabular.io import write_release
+    from locpriv.tabular.io.files import write_release
 
     rng = np.random.default_rng(n)
     df = pd.DataFrame(

@@ -1,5 +1,5 @@
-"""Disclosure-risk measures (locpriv.tabular.risk, linkage, assess) on worked examples whose
-expected values are derived by hand in each test, and against anonymeter's attacks."""
+"""Disclosure-risk measures (locpriv.tabular.risk.measures, linkage, assess) on worked examples
+whose expected values are derived by hand in each test, and against anonymeter's attacks."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from locpriv.errors import ConfigError
-from locpriv.tabular import linkage, risk
-from locpriv.tabular.assess import RiskExceeded, assess, check_bounds, parse_bounds
-from locpriv.tabular.frame import anonymize
+from locpriv.tabular.io.frame import anonymize
+from locpriv.tabular.risk import linkage
+from locpriv.tabular.risk import measures as risk
+from locpriv.tabular.risk.assess import RiskExceeded, assess, check_bounds, parse_bounds
 
 ADULT = Path(__file__).resolve().parents[3] / "shared" / "data" / "adult.csv"
 

@@ -19,8 +19,8 @@ import pytest
 
 from locpriv.errors import ConfigError, InfeasibleError
 from locpriv.tabular import il_percent, mdav_seed, random_seed
-from locpriv.tabular.categorical import zscore
-from locpriv.tabular.seeded_trace import seeded_trace
+from locpriv.tabular.io.encoding import zscore
+from locpriv.tabular.traces.seeded import seeded_trace
 
 CENSUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "census.csv"
 PAIRS = [(k, p) for k in range(2, 6) for p in range(2, k + 1)]  # Table 1's ten (k, p)

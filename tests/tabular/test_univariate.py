@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from locpriv.errors import DataError, InfeasibleError
-from locpriv.tabular.metrics import sse
-from locpriv.tabular.univariate import optimal_univariate, optimal_univariate_sse
+from locpriv.tabular.microagg.univariate import optimal_univariate, optimal_univariate_sse
+from locpriv.tabular.quality.metrics import sse
 
 
 def _group_sse(vals: list[float]) -> float:

@@ -1,0 +1,312 @@
+"""``locpriv assess``: disclosure risk of a release, earlier releases, and the risk–utility
+table over k (see docs/tabular.md, "Before you publish")."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from locpriv.errors import ConfigError
+from locpriv.tabular.io.estimators import METHODS
+from locpriv.tabular.io.files import read_table, write_table, write_text_atomic
+from locpriv.tabular.risk import assess as assess_mod
+from locpriv.tabular.risk import history
+
+
+def _columns(text: str | None, option: str) -> list[str]:
+    if text is None:
+        return []
+    cols = [c.strip() for c in text.split(",")]
+    if not all(cols):
+        raise ConfigError(f"{option} has an empty column name: {text!r}")
+    return cols
+
+
+def parse_ks(text: str, option: str = "--k") -> list[int]:
+    """``"10,5"`` -> ``[10, 5]``; every k an integer >= 1."""
+    ks = []
+    for item in text.split(","):
+        try:
+            k = int(item)
+        except ValueError:
+            raise ConfigError(
+                f"{option} must be integers separated by commas, got {text!r}"
+            ) from None
+        if k < 1:
+            raise ConfigError(f"{option} must be >= 1, got {k}")
+        ks.append(k)
+    return ks
+
+
+def _stderr_warning(command: str) -> Callable[[str], None]:
+    """A ``warn`` callback printing ``locpriv COMMAND: warning: LINE`` on stderr."""
+
+    def warn(line: str) -> None:
+        print(f"locpriv {command}: warning: {line}", file=sys.stderr)
+
+    return warn
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def render_text(result: dict[str, Any]) -> str:
+    """The human summary printed on stdout."""
+    lines = []
+    rel = result.get("release")
+    if rel is not None:
+        lines.append(f"release: {rel['n']} records, {rel['classes']} classes")
+        for name, value in rel["measures"].items():
+            lines.append(f"  {name:20s} {_fmt(value)}   {assess_mod.MEASURES[name]}")
+        for col, value in rel.get("linkage", {}).get("passthrough", {}).items():
+            lines.append(f"  linkage with {col!r}: {value:.4f}")
+        for note in rel.get("notes", []):
+            lines.append(f"  note: {note}")
+    hist = result.get("history")
+    if hist is not None:
+        lines.append(
+            f"with {len(result['history_files'])} earlier release(s): min class "
+            f"{hist['min_size']:.0f}, median {hist['median_size']:.0f}, "
+            f"{100 * hist['share_below_k']:.1f} % of records below k={hist['k']:.0f}"
+        )
+    sweep = result.get("sweep")
+    if sweep:
+        names = ["prosecutor", "linkage", "linkage_passthrough", "interval", "inference"]
+        lines.append("k      IL %     " + "  ".join(f"{n:>19s}" for n in names))
+        for row in sweep:
+            vals = "  ".join(f"{_fmt(row['measures'][n]):>19s}" for n in names)
+            il = row["il_written"] if row.get("il_written") is not None else row["il_percent"]
+            lines.append(f"{row['k']:<6d} {il:8.4f} {vals}")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``locpriv assess``; 0, or 3 when ``--max-risk`` is exceeded (errors raise)."""
+    qi = _columns(args.qi, "--qi")
+    sensitive = _columns(args.sensitive, "--sensitive")
+    ordinal = _columns(args.ordinal, "--ordinal")
+    nominal = _columns(args.nominal, "--nominal")
+    if not qi:
+        raise ConfigError("--qi names no key attribute")
+    bounds = assess_mod.parse_bounds(args.max_risk) if args.max_risk else {}
+    if args.released is None and not args.sweep:
+        raise ConfigError("give RELEASED, or --sweep K1,K2,... to anonymize ORIGINAL at each k")
+    original = read_table(args.original)
+    result: dict[str, Any] = {"qi": qi, "sensitive": sensitive}
+    if args.released is not None:
+        released = read_table(args.released)
+        population = read_table(args.population) if args.population else None
+        rel = assess_mod.assess(
+            original,
+            released,
+            qi,
+            sensitive,
+            ordinal=ordinal,
+            nominal=nominal,
+            id_col=args.id,
+            population=population,
+        )
+        result["release"] = rel
+        if args.history:
+            files = _columns(args.history, "--history")
+            earlier = [(read_table(f), qi) for f in files]
+            link: str | list[str] = args.link
+            if args.link not in ("auto", "position"):
+                link = _columns(args.link, "--link")
+            known = None
+            if args.id is not None:
+                # matched by --id: the target's class in every file is known, as it is to an
+                # attacker who knows her key values (else the smallest over the links counts)
+                here = assess_mod.align(original, released, qi, id_col=args.id)
+                src = np.argsort(here)  # original record of each row of RELEASED
+                known = [assess_mod.align(original, f, qi, id_col=args.id)[src] for f, _ in earlier]
+            sizes = history.intersected_sizes(released, qi, earlier, link, truth=known)
+            ks = [int(np.bincount(history.class_ids(f, qi)).min()) for f, _ in earlier]
+            k = min([int(rel["reidentification"]["min_class_size"]), *ks])
+            result["history"] = history.history_summary(sizes, k)
+            values, counts = np.unique(sizes, return_counts=True)
+            result["history"]["records_by_size"] = {
+                str(int(v)): int(c) for v, c in zip(values, counts, strict=True)
+            }
+            result["history_files"] = files
+    if args.sweep:
+        ks = parse_ks(args.sweep, "--sweep")
+        from locpriv.tabular.io.frame import anonymize
+
+        def one(k: int) -> tuple[pd.DataFrame, dict[str, Any]]:
+            return anonymize(
+                original,
+                qi,
+                sensitive,
+                k,
+                args.p,
+                args.method,
+                args.seed,
+                ordinal=ordinal,
+                nominal=nominal,
+                warn=_stderr_warning("assess"),
+            )
+
+        result["sweep"] = assess_mod.sweep(
+            original, ks, one, qi, sensitive, ordinal=ordinal, nominal=nominal
+        )
+    text = json.dumps(result, indent=2, sort_keys=True, default=float) + "\n"
+    if args.json:
+        write_text_atomic(text, args.json)
+    if args.html:
+        from locpriv.tabular.io.report_html import render
+
+        write_text_atomic(render(result), args.html)
+    sys.stdout.write(render_text(result))
+    if bounds and "release" in result:
+        try:
+            assess_mod.check_bounds(result["release"]["measures"], bounds)
+        except assess_mod.RiskExceeded as exc:
+            print(f"locpriv assess: {exc}", file=sys.stderr)
+            return 3
+    return 0
+
+
+def run_nested(args: argparse.Namespace, ks: list[int], bounds: dict[str, float]) -> int:
+    """``locpriv anonymize --k 10,5``: one release per k with nested groups
+    (:func:`locpriv.tabular.risk.history.nested_releases`), each assessed, gated by ``bounds`` and
+    checked by intersecting all of them as an attacker would; nothing is written unless every
+    release passes. Outputs: :func:`locpriv.tabular.risk.history.output_path` of ``args.output``
+    (and of ``args.report``)."""
+    import os
+    import time
+
+    qi = _columns(args.qi, "--qi")
+    sensitive = _columns(args.sensitive, "--sensitive")
+    ordinal = _columns(args.ordinal, "--ordinal")
+    nominal = _columns(args.nominal, "--nominal")
+    if args.release != "centroids":
+        raise ConfigError("several --k values need --release centroids")
+    t0 = time.perf_counter()
+    df = read_table(args.input)
+    results = history.nested_releases(
+        df,
+        qi,
+        sensitive,
+        ks,
+        p=args.p,
+        method=args.method,
+        seed=args.seed,
+        ordinal=ordinal,
+        nominal=nominal,
+        keep_order=args.keep_order,
+        drop=_columns(args.drop, "--drop"),
+        warn=_stderr_warning("anonymize"),
+        block_size=args.block_size,
+        scheduler=args.scheduler,
+        workers=args.workers or os.cpu_count() or 1,
+    )
+    frames = [(out, qi) for _, out, _ in results]
+    shuffled = all(r["order"]["shuffled"] for _, _, r in results)
+    truths = []
+    for _, out, _ in results:
+        t = assess_mod.source_rows(df, out, qi, ordinal=ordinal, nominal=nominal)
+        truths.append(
+            assess_mod.align(df, out, qi, ordinal=ordinal, nominal=nominal) if t is None else t
+        )
+    # the strongest attacker links every record across all the files (whatever the order):
+    # her candidates are the records sharing the target's class in every release
+    per_record = np.column_stack(
+        [history.class_ids(out, qi)[t] for (out, _), t in zip(frames, truths, strict=True)]
+    )
+    _, inverse, counts = np.unique(per_record, axis=0, return_inverse=True, return_counts=True)
+    exact = history.history_summary(counts[inverse.ravel()], min(ks))
+    if exact["min_size"] < min(ks):  # nesting guarantees it; refuse if it failed
+        raise assess_mod.RiskExceeded(
+            f"the releases at k={ks} intersected leave a class of {exact['min_size']:.0f} records"
+        )
+    for i, (k, out, report) in enumerate(results):
+        # each release its own permutation (attrs["source_rows"]): linkage on the right rows
+        report["risk"] = assess_mod.assess(
+            df, out, qi, sensitive, ordinal=ordinal, nominal=nominal, truth=truths[i]
+        )
+        assess_mod.check_bounds(report["risk"]["measures"], bounds)
+        others = frames[:i] + frames[i + 1 :]
+        shared = history.shared_columns(out, others[0][0], qi, qi)
+        if not shared and shuffled:
+            # no column to link by and independent row orders: the files link by nothing;
+            # the figures are those of the attacker who links every record anyway
+            report["history"] = {
+                **exact,
+                "linked_by": "every record (worst case)",
+                "note": "independent random orders and no shared column: rows not linkable",
+            }
+            continue
+        src = np.argsort(truths[i])  # original row of each row of this release
+        known = [t[src] for j, t in enumerate(truths) if j != i]
+        sizes = history.intersected_sizes(out, qi, others, truth=known)
+        summary = history.history_summary(sizes, min(ks))
+        report["history"] = {**summary, "linked_by": ", ".join(shared) or "row position"}
+        if summary["min_size"] < min(ks):  # nesting guarantees it; refuse if it failed
+            raise assess_mod.RiskExceeded(
+                f"release at k={k} intersected with the others leaves a class of "
+                f"{summary['min_size']:.0f} records"
+            )
+    for k, out, report in results:
+        path = history.output_path(args.output, k)
+        write_table(out, path)
+        report["seconds"] = time.perf_counter() - t0
+        report["output"] = path
+        if args.report:
+            text = json.dumps(report, indent=2, sort_keys=True, default=float) + "\n"
+            write_text_atomic(text, history.output_path(args.report, k))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``assess`` command."""
+    p = subparsers.add_parser(
+        "assess",
+        help="disclosure risk of a release (linkage, interval, re-identification, inference)",
+        description=(
+            "Measure what an attacker can do with RELEASED knowing ORIGINAL's values: "
+            "distance-based record linkage, interval disclosure, prosecutor / journalist / "
+            "marketer re-identification risk, inference of confidential attributes; with "
+            "--history, the classes left after intersecting earlier releases; with --sweep, "
+            "the risk-utility table over k."
+        ),
+    )
+    p.add_argument("original", help="the original table (.csv or .parquet)")
+    p.add_argument("released", nargs="?", default=None, help="the released table")
+    p.add_argument("--qi", required=True, help="key attributes, comma separated")
+    p.add_argument("--sensitive", default=None, help="confidential attributes, comma separated")
+    p.add_argument("--ordinal", default=None, help="key attributes that are ordinal")
+    p.add_argument("--nominal", default=None, help="key attributes that are nominal")
+    p.add_argument(
+        "--id",
+        default=None,
+        help="a column in both files naming each record (to match rows of a shuffled release)",
+    )
+    p.add_argument("--population", default=None, help="population table of the journalist model")
+    p.add_argument("--history", default=None, help="earlier releases of the same records")
+    p.add_argument(
+        "--link",
+        default="auto",
+        help="how releases are linked: auto (shared columns, else position), position, or COLS",
+    )
+    p.add_argument("--sweep", default=None, help="k values: anonymize ORIGINAL at each")
+    p.add_argument("--p", type=int, default=1, help="p of the --sweep runs")
+    p.add_argument("--method", choices=METHODS, default=None, help="method of the --sweep runs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the --sweep runs")
+    p.add_argument("--json", default=None, help="write the full result as JSON")
+    p.add_argument("--html", default=None, help="write a self-contained HTML report")
+    p.add_argument(
+        "--max-risk",
+        default=None,
+        help="MEASURE=BOUND,...: exit 3 when the release exceeds a bound (names: "
+        + ", ".join(assess_mod.MEASURES)
+        + ")",
+    )
+    p.set_defaults(func=run)

@@ -1,0 +1,600 @@
+"""pandas front of the batch core (file I/O is in :mod:`locpriv.tabular.io.files`).
+
+:func:`anonymize` replaces the key attributes of every record by its group's representative
+(mean for numerical, rounded to an integer for integer columns; median category for ordinal,
+mode for nominal, in the input's dtype; or ``[lo, hi]`` intervals with
+``release="intervals"``), keeps every other column's values (``drop`` removes columns), writes
+the rows in a random order (``keep_order=True`` keeps the input's, loudly) and returns a report
+whose figures are measured on the released table itself (:func:`release_figures`), with an audit
+of the columns that pass through (:func:`audit_pass_through`).
+
+Helpers for whoever reads a release: :func:`release_classes` (the equivalence classes of a
+released table: rows with identical key values) and :func:`plan_release` /
+:func:`apply_release` (the released key columns aligned with the input's rows, the order and
+the dropped columns, then the released frame).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from locpriv.errors import ConfigError, DataError, InfeasibleError
+from locpriv.tabular.io.encoding import KeyColumn, Kind, encode, encode_written, group_centroids
+from locpriv.tabular.io.estimators import (
+    ORDER_WARNING,
+    Microaggregator,
+    row_order,
+    with_source_rows,
+)
+from locpriv.tabular.microagg.partitioned import BLOCK_SIZE
+from locpriv.tabular.models.extended import Hierarchy
+from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
+from locpriv.tabular.quality import metrics
+from locpriv.tabular.quality.validate import achieved_p
+
+IntArray = npt.NDArray[np.int64]
+Columns = str | Sequence[str] | None
+
+RARE_SHARE = 0.05
+"""A column is near-unique when at least this share of the records hold a value that fewer than
+k records of the file hold (alone, that column narrows them below k)."""
+PREDICT_ACCURACY = 0.9
+"""A column predicts a key attribute when, from its value alone, the attribute's most frequent
+value among the other records with that value is right for at least this share of the records
+(leave-one-out, so a near-unique column predicts nothing by itself)..."""
+PREDICT_GAIN = 0.2
+"""... and that is this much above the share right without the column (the attribute's mode)."""
+RANK_CORRELATION = 0.95
+"""A numerical column also predicts a numerical key attribute at |Spearman| >= this."""
+
+
+def as_columns(value: Columns, what: str) -> list[str]:
+    """Column names given as one name (a string is ONE column, never its letters), a sequence of
+    names, or None (none)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    cols = list(value)
+    for c in cols:
+        if not isinstance(c, str):
+            raise ConfigError(f"{what}: column names must be strings, got {c!r}")
+    return cols
+
+
+def _key_columns(
+    df: pd.DataFrame, qi: Sequence[str], ordinal: Sequence[str], nominal: Sequence[str]
+) -> tuple[list[KeyColumn], list[npt.NDArray[np.float64]]]:
+    cols: list[KeyColumn] = []
+    values: list[npt.NDArray[np.float64]] = []
+    for name in qi:
+        s = df[name]
+        if name in ordinal or name in nominal:
+            kind: Kind = "ordinal" if name in ordinal else "nominal"
+            if isinstance(s.dtype, pd.CategoricalDtype) and s.cat.ordered:
+                cats = tuple(s.cat.categories)
+                codes = s.cat.codes.to_numpy()
+            else:
+                uniq = pd.unique(s)
+                try:
+                    cats = tuple(sorted(uniq))
+                except TypeError:
+                    cats = tuple(sorted(uniq, key=str))
+                codes = pd.Categorical(s, categories=list(cats)).codes
+            cols.append(KeyColumn(name, kind, cats))
+            values.append(np.asarray(codes, dtype=np.float64))
+        else:
+            if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
+                raise DataError(
+                    f"key attribute {name!r} is not numeric; declare it ordinal or nominal"
+                )
+            cols.append(KeyColumn(name, "numerical"))
+            values.append(s.to_numpy(dtype=np.float64))
+    return cols, values
+
+
+def check_frame(
+    df: pd.DataFrame, qi: Sequence[str], sensitive: Sequence[str], k: int, p: int
+) -> None:
+    """Raise a one-line DataError / ConfigError / InfeasibleError naming the bad input."""
+    if not qi:
+        raise ConfigError("no key attributes given (qi)")
+    for name in [*qi, *sensitive]:
+        if name not in df.columns:
+            raise DataError(f"column {name!r} not found in the input")
+    overlap = set(qi) & set(sensitive)
+    if overlap:
+        raise ConfigError(f"column {sorted(overlap)[0]!r} is both key and confidential")
+    for name in [*qi, *sensitive]:
+        if df[name].isna().any():
+            raise DataError(f"column {name!r} has missing values (NaN)")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ConfigError(f"k must be an integer >= 1, got {k!r}")
+    if isinstance(p, bool) or not isinstance(p, int | np.integer) or p < 1:
+        raise ConfigError(f"p must be an integer >= 1, got {p!r}")
+    if p > k:
+        raise InfeasibleError(f"p={p} is larger than k={k}")
+    if len(df) < k:
+        raise InfeasibleError(f"k={k} exceeds the number of records n={len(df)}")
+    if p > 1 and not sensitive:
+        raise ConfigError(f"p={p} needs at least one confidential attribute (sensitive)")
+
+
+def _exact(x: float) -> str:
+    """A bound as written: short (``%g``) where that is exact, else the shortest exact repr, so
+    an interval always holds its group's values."""
+    short = f"{x:g}"
+    return short if float(short) == float(x) else repr(float(x))
+
+
+def _written_keys(
+    df: pd.DataFrame,
+    cols: list[KeyColumn],
+    values: list[npt.NDArray[np.float64]],
+    labels: IntArray,
+    release: str,
+) -> tuple[pd.DataFrame, list[npt.NDArray[np.float64]] | None]:
+    """The released key columns (aligned with ``df``'s rows, in the input's dtypes where the
+    release has point values) and, for centroids, the written values / category codes on which
+    the information loss is measured."""
+    keys = pd.DataFrame(index=df.index)
+    written: list[npt.NDArray[np.float64]] = []
+    for kc, v in zip(cols, values, strict=True):
+        s = df[kc.name]
+        if release == "intervals":
+            lo = pd.Series(v).groupby(labels).transform("min").to_numpy()
+            hi = pd.Series(v).groupby(labels).transform("max").to_numpy()
+            if kc.kind == "numerical":
+                col = [f"[{_exact(a)}, {_exact(b)}]" for a, b in zip(lo, hi, strict=True)]
+            elif kc.kind == "ordinal":
+                cats = np.array(kc.categories, dtype=object)
+                col = [f"[{cats[int(a)]}, {cats[int(b)]}]" for a, b in zip(lo, hi, strict=True)]
+            else:
+                cats = np.array(kc.categories, dtype=object)
+                sets = pd.Series(v).groupby(labels).agg(lambda x: sorted(set(x)))
+                col = ["{" + ", ".join(str(cats[int(c)]) for c in sets[g]) + "}" for g in labels]
+            keys[kc.name] = pd.Series(col, index=df.index, dtype=object)
+            continue
+        rep = group_centroids(v, labels, kc.kind)  # per group
+        if kc.kind == "numerical":
+            if pd.api.types.is_integer_dtype(s.dtype):
+                # one rounded value per group: the group stays one class (k holds)
+                rep = np.rint(rep)
+            w = rep[labels]
+            written.append(w)
+            keys[kc.name] = pd.Series(w, index=df.index).astype(s.dtype)
+        else:
+            w = rep[labels]
+            written.append(w)
+            cats = np.array(kc.categories, dtype=object)
+            ser = pd.Series(cats[w.astype(np.int64)], index=df.index)
+            keys[kc.name] = ser if s.dtype == object else ser.astype(s.dtype)
+    return keys, (written if release == "centroids" else None)
+
+
+def release_classes(released: pd.DataFrame, qi: Columns) -> IntArray:
+    """The equivalence classes of a released table: rows with identical values of every key
+    attribute in ``qi`` share a class (numbered 0..c-1 in order of first appearance). Two groups
+    released with the same values form one class, so a class is never smaller than the
+    grouping's groups."""
+    cols = as_columns(qi, "qi")
+    if not cols:
+        raise ConfigError("no key attributes given (qi)")
+    codes = [pd.factorize(released[c], use_na_sentinel=False)[0] for c in cols]
+    keys = np.column_stack(codes).astype(np.int64)
+    _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size, dtype=np.int64)
+    out: IntArray = rank[inv.ravel()]
+    return out
+
+
+def release_figures(
+    keys: pd.DataFrame,
+    Z: npt.NDArray[np.float64],
+    S: IntArray | None,
+    sensitive: list[str],
+    *,
+    k: int,
+    written_Z: npt.NDArray[np.float64] | None,
+) -> dict[str, Any]:
+    """The report's figures measured on the released key columns ``keys``: its classes (sizes,
+    DM, C_AVG, the p achieved per confidential attribute), Truta's IL of the classes, and the
+    information loss ``100·SSE/SST`` of the written values ``written_Z`` against the original
+    ``Z`` (both on the grouping's scale: z-scores, scaled ranks, one-hot/√2)."""
+    classes = release_classes(keys, list(keys.columns))
+    sizes = np.bincount(classes)
+    out: dict[str, Any] = {
+        "groups": int(sizes.size),
+        "min_group_size": int(sizes.min()),
+        "max_group_size": int(sizes.max()),
+        "dm": metrics.discernibility(classes),
+        "avg": metrics.avg_class_size(classes, k),
+        "truta_il": metrics.truta_il_normalised(Z, classes),
+        "group_sizes": {str(s): c for s, c in metrics.size_histogram(classes).items()},
+        "p_achieved": dict(
+            zip(sensitive, achieved_p(classes, S) if S is not None else [], strict=True)
+        ),
+    }
+    sst = metrics.sst(Z)
+    if written_Z is not None:
+        diff = Z - written_Z
+        err = float(np.einsum("ij,ij->", diff, diff))
+        out.update(sse=err, sst=sst, il_percent=100.0 * err / sst if sst > 0 else 0.0)
+        out["il_basis"] = "written values"
+    return out
+
+
+def _loo_mode_accuracy(c: npt.NDArray[np.int64], q: npt.NDArray[np.int64]) -> float:
+    """Share of records whose ``q`` equals the most frequent ``q`` among the OTHER records with
+    the same ``c`` (ties and records alone in their ``c`` count as wrong)."""
+    nq = int(q.max()) + 1
+    nc = int(c.max()) + 1
+    uk, cnt = np.unique(c * nq + q, return_counts=True)
+    gc, gq = uk // nq, uk % nq
+    order = np.lexsort((-cnt, gc))
+    gc, gq, cnt = gc[order], gq[order], cnt[order]
+    first = np.flatnonzero(np.r_[True, gc[1:] != gc[:-1]])
+    top_q = np.full(nc, -1, dtype=np.int64)
+    top_n = np.zeros(nc, dtype=np.int64)
+    second_n = np.zeros(nc, dtype=np.int64)
+    top_q[gc[first]] = gq[first]
+    top_n[gc[first]] = cnt[first]
+    nxt = first + 1
+    has = nxt < gc.size
+    has[has] = gc[nxt[has]] == gc[first[has]]
+    second_n[gc[first[has]]] = cnt[nxt[has]]
+    ok = (q == top_q[c]) & (top_n[c] - 1 > second_n[c]) & (top_n[c] >= 2)
+    return float(ok.mean())
+
+
+def _loo_mode_baseline(q: npt.NDArray[np.int64]) -> float:
+    """:func:`_loo_mode_accuracy` without a column: the share of the most frequent value when
+    it stays the most frequent without the guessed record, else 0."""
+    if q.size == 0:
+        return 0.0
+    cnt = np.sort(np.bincount(q))[::-1]
+    second = int(cnt[1]) if cnt.size > 1 else 0
+    return float(cnt[0]) / q.size if int(cnt[0]) - 1 > second and int(cnt[0]) >= 2 else 0.0
+
+
+def _numeric(s: pd.Series) -> bool:
+    return bool(pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s))
+
+
+def _correlation(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+    """Pearson correlation (of dense ranks: Spearman's with ties on one rank); 0 when either
+    side is constant."""
+    da, db = a - a.mean(), b - b.mean()
+    den = float(np.sqrt(np.dot(da, da) * np.dot(db, db)))
+    return float(np.dot(da, db) / den) if den > 0 else 0.0
+
+
+def audit_pass_through(
+    df: pd.DataFrame,
+    qi: Sequence[str],
+    columns: Mapping[str, str],
+    k: int,
+    column: Callable[[str], pd.Series] | None = None,
+) -> list[dict[str, Any]]:
+    """Audit of the columns released with their original values (``columns``: name -> role,
+    ``"pass-through"`` or ``"confidential"``), against the key attributes ``qi`` of ``df``
+    (original values). Per column: ``unique_share`` (distinct values / n), ``rare_share``
+    (share of records whose value fewer than k records hold), ``predicts`` (key attribute ->
+    leave-one-out ``accuracy`` of its mode given the column, or ``accuracy_at_most`` where the
+    records sharing their value (of the column or of the key) are too few to reach the
+    threshold; the ``baseline``; the ``rank_correlation`` for numerical pairs) and
+    ``warnings`` (one line each: near-unique, or predicts a key attribute; thresholds
+    :data:`RARE_SHARE`, :data:`PREDICT_ACCURACY`, :data:`PREDICT_GAIN`,
+    :data:`RANK_CORRELATION`). ``column(name)`` reads a column that is not in ``df`` (the CLI's
+    streamed Parquet path reads one column at a time)."""
+    n = len(df)
+    # sorted codes: the dense ranks of a numerical column, one factorisation for both uses
+    keys = {
+        q: pd.factorize(df[q], sort=_numeric(df[q]), use_na_sentinel=False)[0].astype(np.int64)
+        for q in qi
+    }
+    base = {q: _loo_mode_baseline(v) for q, v in keys.items()}
+    # a record whose key value no other record holds is never guessed (leave-one-out): the
+    # share of the others bounds the accuracy, and spares the count on continuous keys
+    shared = {q: float(np.mean(np.bincount(v)[v] >= 2)) if n else 0.0 for q, v in keys.items()}
+    ranks = {q: keys[q].astype(np.float64) for q in qi if _numeric(df[q])}
+    out: list[dict[str, Any]] = []
+    for name, role in columns.items():
+        s = df[name] if name in df.columns or column is None else column(name)
+        numeric = _numeric(s)
+        c = pd.factorize(s, sort=numeric, use_na_sentinel=False)[0].astype(np.int64)
+        cnt = np.bincount(c)
+        rare = float(np.mean(cnt[c] < k)) if n else 0.0
+        entry: dict[str, Any] = {
+            "column": name,
+            "role": role,
+            "unique_share": float(cnt.size / n) if n else 0.0,
+            "rare_share": rare,
+            "predicts": {},
+            "warnings": [],
+        }
+        if rare >= RARE_SHARE:
+            entry["warnings"].append(
+                f"column {name!r} ({role}) is near-unique: {rare:.0%} of the records hold a"
+                f" value that fewer than k={k} records hold, so it singles them out by itself;"
+                f" drop it (--drop {name}) or coarsen it"
+            )
+        c_shared = float(np.mean(cnt[c] >= 2)) if n else 0.0
+        r_c = c.astype(np.float64) if numeric and ranks else None
+        for q, qv in keys.items():
+            bound = min(shared[q], c_shared)
+            item: dict[str, float] = {"baseline": base[q]}
+            if bound >= PREDICT_ACCURACY:
+                acc = _loo_mode_accuracy(c, qv)
+                item["accuracy"] = acc
+            else:  # cannot reach the threshold: the bound is reported instead
+                acc = 0.0
+                item["accuracy_at_most"] = bound
+            flagged = acc >= PREDICT_ACCURACY and acc - base[q] >= PREDICT_GAIN
+            if r_c is not None and q in ranks and n > 2:
+                rho = _correlation(r_c, ranks[q])
+                item["rank_correlation"] = rho
+                flagged = flagged or abs(rho) >= RANK_CORRELATION
+            entry["predicts"][q] = item
+            if flagged:
+                how = (
+                    f"its value gives {q!r} for {acc:.0%} of the records, {base[q]:.0%} without it"
+                    if acc >= PREDICT_ACCURACY
+                    else f"rank correlation {item['rank_correlation']:.2f}"
+                )
+                entry["warnings"].append(
+                    f"column {name!r} ({role}) predicts key attribute {q!r} ({how}): it undoes"
+                    f" the grouping of {q!r}; drop it (--drop {name})"
+                )
+        out.append(entry)
+    return out
+
+
+@dataclass
+class Release:
+    """What :func:`plan_release` decides: the released key columns ``keys`` (aligned with the
+    input's rows), the row order ``order`` (``out[j] = in[order[j]]``; None = kept), the
+    columns to ``drop`` and the ``report``."""
+
+    keys: pd.DataFrame
+    order: IntArray | None
+    drop: list[str]
+    report: dict[str, Any]
+    labels: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Method-specific results a front needs afterwards (generalisation: the
+    ``GeneralisedRelease`` and the hierarchies, for the risk report)."""
+
+
+def plan_release(  # noqa: PLR0917 - the documented front's parameters
+    df: pd.DataFrame,
+    qi: Columns,
+    sensitive: Columns = (),
+    k: int = 3,
+    p: int = 1,
+    method: str | None = None,
+    seed: int | None = None,
+    *,
+    ordinal: Columns = (),
+    nominal: Columns = (),
+    hierarchies: Mapping[str, Hierarchy] | None = None,
+    models: PrivacyModels | None = None,
+    release: str = "centroids",
+    progress: Callable[[float], None] | None = None,
+    block_size: int = BLOCK_SIZE,
+    scheduler: Any = None,
+    workers: int = 1,
+    keep_order: bool = False,
+    drop: Columns = (),
+    columns: Sequence[str] | None = None,
+) -> Release:
+    """Group the records of ``df`` and decide the release (see :func:`anonymize`), without
+    building the output frame. ``columns``: every column of the input (default ``df``'s), for
+    checking ``drop`` when ``df`` holds only the key and confidential columns."""
+    qi, sensitive = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
+    ordinal, nominal = as_columns(ordinal, "ordinal"), as_columns(nominal, "nominal")
+    dropped = as_columns(drop, "drop")
+    check_frame(df, qi, sensitive, k, p)
+    for name in [*ordinal, *nominal]:
+        if name not in qi:
+            raise ConfigError(f"categorical column {name!r} is not a key attribute")
+    every = list(df.columns) if columns is None else list(columns)
+    for name in dropped:
+        if name not in every:
+            raise DataError(f"column {name!r} to drop not found in the input")
+        if name in qi or name in sensitive:
+            raise ConfigError(f"column {name!r} to drop is a key or confidential attribute")
+    if release not in ("centroids", "intervals"):
+        raise ConfigError(f"release must be 'centroids' or 'intervals', got {release!r}")
+    cols, values = _key_columns(df, qi, ordinal, nominal)
+    enc = encode(cols, values)
+    sens = []
+    for name in sensitive:
+        series = df[name]
+        if hierarchies and name in hierarchies:
+            series = pd.Series(hierarchies[name].reduce(series.tolist()), dtype=object)
+        sens.append(pd.factorize(series, sort=True)[0])
+    S = np.column_stack(sens).astype(np.int64) if sens else None
+    est = Microaggregator(
+        k=k,
+        p=p,
+        method=method,
+        seed=seed,
+        progress=progress,
+        block_size=block_size,
+        scheduler=scheduler,
+        workers=workers,
+    )
+    est.fit_scaled(enc.Z, S, names=sensitive)
+    labels = est.labels_
+    extended = models is not None and (
+        models.entropy_l > 1 or models.recursive is not None or models.t is not None
+    )
+    if models is not None and (models.k != k or models.l != p):
+        raise ConfigError(f"models (k={models.k}, l={models.l}) disagree with k={k}, p={p}")
+    if extended and models is not None:
+        labels = _repair_models(enc.Z, labels, models, S, [df[c] for c in sensitive])
+    keys, written = _written_keys(df, cols, values, labels, release)
+    report = dict(est.report_)
+    report["partition_groups"] = est.n_groups_
+    report["sse_partition"] = est.sse_  # the grouping's objective (group means), not the file's
+    written_Z = encode_written(cols, values, written) if written is not None else None
+    report.update(release_figures(keys, enc.Z, S, sensitive, k=k, written_Z=written_Z))
+    if written_Z is None:
+        report["il_basis"] = "group means (the file holds ranges: see truta_il)"
+    report["release"] = release
+    order, report["order"] = row_order(len(df), seed, keep_order)
+    report["dropped"] = dropped
+    if models is not None:
+        report["models"] = asdict(models)
+    return Release(keys=keys, order=order, drop=dropped, report=report, labels=labels)
+
+
+def _repair_models(
+    Z: npt.NDArray[np.float64],
+    labels: IntArray,
+    models: PrivacyModels,
+    S: IntArray | None,
+    confidential: list[pd.Series],
+) -> IntArray:
+    """Merge the groups of a microaggregation that fail entropy/recursive l-diversity or
+    t-closeness with their nearest groups (:func:`locpriv.tabular.models.repair.repair`)."""
+    if S is None:
+        raise ConfigError(
+            "entropy/recursive l-diversity and t-closeness need confidential attributes"
+        )
+    try:
+        repair_mod = importlib.import_module("locpriv.tabular.models.repair")
+    except ModuleNotFoundError:
+        raise ConfigError(
+            "entropy/recursive l-diversity and t-closeness are not available in this build"
+        ) from None
+    ordered = [bool(_numeric(c)) for c in confidential]
+    check = ModelCheck(models, S, ordered)
+    out: IntArray = np.asarray(repair_mod.repair(Z, labels, check), dtype=np.int64)
+    return out
+
+
+def apply_release(df: pd.DataFrame, rel: Release) -> pd.DataFrame:
+    """The released frame: ``df`` with the key columns replaced, ``rel.drop`` removed, rows in
+    ``rel.order`` (a fresh RangeIndex: the input's index would give the order away) or, when
+    kept, with the input's index. ``attrs["source_rows"]`` holds the input row of each released
+    row (:func:`~locpriv.tabular.io.estimators.source_rows_of`; ``locpriv assess`` links the rows
+    by it)."""
+    out = df.drop(columns=rel.drop)
+    for name in rel.keys.columns:
+        out[name] = rel.keys[name]
+    if rel.order is not None:
+        out = out.iloc[rel.order].reset_index(drop=True)
+    with_source_rows(out, rel.order)
+    return out
+
+
+def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensitive, k, p, ...)
+    df: pd.DataFrame,
+    qi: Columns,
+    sensitive: Columns = (),
+    k: int = 3,
+    p: int = 1,
+    method: str | None = None,
+    seed: int | None = None,
+    *,
+    ordinal: Columns = (),
+    nominal: Columns = (),
+    hierarchies: Mapping[str, Hierarchy] | None = None,
+    models: PrivacyModels | None = None,
+    release: str = "centroids",
+    progress: Callable[[float], None] | None = None,
+    block_size: int = BLOCK_SIZE,
+    scheduler: Any = None,
+    workers: int = 1,
+    keep_order: bool = False,
+    drop: Columns = (),
+    warn: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """k-anonymous (p=1) or p-sensitive k-anonymous copy of ``df`` and its report.
+
+    Column arguments take one name (``sensitive="occupation"`` is one column) or a list.
+    The rows come back in a random order (``seed=None``: from the operating system's entropy,
+    else reproducible from ``seed``; ``report["order"]``); ``keep_order=True`` keeps the input's
+    order and index, flags it in the report and warns. ``drop`` removes columns from the
+    output. Every column released with its original values is audited
+    (``report["pass_through"]``, :func:`audit_pass_through`); each finding is passed to
+    ``warn`` (default: :func:`warnings.warn`), as is the kept order. Report figures (classes,
+    IL, p achieved) are measured on the released key values (:func:`release_figures`).
+
+    ``models`` (:class:`PrivacyModels`, its ``k`` and ``l`` equal to ``k`` and ``p``): entropy
+    and recursive (c, l)-diversity and t-closeness of the confidential columns are reached by
+    merging each failing group with its nearest (``locpriv.tabular.models.repair``), after the
+    method's grouping.
+
+    ``hierarchies`` maps a confidential column to a :class:`Hierarchy` with protected values:
+    the grouping then uses strong ancestors (extended p-sensitive k-anonymity). ``block_size``,
+    ``scheduler`` (a dask.distributed address or ``Client``) and ``workers`` (local processes)
+    concern the ``"partitioned"`` method, the default from 200,000 records (see
+    :class:`Microaggregator`).
+    """
+    rel = plan_release(
+        df,
+        qi,
+        sensitive,
+        k,
+        p,
+        method,
+        seed,
+        ordinal=ordinal,
+        nominal=nominal,
+        hierarchies=hierarchies,
+        models=models,
+        release=release,
+        progress=progress,
+        block_size=block_size,
+        scheduler=scheduler,
+        workers=workers,
+        keep_order=keep_order,
+        drop=drop,
+    )
+    return finish_release(df, rel, qi=qi, sensitive=sensitive, k=k, warn=warn)
+
+
+def finish_release(
+    df: pd.DataFrame,
+    rel: Release,
+    *,
+    qi: Columns,
+    sensitive: Columns,
+    k: int,
+    warn: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The last steps of every method's front (microaggregation and generalisation): audit the
+    columns released with their original values (``rel.report["pass_through"]``), pass each
+    warning to ``warn`` (default :func:`warnings.warn`), and build the released frame."""
+    qi_cols, sens_cols = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
+    roles = {c: "pass-through" for c in df.columns if c not in qi_cols and c not in rel.drop}
+    roles.update((c, "confidential") for c in sens_cols)
+    rel.report["pass_through"] = audit_pass_through(df, qi_cols, roles, k)
+    say = warn if warn is not None else _warn
+    for line in release_warnings(rel.report):
+        say(line)
+    return apply_release(df, rel), rel.report
+
+
+def release_warnings(report: Mapping[str, Any]) -> list[str]:
+    """The report's warnings, one line each: the kept row order, then the pass-through audit."""
+    lines = [] if report.get("order", {}).get("shuffled", True) else [ORDER_WARNING]
+    for entry in report.get("pass_through", []):
+        lines.extend(entry["warnings"])
+    return lines
+
+
+def _warn(line: str) -> None:
+    warnings.warn(line, UserWarning, stacklevel=4)
