@@ -47,6 +47,10 @@ def test_clone_get_params_and_set_params() -> None:
         "scheduler": None,
         "workers": 1,
         "keep_order": False,
+        "entropy_l": 1.0,
+        "recursive": None,
+        "t": None,
+        "ordered": None,
     }
     twin = clone(est)
     assert twin is not est and twin.get_params() == params

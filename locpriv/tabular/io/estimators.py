@@ -25,7 +25,7 @@ import inspect
 import logging
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any, Self
 
@@ -45,6 +45,10 @@ from locpriv.tabular.microagg.partitioned import (
     partitioned,
     stage_log,
 )
+from locpriv.tabular.models import ModelCheck, PrivacyModels
+from locpriv.tabular.models.repair import repair, require_satisfiable
+from locpriv.tabular.models.stratified import MAX_N as T_FIRST_MAX_N
+from locpriv.tabular.models.stratified import t_first
 from locpriv.tabular.psensitive.enhanced_pk import enhanced_pk_clustering
 from locpriv.tabular.psensitive.kincrease import (
     Conditions,
@@ -237,6 +241,14 @@ class Microaggregator:
     a number of local worker processes, used from two blocks on (same result either way; see
     :mod:`locpriv.tabular.microagg.distributed`).
 
+    ``entropy_l``, ``recursive=(c, l)`` and ``t`` add entropy / recursive (c, l)-diversity and
+    t-closeness over every confidential attribute (``ordered``: one flag per attribute, True =
+    ordered EMD; default all nominal). The grouping is then repaired
+    (:func:`locpriv.tabular.models.repair.repair`), and with ``t`` a t-closeness-first grouping
+    (:mod:`locpriv.tabular.models.stratified`) is repaired too and kept when its SSE is lower;
+    ``report_["models"]`` records which. Invalid values are a ConfigError naming the field, a
+    model no partition satisfies an InfeasibleError naming it.
+
     :meth:`fit_transform` of a pandas DataFrame returns the released rows in a random order
     (``report_["order"]``; ``seed=None`` draws it from the operating system's entropy) unless
     ``keep_order=True``, which warns. Arrays keep their order (scikit-learn's contract: row i
@@ -257,9 +269,17 @@ class Microaggregator:
         scheduler: Any = None,
         workers: int = 1,
         keep_order: bool = False,
+        entropy_l: float = 1.0,
+        recursive: tuple[float, int] | None = None,
+        t: float | None = None,
+        ordered: Sequence[bool] | None = None,
     ) -> None:
         self.k = k
         self.p = p
+        self.entropy_l = entropy_l
+        self.recursive = recursive
+        self.t = t
+        self.ordered = ordered
         self.method = method
         self.seed = seed
         self.standardize = standardize
@@ -357,11 +377,16 @@ class Microaggregator:
         codes = as_codes(S, n) if S is not None else None
         if p > 1 and codes is None:
             raise ConfigError("p > 1 needs confidential attributes")
+        models = self._models(k, p)
         if codes is not None:
             self.conditions_: Conditions | None = require_feasible(codes, k, p, names)
         else:
             self.conditions_ = None
             require_feasible(np.zeros((n, 0), dtype=np.int64), k, 1)
+        check = None
+        if models is not None:
+            check = ModelCheck(models, codes, self.ordered)
+            require_satisfiable(check, np.arange(n, dtype=np.int64))
         t0 = time.perf_counter()
         todo = candidates(self.method, p, n)
         with ExitStack() as stack:
@@ -378,6 +403,28 @@ class Microaggregator:
                 runner = stack.enter_context(workers_session(int(self.workers)))
             best, tried = self._run_candidates(Z, codes, k, p, todo, runner)
         err, name, labels, k_used = best
+        merged, start = 0, name
+        model_sse: dict[str, float] = {}  # SSE of each repaired grouping
+        if check is not None:
+            r0, rc0 = time.perf_counter(), time.process_time()
+            before = int(labels.max()) + 1
+            labels = repair(Z, labels, check)
+            merged = before - (int(labels.max()) + 1)
+            err = metrics.sse(Z, labels)
+            model_sse[name] = err
+            if check.models.t is not None and codes is not None and n <= T_FIRST_MAX_N:
+                # t-closeness first (stratified on the first confidential attribute), repaired
+                alt = t_first(
+                    Z, codes[:, 0], k, check.models.t, check.ordered[0], seed=self._seed()
+                )
+                alt_before = int(alt.max()) + 1
+                alt = repair(Z, alt, check)
+                alt_err = metrics.sse(Z, alt)
+                model_sse["t-closeness-first"] = alt_err
+                if alt_err < err:
+                    labels, err, start = alt, alt_err, "t-closeness-first"
+                    merged = alt_before - (int(alt.max()) + 1)
+            log.add("models", time.perf_counter() - r0, time.process_time() - rc0)
         m0, c0 = time.perf_counter(), time.process_time()
         self.labels_: IntArray = labels
         self.method_: str = name
@@ -409,6 +456,15 @@ class Microaggregator:
             "group_sizes": {str(s): c for s, c in metrics.size_histogram(labels).items()},
             "k_used": k_used,
             "candidates_sse": tried,
+            "models": {
+                "entropy_l": float(self.entropy_l),
+                "recursive": list(self.recursive) if self.recursive is not None else None,
+                "t": self.t,
+                "ordered": list(check.ordered) if check is not None else [],
+                "merged_groups": merged,
+                "grouping": start,
+                "sse_repaired": model_sse,
+            },
             "seconds": time.perf_counter() - t0,
         }
         log.add("metrics", time.perf_counter() - m0, time.process_time() - c0)
@@ -417,6 +473,29 @@ class Microaggregator:
             self.report_["max_clusters"] = self.conditions_.max_clusters
             self.report_["i_value"] = self.conditions_.i_value
         return self
+
+    def _seed(self) -> int:
+        return 0 if self.seed is None else int(self.seed)
+
+    def _models(self, k: int, p: int) -> PrivacyModels | None:
+        """The privacy models beyond k and p (entropy / recursive l-diversity, t-closeness)
+        as one :class:`PrivacyModels`, or None when none is on (the methods then suffice)."""
+        rec = self.recursive
+        if rec is not None and not isinstance(rec, tuple):
+            try:
+                rec = tuple(rec)  # a list (from JSON or the command line) is a pair too
+            except TypeError:
+                raise ConfigError(f"recursive must be a pair (c, l), got {rec!r}") from None
+        models = PrivacyModels(
+            k=k,
+            l=p,
+            entropy_l=self.entropy_l,
+            recursive=rec,
+            t=self.t,
+        )
+        if models.entropy_l > 1 or models.recursive is not None or models.t is not None:
+            return models
+        return None
 
     def _run_candidates(  # noqa: PLR0917
         self,

@@ -38,7 +38,12 @@ from locpriv.tabular.microagg.partitioned import BLOCK_SIZE
 from locpriv.tabular.models.extended import Hierarchy
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 from locpriv.tabular.quality import metrics
-from locpriv.tabular.quality.validate import achieved_p
+from locpriv.tabular.quality.validate import (
+    achieved_p,
+    table_entropy_l,
+    table_recursive_ratio,
+    table_t,
+)
 
 IntArray = npt.NDArray[np.int64]
 Columns = str | Sequence[str] | None
@@ -233,6 +238,41 @@ def release_figures(
     return out
 
 
+def _ordered(series: pd.Series) -> bool:
+    """Whether a confidential column's values are ordered (t-closeness then uses Li et al.'s
+    ordered distance): numeric (not boolean) columns and ordered categoricals."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return bool(series.cat.ordered)
+    return _numeric(series)
+
+
+def models_achieved(
+    keys: pd.DataFrame,
+    S: IntArray,
+    sensitive: list[str],
+    ordered: Sequence[bool],
+    recursive: tuple[float, int] | None,
+) -> dict[str, Any]:
+    """The privacy models the released key columns ``keys`` achieve for the confidential codes
+    ``S``, measured by the validators of a released table: per attribute, the entropy l
+    (``exp`` of the smallest class entropy), the largest EMD (t) and, when ``recursive`` is
+    asked, the largest ``r_1 / (r_l + ... + r_m)`` (the table is (c, l)-diverse for every c
+    above it)."""
+    qi = list(keys.columns)
+    names = [f"_s{j}" for j in range(S.shape[1])]
+    frame = keys.reset_index(drop=True).assign(**{n: S[:, j] for j, n in enumerate(names)})
+    ent = table_entropy_l(frame, qi, names)
+    emd = table_t(frame, qi, names, [n for n, o in zip(names, ordered, strict=True) if o])
+    out: dict[str, Any] = {
+        "entropy_l_achieved": {s: ent[n] for s, n in zip(sensitive, names, strict=True)},
+        "t_achieved": {s: emd[n] for s, n in zip(sensitive, names, strict=True)},
+    }
+    if recursive is not None:
+        ratio = table_recursive_ratio(frame, qi, names, int(recursive[1]))
+        out["recursive_ratio"] = {s: ratio[n] for s, n in zip(sensitive, names, strict=True)}
+    return out
+
+
 def _loo_mode_accuracy(c: npt.NDArray[np.int64], q: npt.NDArray[np.int64]) -> float:
     """Share of records whose ``q`` equals the most frequent ``q`` among the OTHER records with
     the same ``c`` (ties and records alone in their ``c`` count as wrong)."""
@@ -396,10 +436,14 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     keep_order: bool = False,
     drop: Columns = (),
     columns: Sequence[str] | None = None,
+    entropy_l: float = 1.0,
+    recursive: tuple[float, int] | None = None,
+    t: float | None = None,
 ) -> Release:
     """Group the records of ``df`` and decide the release (see :func:`anonymize`), without
     building the output frame. ``columns``: every column of the input (default ``df``'s), for
-    checking ``drop`` when ``df`` holds only the key and confidential columns."""
+    checking ``drop`` when ``df`` holds only the key and confidential columns. ``entropy_l``,
+    ``recursive``, ``t``: the privacy models beyond k and p (:func:`anonymize`)."""
     qi, sensitive = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
     ordinal, nominal = as_columns(ordinal, "ordinal"), as_columns(nominal, "nominal")
     dropped = as_columns(drop, "drop")
@@ -418,10 +462,12 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     cols, values = _key_columns(df, qi, ordinal, nominal)
     enc = encode(cols, values)
     sens = []
+    ordered = []
     for name in sensitive:
         series = df[name]
         if hierarchies and name in hierarchies:
             series = pd.Series(hierarchies[name].reduce(series.tolist()), dtype=object)
+        ordered.append(_ordered(series))
         sens.append(pd.factorize(series, sort=True)[0])
     S = np.column_stack(sens).astype(np.int64) if sens else None
     est = Microaggregator(
@@ -433,6 +479,10 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
         block_size=block_size,
         scheduler=scheduler,
         workers=workers,
+        entropy_l=entropy_l,
+        recursive=recursive,
+        t=t,
+        ordered=ordered,
     )
     est.fit_scaled(enc.Z, S, names=sensitive)
     labels = est.labels_
@@ -451,6 +501,11 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     report.update(release_figures(keys, enc.Z, S, sensitive, k=k, written_Z=written_Z))
     if written_Z is None:
         report["il_basis"] = "group means (the file holds ranges: see truta_il)"
+    if S is not None:
+        report["models"] = {
+            **report["models"],
+            **models_achieved(keys, S, sensitive, ordered, recursive),
+        }
     report["release"] = release
     order, report["order"] = row_order(len(df), seed, keep_order)
     report["dropped"] = dropped
@@ -520,6 +575,9 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     keep_order: bool = False,
     drop: Columns = (),
     warn: Callable[[str], None] | None = None,
+    entropy_l: float = 1.0,
+    recursive: tuple[float, int] | None = None,
+    t: float | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """k-anonymous (p=1) or p-sensitive k-anonymous copy of ``df`` and its report.
 
@@ -542,6 +600,16 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     ``scheduler`` (a dask.distributed address or ``Client``) and ``workers`` (local processes)
     concern the ``"partitioned"`` method, the default from 200,000 records (see
     :class:`Microaggregator`).
+
+    Privacy models beyond k and p (= distinct l), each over every confidential attribute:
+    ``entropy_l`` (entropy l-diversity, ``exp(H) >= entropy_l``), ``recursive=(c, l)``
+    (recursive (c, l)-diversity) and ``t`` (t-closeness: Earth Mover's Distance to the whole
+    table's distribution at most ``t``; ordered distance for numeric columns and ordered
+    categoricals, equal distance for the others). The grouping is then repaired by merging
+    each violating group into the group with the nearest centroid
+    (:func:`locpriv.tabular.models.repair.repair`); ``report["models"]`` holds the merges and
+    what the released table achieves. An infeasible model (e.g. ``entropy_l`` above the whole
+    table's) raises :class:`~locpriv.errors.InfeasibleError` naming the field.
     """
     rel = plan_release(
         df,
@@ -562,6 +630,9 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
         workers=workers,
         keep_order=keep_order,
         drop=drop,
+        entropy_l=entropy_l,
+        recursive=recursive,
+        t=t,
     )
     return finish_release(df, rel, qi=qi, sensitive=sensitive, k=k, warn=warn)
 

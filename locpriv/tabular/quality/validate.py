@@ -7,7 +7,7 @@ class, which can only raise k and p).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -75,3 +75,139 @@ def table_p(df: pd.DataFrame, qi: Sequence[str], sensitive: Sequence[str]) -> di
     """Per confidential attribute: the smallest number of distinct values in a class."""
     grouped = df.groupby(list(qi), dropna=False)
     return {s: int(grouped[s].nunique(dropna=False).min()) for s in sensitive}
+
+
+# --- privacy models of a released table -------------------------------------------------------
+# Written apart from locpriv.tabular.models (dense class × value tables filled by np.add.at, the
+# formulas of the papers row by row), so that each side checks the other.
+
+CHUNK_CELLS = 1 << 22
+"""Classes are examined in chunks whose dense class × value table has at most this many cells."""
+
+
+def _class_value_chunks(
+    classes: IntArray, codes: IntArray, m: int
+) -> Iterator[npt.NDArray[np.float64]]:
+    """Dense count tables (rows: classes ``a..b-1``, columns: the ``m`` codes), in order."""
+    g = int(classes.max()) + 1 if classes.size else 0
+    step = max(1, CHUNK_CELLS // max(m, 1))
+    order = np.argsort(classes, kind="stable")
+    sc, sv = classes[order], codes[order]
+    for a in range(0, g, step):
+        b = min(g, a + step)
+        lo, hi = np.searchsorted(sc, [a, b])
+        table = np.zeros((b - a, m))
+        np.add.at(table, (sc[lo:hi] - a, sv[lo:hi]), 1.0)
+        yield table
+
+
+def _codes(df: pd.DataFrame, name: str) -> tuple[IntArray, int]:
+    """The column's values as ranks ``0..m-1`` of its sorted distinct values, and ``m``."""
+    codes, uniq = pd.factorize(df[name], sort=True, use_na_sentinel=False)
+    return np.asarray(codes, dtype=np.int64), max(len(uniq), 1)
+
+
+def table_entropy_l(
+    df: pd.DataFrame, qi: Sequence[str], sensitive: Sequence[str]
+) -> dict[str, float]:
+    """Per confidential attribute: the smallest ``exp(H)`` over the classes (``H`` the
+    natural-log entropy of the attribute in the class): the table is entropy l-diverse for
+    every ``l`` up to this value."""
+    classes = table_classes(df, qi)
+    out: dict[str, float] = {}
+    for s in sensitive:
+        codes, m = _codes(df, s)
+        worst = np.inf
+        for table in _class_value_chunks(classes, codes, m):
+            p = table / table.sum(axis=1, keepdims=True)
+            logs = np.log(np.where(p > 0, p, 1.0))
+            worst = min(worst, float(np.exp(-(p * logs).sum(axis=1)).min()))
+        out[s] = float(worst)
+    return out
+
+
+def table_recursive_ratio(
+    df: pd.DataFrame,
+    qi: Sequence[str],
+    sensitive: Sequence[str],
+    l: int,  # noqa: E741
+) -> dict[str, float]:
+    """Per confidential attribute: the largest ``r_1 / (r_l + ... + r_m)`` over the classes
+    (counts sorted in decreasing order; ``inf`` where a class has fewer than ``l`` values).
+    The table is recursive (c, l)-diverse exactly when ``c`` exceeds this ratio."""
+    classes = table_classes(df, qi)
+    out: dict[str, float] = {}
+    for s in sensitive:
+        codes, m = _codes(df, s)
+        worst = 0.0
+        for table in _class_value_chunks(classes, codes, m):
+            r = -np.sort(-table, axis=1)
+            tail = r[:, l - 1 :].sum(axis=1) if l - 1 < m else np.zeros(len(r))
+            with np.errstate(divide="ignore"):
+                ratio = np.where(tail > 0, r[:, 0] / np.where(tail > 0, tail, 1.0), np.inf)
+            worst = max(worst, float(ratio.max()))
+        out[s] = worst
+    return out
+
+
+def table_t(
+    df: pd.DataFrame,
+    qi: Sequence[str],
+    sensitive: Sequence[str],
+    ordered: Sequence[str] = (),
+) -> dict[str, float]:
+    """Per confidential attribute: the largest Earth Mover's Distance between a class's
+    distribution and the released table's (Li, Li & Venkatasubramanian 2007): ordered distance
+    (cumulative differences / (m-1), over the ranks of the ``m`` sorted distinct values) for the
+    attributes in ``ordered``, equal distance (half the L1 difference) for the others."""
+    classes = table_classes(df, qi)
+    out: dict[str, float] = {}
+    for s in sensitive:
+        codes, m = _codes(df, s)
+        q = np.bincount(codes, minlength=m) / len(codes)
+        worst = 0.0
+        for table in _class_value_chunks(classes, codes, m):
+            diff = table / table.sum(axis=1, keepdims=True) - q
+            if s in ordered:
+                emd = (
+                    np.abs(np.cumsum(diff, axis=1)).sum(axis=1) / (m - 1)
+                    if m > 1
+                    else 0 * diff[:, 0]
+                )
+            else:
+                emd = 0.5 * np.abs(diff).sum(axis=1)
+            worst = max(worst, float(emd.max()))
+        out[s] = worst
+    return out
+
+
+def table_models(
+    df: pd.DataFrame,
+    qi: Sequence[str],
+    sensitive: Sequence[str],
+    *,
+    k: int = 1,
+    l: int = 1,  # noqa: E741
+    entropy_l: float = 1.0,
+    recursive: tuple[float, int] | None = None,
+    t: float | None = None,
+    ordered: Sequence[str] = (),
+) -> list[str]:
+    """The privacy-model fields a released table violates (empty when it satisfies them all),
+    decided from its classes (rows with identical key values) alone."""
+    bad: list[str] = []
+    if table_k(df, qi) < k:
+        bad.append("k")
+    if l > 1 and min(table_p(df, qi, sensitive).values(), default=l) < l:
+        bad.append("l")
+    if entropy_l > 1 and min(
+        table_entropy_l(df, qi, sensitive).values(), default=np.inf
+    ) < entropy_l * (1 - 1e-9):
+        bad.append("entropy_l")
+    if recursive is not None:
+        c, rl = recursive
+        if not all(c > r for r in table_recursive_ratio(df, qi, sensitive, rl).values()):
+            bad.append("recursive")
+    if t is not None and max(table_t(df, qi, sensitive, ordered).values(), default=0.0) > t + 1e-12:
+        bad.append("t")
+    return bad
