@@ -27,7 +27,7 @@ Measured on each written release (same code for all): ``seconds`` (the method's 
 information loss: mean over cells of the share of the column's values the released value
 covers; ranges by width; generalisation only), ``dm``, ``auc`` (5-fold cross-validated ROC AUC of
 a logistic regression on the released key columns, one-hot; MDAV's numerical keys as numbers),
-and risk (:mod:`locpriv.tabular.risk.assess` / :mod:`locpriv.tabular.risk.matching`): ``prosecutor``
+and risk (:mod:`locpriv.tabular.risk.assess` / :mod:`locpriv.tabular.risk.assess`): ``prosecutor``
 (1 / smallest class), ``marketer`` (expected share re-identified), ``linkage`` (matching for
 generalised releases, distance-based for MDAV) and ``inference_gain`` on the confidential one.
 
@@ -59,8 +59,8 @@ from locpriv.tabular import anonymize  # noqa: E402
 from locpriv.tabular.generalisation.hierarchy import LevelHierarchy  # noqa: E402
 from locpriv.tabular.io.estimators import source_rows_of  # noqa: E402
 from locpriv.tabular.io.generalised import generalise, read_hierarchy_file  # noqa: E402
-from locpriv.tabular.risk.assess import assess_release  # noqa: E402
-from locpriv.tabular.risk.matching import ColumnCover, assess_generalised  # noqa: E402
+from locpriv.tabular.risk.assess import assess_generalised, assess_release  # noqa: E402
+from locpriv.tabular.risk.linkage import ColumnCover  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "bench_vs_anjana.json"
 DATA = Path(os.environ.get("LOCPRIV_DATA", ROOT.parent / "shared" / "data"))

@@ -22,7 +22,7 @@ from pycanon import anonymity
 from locpriv.cli import main
 from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
 from locpriv.tabular.io.generalised import GEN_METHODS, generalise
-from locpriv.tabular.risk.matching import assess_generalised
+from locpriv.tabular.risk.assess import assess_generalised
 
 AVAILABLE = [
     m

@@ -41,8 +41,12 @@ from locpriv.tabular.io.frame import (
 from locpriv.tabular.io.generalised import GEN_METHODS, plan_generalised
 from locpriv.tabular.microagg.partitioned import BLOCK_SIZE, DEFAULT_FROM_N
 from locpriv.tabular.models.spec import PrivacyModels
-from locpriv.tabular.risk.assess import assess_release, check_bounds, parse_bounds
-from locpriv.tabular.risk.matching import assess_generalised
+from locpriv.tabular.risk.assess import (
+    assess_generalised,
+    assess_release,
+    check_bounds,
+    parse_bounds,
+)
 
 
 class ProgressBar:
@@ -270,7 +274,9 @@ def run(args: argparse.Namespace) -> int:
         "workers": args.workers or os.cpu_count() or 1,
         "keep_order": args.keep_order,
         "drop": drop,
-        "models": models if extended else None,
+        "entropy_l": models.entropy_l,
+        "recursive": models.recursive,
+        "t": models.t,
     }
     try:
         bar.stage("read")

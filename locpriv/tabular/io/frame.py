@@ -16,10 +16,9 @@ the dropped columns, then the released frame).
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,6 @@ from locpriv.tabular.io.estimators import (
 )
 from locpriv.tabular.microagg.partitioned import BLOCK_SIZE
 from locpriv.tabular.models.extended import Hierarchy
-from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 from locpriv.tabular.quality import metrics
 from locpriv.tabular.quality.validate import (
     achieved_p,
@@ -427,7 +425,6 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     ordinal: Columns = (),
     nominal: Columns = (),
     hierarchies: Mapping[str, Hierarchy] | None = None,
-    models: PrivacyModels | None = None,
     release: str = "centroids",
     progress: Callable[[float], None] | None = None,
     block_size: int = BLOCK_SIZE,
@@ -486,13 +483,6 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     )
     est.fit_scaled(enc.Z, S, names=sensitive)
     labels = est.labels_
-    extended = models is not None and (
-        models.entropy_l > 1 or models.recursive is not None or models.t is not None
-    )
-    if models is not None and (models.k != k or models.l != p):
-        raise ConfigError(f"models (k={models.k}, l={models.l}) disagree with k={k}, p={p}")
-    if extended and models is not None:
-        labels = _repair_models(enc.Z, labels, models, S, [df[c] for c in sensitive])
     keys, written = _written_keys(df, cols, values, labels, release)
     report = dict(est.report_)
     report["partition_groups"] = est.n_groups_
@@ -509,34 +499,7 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     report["release"] = release
     order, report["order"] = row_order(len(df), seed, keep_order)
     report["dropped"] = dropped
-    if models is not None:
-        report["models"] = asdict(models)
     return Release(keys=keys, order=order, drop=dropped, report=report, labels=labels)
-
-
-def _repair_models(
-    Z: npt.NDArray[np.float64],
-    labels: IntArray,
-    models: PrivacyModels,
-    S: IntArray | None,
-    confidential: list[pd.Series],
-) -> IntArray:
-    """Merge the groups of a microaggregation that fail entropy/recursive l-diversity or
-    t-closeness with their nearest groups (:func:`locpriv.tabular.models.repair.repair`)."""
-    if S is None:
-        raise ConfigError(
-            "entropy/recursive l-diversity and t-closeness need confidential attributes"
-        )
-    try:
-        repair_mod = importlib.import_module("locpriv.tabular.models.repair")
-    except ModuleNotFoundError:
-        raise ConfigError(
-            "entropy/recursive l-diversity and t-closeness are not available in this build"
-        ) from None
-    ordered = [bool(_numeric(c)) for c in confidential]
-    check = ModelCheck(models, S, ordered)
-    out: IntArray = np.asarray(repair_mod.repair(Z, labels, check), dtype=np.int64)
-    return out
 
 
 def apply_release(df: pd.DataFrame, rel: Release) -> pd.DataFrame:
@@ -566,7 +529,6 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     ordinal: Columns = (),
     nominal: Columns = (),
     hierarchies: Mapping[str, Hierarchy] | None = None,
-    models: PrivacyModels | None = None,
     release: str = "centroids",
     progress: Callable[[float], None] | None = None,
     block_size: int = BLOCK_SIZE,
@@ -589,11 +551,6 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     (``report["pass_through"]``, :func:`audit_pass_through`); each finding is passed to
     ``warn`` (default: :func:`warnings.warn`), as is the kept order. Report figures (classes,
     IL, p achieved) are measured on the released key values (:func:`release_figures`).
-
-    ``models`` (:class:`PrivacyModels`, its ``k`` and ``l`` equal to ``k`` and ``p``): entropy
-    and recursive (c, l)-diversity and t-closeness of the confidential columns are reached by
-    merging each failing group with its nearest (``locpriv.tabular.models.repair``), after the
-    method's grouping.
 
     ``hierarchies`` maps a confidential column to a :class:`Hierarchy` with protected values:
     the grouping then uses strong ancestors (extended p-sensitive k-anonymity). ``block_size``,
@@ -622,7 +579,6 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
         ordinal=ordinal,
         nominal=nominal,
         hierarchies=hierarchies,
-        models=models,
         release=release,
         progress=progress,
         block_size=block_size,
