@@ -36,7 +36,7 @@ from locpriv.tabular.generalisation.mondrian import mondrian
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 
 ROOT = Path(__file__).resolve().parents[1]
-ADULT = ROOT.parent.parent / "shared" / "data" / "adult.csv"
+ADULT = ROOT.parent / "shared" / "data" / "adult.csv"
 NUMERIC = ["age", "education-num", "hours-per-week"]
 CATEGORICAL = ["workclass", "marital-status", "race", "sex", "native-country"]
 

@@ -41,3 +41,7 @@ class GeneralisedRelease:
     Mondrian."""
     info: dict[str, object] = field(default_factory=dict)
     """Method facts for the report (nodes checked, search time, lattice size, ...)."""
+    depth: FloatArray | None = None
+    """n × d hierarchy level of each released value divided by the hierarchy's height, in
+    [0, 1] (Sweeney's ``h / |DGH|``; suppressed records 1 everywhere), for Sweeney's precision;
+    None where a method releases values that are not hierarchy levels (intervals)."""
