@@ -9,7 +9,6 @@ records are all ``*``, pass-through columns are the original record's, the rows 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,7 @@ from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
 from locpriv.tabular.io.generalised import GEN_METHODS, generalise
 from locpriv.tabular.risk.assess import assess_generalised
 
-AVAILABLE = [
-    m
-    for m in GEN_METHODS
-    if m == "incognito"
-    or importlib.util.find_spec("locpriv.tabular.generalisation." + m.removesuffix("-relaxed"))
-    is not None
-]
+AVAILABLE = list(GEN_METHODS)
 KEYS = ["age", "sex", "city"]
 
 # the report keys the fronts share (microaggregation and generalisation alike)
@@ -365,9 +358,6 @@ def test_api_and_matching_linkage_equals_class_risk(table: pd.DataFrame) -> None
     assert risk["linkage"]["passthrough"]["id"] == pytest.approx(1.0)
 
 
-EXTENDED = importlib.util.find_spec("locpriv.tabular.models.repair") is not None
-
-
 def _entropy_ok(out: pd.DataFrame, keys: list[str], col: str, bound: float) -> bool:
     for _, g in out.groupby(keys):
         share = g[col].value_counts(normalize=True).to_numpy()
@@ -376,7 +366,6 @@ def _entropy_ok(out: pd.DataFrame, keys: list[str], col: str, bound: float) -> b
     return True
 
 
-@pytest.mark.skipif(not EXTENDED, reason="entropy l-diversity not in this build")
 @pytest.mark.parametrize("method", ["mdav", *[m for m in AVAILABLE if m not in ("incognito",)]])
 def test_entropy_l_for_microaggregation_and_generalisation(
     method: str, files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]

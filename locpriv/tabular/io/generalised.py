@@ -32,8 +32,6 @@ p_achieved, seconds, stages, release, order, dropped, pass_through``) plus ``mod
 
 from __future__ import annotations
 
-import csv
-import importlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -46,12 +44,17 @@ import numpy.typing as npt
 import pandas as pd
 
 from locpriv.errors import ConfigError, DataError, InfeasibleError
-from locpriv.tabular.generalisation.fulldomain import incognito
+from locpriv.tabular.generalisation import arx, builders
 from locpriv.tabular.generalisation.hierarchy import KeyTable, LevelHierarchy
+from locpriv.tabular.generalisation.incognito import incognito_release
+from locpriv.tabular.generalisation.mondrian import mondrian
+from locpriv.tabular.generalisation.optimal import optimal
 from locpriv.tabular.generalisation.release import GeneralisedRelease
+from locpriv.tabular.generalisation.samarati import samarati
 from locpriv.tabular.io.estimators import row_order
 from locpriv.tabular.io.frame import Columns, Release, as_columns, finish_release
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
+from locpriv.tabular.quality import loss as losses
 from locpriv.tabular.quality import metrics
 from locpriv.tabular.quality.validate import achieved_p
 
@@ -66,19 +69,6 @@ GENERATORS = ("interval", "quantile", "mask", "date", "flat")
 """Hierarchy generator names accepted in place of a file (``--hierarchy age=interval``)."""
 SUPPRESSED = "*"
 
-_PKG = "locpriv.tabular.generalisation"
-
-
-def _module(name: str, what: str) -> Any:
-    """A method module of the generalisation package (built on its own branch); a ConfigError
-    naming ``what`` when this build does not have it."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise
-        raise ConfigError(f"{what} is not available in this build of locpriv") from None
-
 
 def is_numeric(s: pd.Series) -> bool:
     """Numerical (not boolean) column."""
@@ -92,25 +82,8 @@ def flat_hierarchy(values: Sequence[object]) -> LevelHierarchy:
 
 
 def read_hierarchy_file(path: str | os.PathLike[str]) -> LevelHierarchy:
-    """An ARX CSV hierarchy file (``;``-separated rows ``value;level 1;...;root``)."""
-    try:
-        arx = importlib.import_module(f"{_PKG}.arx")
-    except ModuleNotFoundError:
-        arx = None
-    if arx is not None:
-        out: LevelHierarchy = arx.read_hierarchy(path)
-        return out
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = [r for r in csv.reader(fh, delimiter=";") if any(c.strip() for c in r)]
-    except OSError as exc:
-        raise ConfigError(f"hierarchy file {os.fspath(path)!r}: {exc.strerror}") from None
-    while rows and all(r and r[-1] == "" for r in rows):
-        rows = [r[:-1] for r in rows]
-    try:
-        return LevelHierarchy.from_rows(rows)
-    except ConfigError as exc:
-        raise ConfigError(f"hierarchy file {os.fspath(path)!r}: {exc}") from None
+    """An ARX CSV hierarchy file (:func:`locpriv.tabular.generalisation.arx.read_hierarchy`)."""
+    return arx.read_hierarchy(os.fspath(path))
 
 
 def resolve_hierarchy(
@@ -136,12 +109,10 @@ def resolve_hierarchy(
         vals = values.tolist()
         if text == "flat":
             return flat_hierarchy(vals)
-        builders = _module(f"{_PKG}.builders", f"the generated hierarchy {text!r} of {name!r}")
         try:
-            out: LevelHierarchy = builders.build_hierarchy(vals, text)
+            return builders.build_hierarchy(vals, text)
         except (ConfigError, DataError) as exc:
             raise ConfigError(f"hierarchy of {name!r} ({text}): {exc}") from None
-        return out
     if not Path(text).is_file():
         raise ConfigError(
             f"hierarchy of {name!r}: {text!r} is neither a file nor one of {', '.join(GENERATORS)}"
@@ -180,85 +151,18 @@ def model_check(models: PrivacyModels, S: IntArray | None, ordered: list[bool]) 
     return ModelCheck(models, S, ordered)
 
 
-def _node_cover(h: LevelHierarchy) -> list[FloatArray]:
-    """Per level, the share ``(leaves under - 1) / (leaves - 1)`` of each node."""
-    anc = h.ancestors()
-    nleaf = len(h.labels[0])
-    out = []
-    for lev in range(len(h.labels)):
-        cnt = np.bincount(anc[lev], minlength=len(h.labels[lev])).astype(np.float64)
-        out.append((cnt - 1) / (nleaf - 1) if nleaf > 1 else np.zeros(len(cnt)))
-    return out
-
-
-def incognito_release(
-    leaves: IntArray,
-    hierarchies: Sequence[LevelHierarchy],
-    S: IntArray | None,
-    models: PrivacyModels,
-    columns: Sequence[str],
-) -> GeneralisedRelease:
-    """Incognito's result as a :class:`GeneralisedRelease` (no suppression): the lattice
-    module's adapter where this build has it, else the minimal one here."""
-    n = leaves.shape[0]
-    codes = S if S is not None else np.zeros(n, dtype=np.int64)
-    try:
-        adapter = importlib.import_module(f"{_PKG}.incognito")
-    except ModuleNotFoundError:
-        adapter = None
-    if adapter is not None:
-        out: GeneralisedRelease = adapter.incognito_release(
-            leaves, hierarchies, codes, models.k, models.l, columns=columns
-        )
-        return out
-    t0 = time.perf_counter()
-    res = incognito(leaves, tuple(hierarchies), codes, models.k, models.l)
-    values, cover = [], np.zeros((n, len(columns)))
-    for j, (h, lev) in enumerate(zip(hierarchies, res.levels, strict=True)):
-        node = h.ancestors()[lev][leaves[:, j]]
-        labs = np.asarray(h.labels[lev], dtype=object)[node]
-        values.append(tuple(str(v) for v in labs))
-        cover[:, j] = _node_cover(h)[lev][node]
-    return GeneralisedRelease(
-        columns=tuple(columns),
-        values=tuple(values),
-        labels=res.labels,
-        suppressed=np.zeros(n, dtype=bool),
-        cover=cover,
-        levels=res.levels,
-        info={
-            "method": "incognito",
-            "minimal": [list(m) for m in res.minimal],
-            "nodes_checked": res.checked,
-            "seconds": time.perf_counter() - t0,
-        },
-    )
-
-
 def _loss_figures(
     rel: GeneralisedRelease, k: int, leaves: IntArray | None, hierarchies: Sequence[LevelHierarchy]
 ) -> dict[str, float]:
-    """Every loss measure of :mod:`locpriv.tabular.quality.loss` that applies to ``rel``."""
-    labels = np.where(rel.suppressed, -1, rel.labels)
-    try:
-        loss = importlib.import_module("locpriv.tabular.quality.loss")
-    except ModuleNotFoundError:  # the measures' module not in this build: the basic ones
-        kept = labels[labels >= 0]
-        sizes = np.bincount(kept).astype(np.float64) if kept.size else np.zeros(0)
-        n_sup = int(rel.suppressed.sum())
-        g = sizes.size + (1 if n_sup else 0)
-        return {
-            "gil": float(np.mean(rel.cover)) if rel.cover.size else 0.0,
-            "dm": float(np.sum(sizes**2) + n_sup * len(labels)),
-            "cavg": len(labels) / (g * k) if g else 0.0,
-        }
+    """Every loss measure of :mod:`locpriv.tabular.quality.loss` that applies to ``rel``
+    (``prec`` needs hierarchy levels, ``entropy`` a full-domain release)."""
     out: dict[str, float] = {}
-    for name in loss.LOSSES:
-        if name == "prec" and getattr(rel, "depth", None) is None:
+    for name in losses.LOSSES:
+        if name == "prec" and rel.depth is None:
             continue
         if name == "entropy" and (leaves is None or rel.levels is None):
             continue
-        out[name] = float(loss.loss_of_release(name, rel, k, leaves, hierarchies))
+        out[name] = float(losses.loss_of_release(name, rel, k, leaves, hierarchies))
     return out
 
 
@@ -297,15 +201,14 @@ def run_generalisation(
                     "method 'incognito' decides k and distinct l only; use samarati, optimal "
                     "or mondrian for entropy/recursive l-diversity and t-closeness"
                 )
-            rel = incognito_release(lv, hier, S, models, qi)
+            codes = S if S is not None else np.zeros(len(df), dtype=np.int64)
+            rel = incognito_release(lv, hier, codes, models.k, models.l, columns=qi)
         else:
-            mod = _module(f"{_PKG}.{method}", f"method {method!r}")
-            fn = getattr(mod, method)
-            rel = fn(lv, hier, check, max_suppression, loss=loss, columns=qi)
+            search = samarati if method == "samarati" else optimal
+            rel = search(lv, hier, check, max_suppression, loss=loss, columns=qi)
         order_cols = list(qi)
         leaf_arr: IntArray | None = lv
     else:
-        mod = _module(f"{_PKG}.mondrian", f"method {method!r}")
         num = [c for c in qi if hs[c] is None]
         cat = [c for c in qi if hs[c] is not None]
         n = len(df)
@@ -319,7 +222,7 @@ def run_generalisation(
             ),
             hierarchies=tuple(h for c in cat if (h := hs[c]) is not None),
         )
-        rel = mod.mondrian(keys, check, columns=[*num, *cat], relaxed=method == "mondrian-relaxed")
+        rel = mondrian(keys, check, columns=[*num, *cat], relaxed=method == "mondrian-relaxed")
         order_cols = [*num, *cat]
         leaf_arr = None
     stages.append({"stage": "search", "seconds": time.perf_counter() - t})
