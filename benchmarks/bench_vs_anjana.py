@@ -100,15 +100,16 @@ def anjana_python() -> Path:
     return py
 
 
-def load(name: str, quick: bool) -> dict[str, Any]:
-    """A data set, its key attributes, hierarchies, confidential attribute and task."""
+def load(name: str, quick: bool, n: int | None = None) -> dict[str, Any]:
+    """A data set, its key attributes, hierarchies, confidential attribute and task (``n``:
+    that many Adult records drawn at random; ``quick``: 5,000)."""
     if name == "adult":
         qi = ["age", "education", "marital-status", "occupation", "sex", "native-country"]
         df = pd.read_csv(DATA / "adult.csv")
         df = df[~(df.astype(str) == "?").any(axis=1)].reset_index(drop=True)
         df = df[[*qi, "income"]]
-        if quick:
-            df = df.sample(5000, random_state=0).reset_index(drop=True)
+        if quick or n is not None:
+            df = df.sample(n or 5000, random_state=0).reset_index(drop=True)
         hs = {c: read_hierarchy_file(HIER / f"{c}.csv") for c in qi}
         y = (df["income"] == ">50K").to_numpy()
         return {"df": df, "qi": qi, "sensitive": "income", "hs": hs, "y": y, "numeric": ["age"]}
