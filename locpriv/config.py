@@ -46,10 +46,11 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     ds_public_burst = 1000.0           # ... up to this many at once; beyond: dropped, counted
 
     [state]                            # what lets accepted requests survive a crash
-    token_key_file = ""                # 64 hex digits shared by the anonymizer processes (or
-                                       # LOCPRIV_TOKEN_KEY); empty: a key per process
-    answer_key_file = ""               # 64 hex digits shared by DS and the anonymizers (or
-                                       # LOCPRIV_ANSWER_KEY): DS tags its answers, the mediator
+    token_key_file = ""                # 64 hex digits shared by the anonymizer processes: a
+                                       # path or "credential:NAME" (systemd credential, below);
+                                       # empty: a key per process
+    answer_key_file = ""               # 64 hex digits shared by DS and the anonymizers (path or
+                                       # "credential:NAME"): DS tags its answers, the mediator
                                        # relays only tagged ones; empty: answers not checked
     journal_file = ""                  # pending temporal cloaks, answered at the next start
 
@@ -73,11 +74,12 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from locpriv.core.cloak.cloaker import CloakConfig, CloakParams
 from locpriv.core.geo import LocalProjection
 from locpriv.core.tiles import Tiling
+from locpriv.credentials import credential_name
 from locpriv.errors import ConfigError
 from locpriv.wire.messages import DeploymentConfig
 from locpriv.wire.topics import Topics
@@ -160,18 +162,25 @@ class LimitsSection(_Section):
 class StateSection(_Section):
     """Files that let accepted requests survive a crash (paths; empty: not used).
 
-    ``token_key_file``: the key sealing the mediator's DS correlation ids (64 hex digits; or
-    the ``LOCPRIV_TOKEN_KEY`` environment variable), so that a restarted or another anonymizer
-    relays DS's answers. ``answer_key_file``: the key DS tags its answers to the mediator with
-    and the mediator checks them with (64 hex digits; or ``LOCPRIV_ANSWER_KEY``); DS and every
-    anonymizer process hold it, DS never holds the token key. ``journal_file``: pending
-    temporal cloaks, answered ``unavailable`` by the next run. None ever holds a position or a
-    user id.
+    ``token_key_file``: the key sealing the mediator's DS correlation ids (64 hex digits), so
+    that a restarted or another anonymizer relays DS's answers. ``answer_key_file``: the key DS
+    tags its answers to the mediator with and the mediator checks them with (64 hex digits); DS
+    and every anonymizer process hold it, DS never holds the token key. Each key file is a path
+    or ``credential:NAME``: the file NAME in ``$CREDENTIALS_DIRECTORY``, where systemd puts the
+    copies a unit's ``LoadCredential=`` lines give that unit only (locpriv.credentials); a
+    service not given that credential refuses to start. ``journal_file``: pending temporal
+    cloaks, answered ``unavailable`` by the next run. None ever holds a position or a user id.
     """
 
     token_key_file: str = ""
     answer_key_file: str = ""
     journal_file: str = ""
+
+    @field_validator("token_key_file", "answer_key_file")
+    @classmethod
+    def _credential_name(cls, value: str) -> str:
+        credential_name(value)  # a bad credential name fails at load, not at first use
+        return value
 
 
 class MqttSection(_Section):

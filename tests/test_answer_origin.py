@@ -21,7 +21,7 @@ from locpriv.protocols.effects import Done, Send
 from locpriv.protocols.lanes import Lanes
 from locpriv.protocols.p2 import Mediator
 from locpriv.protocols.sanity import Asked, region_problem
-from locpriv.protocols.seal import ANSWER_KEY_ENV, AnswerMac
+from locpriv.protocols.seal import AnswerMac
 from locpriv.protocols.user import UserMachine
 from locpriv.wire.envelope import Received
 from locpriv.wire.messages import (
@@ -108,19 +108,21 @@ def test_mac_covers_every_field_and_the_token() -> None:
     assert not MAC.verify(err.model_copy(update={"code": ErrorCode.BAD_PARAMETERS}))
 
 
-def test_answer_key_from_file_or_environment(
+def test_answer_key_from_a_file_or_a_credential(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(ANSWER_KEY_ENV, raising=False)
+    monkeypatch.setenv("LOCPRIV_ANSWER_KEY", KEY.hex())  # ignored: never a key in the environment
     assert AnswerMac.from_config(None) is None
     path = tmp_path / "answer.key"
     path.write_text(KEY.hex() + "\n")
     signed = MAC.sign(QueryAnswer(correlation_id="c", pois=[]))
     from_file = AnswerMac.from_config(str(path))
     assert from_file is not None and from_file.verify(signed)
-    monkeypatch.setenv(ANSWER_KEY_ENV, KEY.hex())
-    from_env = AnswerMac.from_config(None)
-    assert from_env is not None and from_env.verify(signed)
+    (tmp_path / "creds").mkdir()
+    (tmp_path / "creds" / "answer-key").write_text(KEY.hex())
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path / "creds"))
+    from_cred = AnswerMac.from_config("credential:answer-key")
+    assert from_cred is not None and from_cred.verify(signed)
     path.write_text("00" * 16)
     with pytest.raises(ConfigError, match="answer key") as info:
         AnswerMac.from_config(str(path))

@@ -9,7 +9,7 @@ import pytest
 
 from locpriv.errors import ConfigError, ErrorCode
 from locpriv.protocols.p2 import Mediator
-from locpriv.protocols.seal import KEY_ENV, Sealer
+from locpriv.protocols.seal import Sealer
 from locpriv.service.health import PublishHealth
 from locpriv.service.journal import Journal
 from locpriv.wire.messages import (
@@ -91,14 +91,20 @@ def test_in_flight_lists_requests_only_without_a_shared_key() -> None:
     assert ephemeral.in_flight() == [(USER, "u-1")]
 
 
-def test_key_from_file_or_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_key_from_a_file_or_a_credential_never_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key = secrets.token_hex(32)
     path = tmp_path / "k"
     path.write_text(key + "\n")
     token = Sealer.from_config(str(path)).seal({"a": 1})
-    monkeypatch.setenv(KEY_ENV, key)
-    assert Sealer.from_config(None).open(token) == {"a": 1}
-    monkeypatch.delenv(KEY_ENV)
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "token-key").write_text(key + "\n")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    assert Sealer.from_config("credential:token-key").open(token) == {"a": 1}
+    # the variable the key could once be given in is ignored: the environment is no place for it
+    monkeypatch.setenv("LOCPRIV_TOKEN_KEY", key)
     assert Sealer.from_config(None).ephemeral
     path.write_text("not hex")
     with pytest.raises(ConfigError, match="64 hex digits"):

@@ -8,12 +8,13 @@ mediator restart and any process sharing the key can relay it. DS learns nothing
 token (it is encrypted) and cannot forge or alter one (it is authenticated).
 
 The key is 32 bytes; processes that should relay each other's answers share it
-(:meth:`Sealer.from_config`: a file or the ``LOCPRIV_TOKEN_KEY`` environment variable, hex).
+(:meth:`Sealer.from_config`: a file, or a systemd credential ``credential:NAME``, hex; never the
+environment or the command line, which other processes of the same user can read).
 
 Answers that prove their origin: :class:`AnswerMac` tags DS's answers to a mediator
 (``QueryAnswer``/``ErrorReply`` on ``svc/reply/...``) with HMAC-SHA256 (RFC 2104, from
 ``cryptography``) under a second 32-byte key, the *answer key*, which DS and the mediators
-share (``[state] answer_key_file`` or ``LOCPRIV_ANSWER_KEY``). The tag covers the whole answer
+share (``[state] answer_key_file``). The tag covers the whole answer
 encoded without its ``mac`` field - so the sealed token in its ``correlation_id`` too: an answer
 cannot be moved to another query, altered, or made up by anyone without the key. It is a key of
 its own, not derived from the token key: DS holds it, and must never be able to open tokens.
@@ -24,24 +25,18 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import secrets
-from pathlib import Path
 from typing import Any, Final
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, hmac
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from locpriv.credentials import secret_path
 from locpriv.errors import ConfigError
 from locpriv.wire.messages import ErrorReply, QueryAnswer, encode
 
-__all__ = ["ANSWER_KEY_ENV", "KEY_ENV", "AnswerMac", "Sealer", "read_key"]
-
-KEY_ENV: Final = "LOCPRIV_TOKEN_KEY"
-"""Environment variable holding the sealing key (64 hex digits)."""
-ANSWER_KEY_ENV: Final = "LOCPRIV_ANSWER_KEY"
-"""Environment variable holding the answer key DS and the mediators share (64 hex digits)."""
+__all__ = ["AnswerMac", "Sealer", "read_key"]
 _ANSWER_DOMAIN: Final = b"locpriv/ds-answer/v1\n"
 _PREFIX: Final = "s1."
 _AAD: Final = b"locpriv/ds-token/v1"
@@ -65,9 +60,9 @@ class Sealer:
 
     @classmethod
     def from_config(cls, key_file: str | None) -> Sealer:
-        """The key from ``key_file`` (hex, surrounding white space ignored), else from
-        ``LOCPRIV_TOKEN_KEY``, else a fresh ephemeral key."""
-        key = read_key(key_file, KEY_ENV, "token")
+        """The key from ``key_file`` (a path or ``credential:NAME``; hex, surrounding white
+        space ignored), else a fresh ephemeral key."""
+        key = read_key(key_file, "token")
         return cls.generate() if key is None else cls(key)
 
     def seal(self, obj: dict[str, Any]) -> str:
@@ -97,20 +92,18 @@ class Sealer:
         return obj if isinstance(obj, dict) else None
 
 
-def read_key(key_file: str | None, env: str, what: str) -> bytes | None:
-    """A 32-byte key from ``key_file`` (64 hex digits, surrounding white space ignored), else
-    from the environment variable ``env``, else None. Raises ConfigError (never showing the
-    key) when the file cannot be read or does not hold 64 hex digits."""
-    text: str | None = None
-    if key_file:
-        try:
-            text = Path(key_file).read_text(encoding="ascii")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read the {what} key file {key_file}: {exc}") from None
-    elif os.environ.get(env):
-        text = os.environ[env]
-    if text is None:
+def read_key(key_file: str | None, what: str) -> bytes | None:
+    """A 32-byte key from ``key_file`` (a path or ``credential:NAME``, see
+    :func:`locpriv.credentials.secret_path`; 64 hex digits, surrounding white space ignored),
+    None without one. Raises ConfigError (never showing the key) when the file cannot be read or
+    does not hold 64 hex digits."""
+    if not key_file:
         return None
+    path = secret_path(key_file, f"{what} key")
+    try:
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the {what} key file {key_file}: {exc}") from None
     try:
         key = bytes.fromhex(text.strip())
     except ValueError:
@@ -135,9 +128,9 @@ class AnswerMac:
 
     @classmethod
     def from_config(cls, key_file: str | None) -> AnswerMac | None:
-        """The answer key from ``key_file``, else ``LOCPRIV_ANSWER_KEY``; None when neither
-        is set (answers are then neither tagged nor checked)."""
-        key = read_key(key_file, ANSWER_KEY_ENV, "answer")
+        """The answer key from ``key_file`` (a path or ``credential:NAME``); None without one
+        (answers are then neither tagged nor checked)."""
+        key = read_key(key_file, "answer")
         return None if key is None else cls(key)
 
     def _hmac(self, message: DSReply) -> hmac.HMAC:

@@ -34,7 +34,7 @@ from locpriv.protocols.limits import RequestLimits, UserLimits
 from locpriv.protocols.p1 import P1Mediator
 from locpriv.protocols.p2 import Mediator
 from locpriv.protocols.p3 import Anonymizer
-from locpriv.protocols.seal import KEY_ENV, AnswerMac, Sealer, read_key
+from locpriv.protocols.seal import AnswerMac, Sealer, read_key
 from locpriv.wire.envelope import Received
 from locpriv.wire.messages import (
     REPLY_MAX_BYTES,
@@ -156,7 +156,7 @@ def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
     """The P1/P2/P3 machine for ``config``; DS answers are expected on ``reply_to`` (a
     ``svc/reply/{client id}`` topic), its queries go to ``svc/ds/query``, and with an answer
     key (``[state] answer_key_file``) only DS-tagged answers are relayed."""
-    token_key = read_key(config.state.token_key_file or None, KEY_ENV, "token")
+    token_key = read_key(config.state.token_key_file or None, "token")
     cloakers = TileCloakers(config.cloak_config(), config.tiling(), secret=token_key)
     anonymizer = Anonymizer(cloakers, config.make_projection())
     mediator = Mediator(

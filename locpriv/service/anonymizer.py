@@ -65,7 +65,7 @@ class AnonymizerService(ServiceDriver):
         machine = build_trusted_core(config, reply_to)
         if machine.mediator.answer_mac is None:
             log.warning(
-                "anonymizer: no answer key ([state] answer_key_file or LOCPRIV_ANSWER_KEY):"
+                "anonymizer: no answer key ([state] answer_key_file):"
                 " DS answers are relayed without checking who wrote them"
             )
         routes = anonymizer_routes(

@@ -62,7 +62,7 @@ class DSService(ServiceDriver):
         self.answer_mac = AnswerMac.from_config(config.state.answer_key_file or None)
         if self.answer_mac is None:
             log.warning(
-                "ds: no answer key ([state] answer_key_file or LOCPRIV_ANSWER_KEY): answers to"
+                "ds: no answer key ([state] answer_key_file): answers to"
                 " the mediator carry no mac, and a mediator holding a key drops them"
             )
         super().__init__(

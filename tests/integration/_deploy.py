@@ -175,6 +175,15 @@ def read_env_file(path: Path) -> dict[str, str]:
     return env
 
 
+def load_credentials(name: str) -> dict[str, str]:
+    """``LoadCredential=id:source`` lines of ``deploy/systemd/<name>``: id -> shipped source."""
+    out = {}
+    for spec in unit_service(name).get("LoadCredential", []):
+        cred_id, _, source = spec.partition(":")
+        out[cred_id] = source
+    return out
+
+
 def unit_command(
     name: str,
     paths: dict[str, str],
@@ -186,9 +195,13 @@ def unit_command(
     """The command line and environment systemd would start ``name`` with.
 
     ``paths`` maps shipped paths to test paths (applied to the unit and to its env files, which
-    are read from ``deploy/systemd/<basename>``); ``credentials`` maps ``LoadCredential`` ids
-    to their content, written into ``creds_dir`` as systemd does; ``instance`` is a template
-    unit's ``%i`` (``name`` is then ``unit@.service``).
+    are read from ``deploy/systemd/<basename>``). The credentials directory is made as systemd
+    does: ``creds_dir`` (mode 0700, fresh) holds one read-only file per ``LoadCredential`` line
+    of the unit and nothing else, copied from the line's source file (path substituted) or
+    taken from ``credentials`` (id -> content, e.g. the password of the login the test runs the
+    unit as); a missing source fails, as it fails the unit's start.
+    ``CREDENTIALS_DIRECTORY`` names it. ``instance`` is a template unit's ``%i`` (``name`` is
+    then ``unit@.service``).
     """
     settings = {
         key: [v.replace("%i", instance) for v in values]
@@ -198,11 +211,15 @@ def unit_command(
     for env_file in settings.get("EnvironmentFile", []):
         shipped = DEPLOY / "systemd" / Path(env_file).name
         env.update({k: substitute(v, paths) for k, v in read_env_file(shipped).items()})
-    creds_dir.mkdir(parents=True, exist_ok=True)
-    for spec in settings.get("LoadCredential", []):
-        cred_id, _, _source = spec.partition(":")
+    shutil.rmtree(creds_dir, ignore_errors=True)
+    creds_dir.mkdir(parents=True, mode=0o700)
+    for cred_id, source in load_credentials(name).items():
+        if cred_id in credentials:
+            content = (credentials[cred_id] + "\n").encode()
+        else:
+            content = Path(substitute(source, paths)).read_bytes()
         target = creds_dir / cred_id
-        target.write_text(credentials[cred_id] + "\n")
+        target.write_bytes(content)
         target.chmod(0o400)
     env["CREDENTIALS_DIRECTORY"] = str(creds_dir)
     (exec_start,) = settings["ExecStart"]
@@ -217,12 +234,13 @@ def locpriv_paths(dep: Deployment) -> dict[str, str]:
     var = dep.root / "var-lib-locpriv"
     etc.mkdir(exist_ok=True)
     var.mkdir(exist_ok=True)
-    (etc / "token.key").write_text(secrets.token_hex(32) + "\n")
-    (etc / "answer.key").write_text(secrets.token_hex(32) + "\n")
+    for key in ("token.key", "answer.key"):  # root-only, as the install steps make them
+        (etc / key).write_text(secrets.token_hex(32) + "\n")
+        (etc / key).chmod(0o600)
     paths = {
         "/opt/locpriv/venv/bin/": f"{Path(sys.executable).parent}/",
         "/etc/locpriv/": f"{etc}/",
-        "/var/lib/locpriv/pois.csv": str(ROOT / "locpriv" / "data" / "pois.csv"),
+        "/var/lib/locpriv-ds/pois.csv": str(ROOT / "locpriv" / "data" / "pois.csv"),
         "/var/lib/locpriv/": f"{var}/",
         "127.0.0.1:1883": f"127.0.0.1:{dep.plain_port}",
     }
@@ -320,6 +338,8 @@ def service_ids(dep: Deployment) -> dict[str, str]:
     return ids
 
 
+AMQTT_CREDENTIALS = "/run/credentials/locpriv-amqtt.service/"
+"""Where systemd puts locpriv-amqtt.service's credentials (amqtt-broker-auth.yaml names it)."""
 AMQTT_USERS = (DS, *USERS)
 """Logins of the broker-plugin deployment: DS and the apps (the anonymizer is the plugin)."""
 
@@ -351,11 +371,14 @@ def build_amqtt(root: Path) -> tuple[Deployment, dict[str, str]]:
     (etc / "amqtt.passwd").write_text(
         "".join(amqtt_password_line(u, p) for u, p in passwords.items())
     )
+    for secret in (etc / "certs" / "server.key", etc / "amqtt.passwd"):
+        secret.chmod(0o600)  # root-only: the unit reads them as credentials
     plain, tls = free_port(), free_port()
     dep = Deployment(
         root, plain, tls, passwords, root / "ca.crt", etc / "amqtt-broker-auth.yaml", root / "x"
     )
     paths = locpriv_paths(dep)  # locpriv.toml, token.key, venv, 127.0.0.1:1883 -> plain
+    paths[AMQTT_CREDENTIALS] = f"{root / 'creds-amqtt'}/"
     yaml_paths = {
         **paths,
         "bind: 127.0.0.1:1883": f"bind: 127.0.0.1:{plain}",
@@ -368,13 +391,16 @@ def build_amqtt(root: Path) -> tuple[Deployment, dict[str, str]]:
 
 
 def start_amqtt_unit(dep: Deployment, paths: dict[str, str]) -> subprocess.Popen[bytes]:
-    """deploy/systemd/locpriv-amqtt.service's command on the deployment's YAML; returns once
+    """deploy/systemd/locpriv-amqtt.service's command on the deployment's YAML, with the unit's
+    credentials directory (where the YAML reads the TLS key and the login file); returns once
     the TLS listener accepts connections."""
-    (exec_start,) = unit_service("locpriv-amqtt.service")["ExecStart"]
-    argv = shlex.split(substitute(exec_start, paths))
+    creds = Path(paths[AMQTT_CREDENTIALS])
+    argv, unit_env = unit_command("locpriv-amqtt.service", paths, {}, creds)
     assert argv[-1] == str(dep.conf), argv
     with (dep.root / "amqtt.out").open("wb") as out:
-        proc = subprocess.Popen(argv, env=service_env({}), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            argv, env=service_env(unit_env), stdout=out, stderr=subprocess.STDOUT
+        )
     deadline = time.monotonic() + 60
     for port in (dep.plain_port, dep.tls_port):
         while True:

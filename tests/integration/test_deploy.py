@@ -13,9 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import secrets
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import tomllib
@@ -34,6 +37,7 @@ from _deploy import (
     app,
     build,
     conf_directives,
+    load_credentials,
     locpriv_paths,
     read_env_file,
     service_env,
@@ -42,6 +46,7 @@ from _deploy import (
     start_unit,
     stop_deployment,
     substitute,
+    unit_command,
     unit_service,
 )
 from _svc_helpers import PROJ, wait_until
@@ -473,7 +478,7 @@ def test_services_never_print_the_password(dep: Deployment, how: str, broker: st
         args += ["--password-file", str(pw)]
     exe = Path(os.environ.get("VIRTUAL_ENV", "")) / "bin" / "locpriv"
     argv = [
-        str(exe) if exe.exists() else str(Path(__import__("sys").executable).parent / "locpriv"),
+        str(exe) if exe.exists() else str(Path(sys.executable).parent / "locpriv"),
         *args[1:],
     ]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -498,6 +503,180 @@ def test_services_never_print_the_password(dep: Deployment, how: str, broker: st
         assert b"process list" in err  # the operator is told to move the password out
 
 
+# ------------------------------------------------------- service users and credentials
+
+UNITS = (
+    "locpriv-anonymizer.service",
+    "locpriv-anonymizer@.service",
+    "locpriv-ds.service",
+    "locpriv-amqtt.service",
+)
+ANON_KEYS = {"broker-password", "token-key", "answer-key"}
+SECRET_FILES = {  # credential id -> the root-only file it is copied from
+    "token-key": "/etc/locpriv/token.key",
+    "answer-key": "/etc/locpriv/answer.key",
+    "tls-key": "/etc/locpriv/certs/server.key",
+    "amqtt-passwd": "/etc/locpriv/amqtt.passwd",
+}
+
+
+def test_each_unit_runs_as_its_own_user_with_only_its_own_credentials() -> None:
+    creds = {unit: load_credentials(unit) for unit in UNITS}
+    assert set(creds["locpriv-anonymizer.service"]) == ANON_KEYS
+    assert set(creds["locpriv-anonymizer@.service"]) == ANON_KEYS
+    assert set(creds["locpriv-ds.service"]) == {"broker-password", "answer-key"}
+    assert set(creds["locpriv-amqtt.service"]) == {*SECRET_FILES}
+    anon_password = creds["locpriv-anonymizer.service"]["broker-password"]
+    assert anon_password == "/etc/locpriv/anonymizer.password"
+    assert creds["locpriv-ds.service"]["broker-password"] == "/etc/locpriv/ds.password"
+    for unit, given in creds.items():
+        for cred_id, source in given.items():
+            assert SECRET_FILES.get(cred_id, source) == source, (unit, cred_id)
+    # DS gets no copy of the token key, under any name
+    assert "/etc/locpriv/token.key" not in creds["locpriv-ds.service"].values()
+    # one system user per role: no unit can read another's state or credentials directory
+    users = {unit: unit_service(unit)["User"] for unit in UNITS}
+    groups = {unit: unit_service(unit)["Group"] for unit in UNITS}
+    assert users["locpriv-anonymizer.service"] == users["locpriv-anonymizer@.service"]
+    roles = ("locpriv-anonymizer.service", "locpriv-ds.service", "locpriv-amqtt.service")
+    assert len({users[u][0] for u in roles}) == 3 and len({groups[u][0] for u in roles}) == 3
+    assert all(u[0] not in ("root", "locpriv", "0") for u in users.values())
+    assert not any("DynamicUser" in unit_service(u) for u in UNITS)
+    state = {u: unit_service(u).get("StateDirectory", []) for u in UNITS}
+    assert state["locpriv-anonymizer.service"] == ["locpriv"]
+    assert state["locpriv-anonymizer@.service"] == ["locpriv"]
+    assert state["locpriv-ds.service"] == ["locpriv-ds"]
+    for unit in UNITS:
+        settings = unit_service(unit)
+        for option in ("NoNewPrivileges", "ProtectHome", "PrivateTmp"):
+            assert settings[option] == ["true"], (unit, option)
+        assert settings["ProtectSystem"] == ["strict"], unit
+        if "StateDirectoryMode" in settings:
+            assert settings["StateDirectoryMode"] == ["0700"], unit
+    # the key files of the one locpriv.toml are credentials: which unit gets them is the units'
+    # LoadCredential lines, so the configuration cannot point DS at a token key it could read
+    shipped = load_config(DEPLOY / "locpriv.toml")
+    assert shipped.state.token_key_file == "credential:token-key"
+    assert shipped.state.answer_key_file == "credential:answer-key"
+    assert shipped.state.journal_file.startswith("/var/lib/locpriv/")  # the anonymizer's state
+    pois = read_env_file(DEPLOY / "systemd" / "ds.env")["LOCPRIV_POIS"]
+    assert pois.startswith("/var/lib/locpriv-ds/")  # DS's own state directory
+    # the broker-plugin YAML reads its TLS key and logins from the unit's credentials only
+    auth = yaml.safe_load((DEPLOY / "amqtt-broker-auth.yaml").read_text())
+    run = "/run/credentials/locpriv-amqtt.service/"
+    assert auth["listeners"]["tls"]["keyfile"] == run + "tls-key"
+    file_auth = auth["plugins"]["amqtt.plugins.authentication.FileAuthPlugin"]
+    assert file_auth["password_file"] == run + "amqtt-passwd"
+
+
+def test_no_secret_is_in_a_unit_its_environment_files_or_the_command_line() -> None:
+    """Secrets reach the services as credential files only: the units' ExecStart, Environment
+    and EnvironmentFile name no secret value, only ``${CREDENTIALS_DIRECTORY}`` paths."""
+    for unit in UNITS:
+        settings = unit_service(unit)
+        assert "Environment" not in settings, unit  # EnvironmentFile= only, checked below
+        assert "SetCredential" not in settings, unit  # a secret written in the unit itself
+        (exec_start,) = settings["ExecStart"]
+        assert "password-file ${CREDENTIALS_DIRECTORY}/broker-password" in exec_start or (
+            unit == "locpriv-amqtt.service"
+        )
+        assert not re.search(r"[0-9a-fA-F]{32}", exec_start)
+        for word in ("--password ", "token", "answer", "key"):
+            assert word not in exec_start, (unit, word)
+    for env_file in (DEPLOY / "systemd").glob("*.env"):
+        for key, value in read_env_file(env_file).items():
+            assert not re.search(r"PASSWORD|KEY|SECRET|TOKEN", key), (env_file.name, key)
+            assert urlsplit(value).password is None and not re.search(r"[0-9a-fA-F]{32}", value)
+
+
+def test_running_services_hold_only_their_own_credentials(
+    deployment: tuple[Deployment, dict[str, subprocess.Popen[bytes]]],
+) -> None:
+    dep, services = deployment
+    etc = dep.root / "etc-locpriv"
+    token_key = (etc / "token.key").read_text().strip()
+    answer_key = (etc / "answer.key").read_text().strip()
+    for user, unit in (
+        ("locpriv-anonymizer", "locpriv-anonymizer.service"),
+        ("locpriv-ds", "locpriv-ds.service"),
+    ):
+        proc = services[user]
+        assert proc.poll() is None, f"{user} died"
+        environ = dict(
+            item.split("=", 1)
+            for item in Path(f"/proc/{proc.pid}/environ").read_text().split("\0")
+            if "=" in item
+        )
+        creds = Path(environ["CREDENTIALS_DIRECTORY"])
+        assert sorted(p.name for p in creds.iterdir()) == sorted(load_credentials(unit))
+        for path in creds.iterdir():
+            assert path.stat().st_mode & 0o077 == 0, path
+        secrets_here = [dep.passwords[user], token_key, answer_key]
+        blob = "\0".join(f"{k}={v}" for k, v in environ.items())
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_text()
+        for secret in secrets_here:
+            assert secret not in blob and secret not in cmdline, user
+        for suffix in (".out", ".err"):
+            out = (dep.root / f"{user}{suffix}").read_text(errors="replace")
+            assert not any(secret in out for secret in secrets_here), (user, suffix)
+        if unit == "locpriv-ds.service":
+            assert not (creds / "token-key").exists()
+            assert (creds / "answer-key").read_text().strip() == answer_key
+            # DS, in its own environment and with the configuration it was given, has no way
+            # to the token key: the config names a credential DS was not handed
+            argv = cmdline.split("\0")
+            config = argv[argv.index("--config") + 1]
+            probe = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys\n"
+                    "from locpriv.config import load_config\n"
+                    "from locpriv.protocols.seal import Sealer\n"
+                    "Sealer.from_config(load_config(sys.argv[1]).state.token_key_file)\n",
+                    config,
+                ],
+                env=environ,
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert probe.returncode != 0
+            assert "'token-key', which this service was not given" in probe.stderr
+            assert token_key not in probe.stdout + probe.stderr
+        else:
+            assert (creds / "token-key").read_text().strip() == token_key
+
+
+def test_the_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
+    """systemd's own check of the shipped units (unknown keys, bad values, missing binaries),
+    with only the venv path moved to this one."""
+    tool = shutil.which("systemd-analyze")
+    if tool is None:
+        pytest.skip("systemd-analyze is not installed (apt-get install systemd)")
+    venv_bin = str(Path(sys.executable).parent) + "/"
+    for unit in UNITS:
+        text = (DEPLOY / "systemd" / unit).read_text()
+        (tmp_path / unit).write_text(text.replace("/opt/locpriv/venv/bin/", venv_bin))
+    (tmp_path / "locpriv-anonymizer@0.service").symlink_to(tmp_path / "locpriv-anonymizer@.service")
+    names = [*(u for u in UNITS if "@." not in u), "locpriv-anonymizer@0.service"]
+    out = subprocess.run(
+        [tool, "verify", *(f"./{n}" for n in names)],
+        cwd=tmp_path,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    problems = [
+        line
+        for line in (out.stdout + out.stderr).splitlines()
+        if any(unit in line for unit in (*UNITS, "locpriv-anonymizer@0.service"))
+    ]
+    assert out.returncode == 0 and not problems, out.stdout + out.stderr
+
+
 # ------------------------------------------------------------------------ the amqtt unit
 
 
@@ -515,16 +694,26 @@ async def test_amqtt_unit_with_the_shipped_broker_config_serves_p3(tmp_path: Pat
     (tmp_path / "token.key").write_text(secrets.token_hex(32) + "\n")
     (tmp_path / "answer.key").write_text(secrets.token_hex(32) + "\n")
     shipped = (DEPLOY / "locpriv.toml").read_text()
-    moved = {"/etc/locpriv/": f"{tmp_path}/", "/var/lib/locpriv/": f"{tmp_path}/"}
+    moved = {
+        "/etc/locpriv/": f"{tmp_path}/",
+        "/var/lib/locpriv/": f"{tmp_path}/",
+        "/opt/locpriv/venv/bin/": str(Path(sys.executable).parent) + "/",
+        # the unit runs the password-file config (tests/integration/test_deploy_amqtt.py);
+        # this is the anonymous demo file under the same command
+        "/etc/locpriv/amqtt-broker-auth.yaml": str(tmp_path / "amqtt-broker.yaml"),
+    }
     (tmp_path / "locpriv.toml").write_text(substitute(shipped, moved))
     (tmp_path / "amqtt-broker.yaml").write_text(text)
-    (exec_start,) = unit_service("locpriv-amqtt.service")["ExecStart"]
-    venv_bin = str(Path(__import__("sys").executable).parent) + "/"
-    argv = exec_start.replace("/opt/locpriv/venv/bin/", venv_bin)
-    # the unit runs the password-file config (tests/integration/test_deploy_amqtt.py); this is
-    # the anonymous demo file under the same command
-    argv = argv.replace("/etc/locpriv/amqtt-broker-auth.yaml", str(tmp_path / "amqtt-broker.yaml"))
-    proc = subprocess.Popen(argv.split(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # the unit's credentials as systemd hands them (the demo YAML reads no TLS key or logins)
+    argv, unit_env = unit_command(
+        "locpriv-amqtt.service",
+        moved,
+        {"tls-key": "unused by the demo", "amqtt-passwd": ""},
+        tmp_path / "creds",
+    )
+    proc = subprocess.Popen(
+        argv, env=service_env(unit_env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         url = f"mqtt://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
