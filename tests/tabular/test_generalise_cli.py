@@ -285,6 +285,7 @@ def test_pass_through_audit_and_drop(
         (["--k", "10,5"], "nested releases"),
         (["--entropy-l", "2"], "need confidential attributes"),
         (["--recursive", "3"], "--recursive: '3' is not C,L"),
+        (["--loss", "dm"], "--loss applies to samarati and optimal"),
     ],
 )
 def test_errors_name_the_flag(
@@ -393,3 +394,25 @@ def test_entropy_l_for_microaggregation_and_generalisation(
     assert report["models"]["entropy_l"] == 3.5
     assert _entropy_ok(out, keys, "disease", 3.5)
     assert out.groupby(keys).size().min() >= 4
+
+
+def test_optimal_minimises_the_chosen_loss(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--loss`` reaches the optimal search: its release has the least of that loss among
+    the full-domain releases at the same k and suppression; a loss it does not know is an
+    error naming it."""
+    base = ["--k", "5", "--max-suppression", "10", *_hier_args(files)]
+    found = {}
+    for method, loss in (("optimal", "dm"), ("optimal", "gil"), ("samarati", "dm")):
+        code, err, _, rep = _anonymize(files, tmp_path, capsys, method, *base, "--loss", loss)
+        assert code == 0, err
+        assert rep is not None and rep["loss_objective"] == loss
+        found[method, loss] = rep["loss"]
+    assert found["optimal", "dm"]["dm"] <= found["optimal", "gil"]["dm"]
+    assert found["optimal", "dm"]["dm"] <= found["samarati", "dm"]["dm"]
+    assert found["optimal", "gil"]["gil"] <= found["optimal", "dm"]["gil"]
+    for old in tmp_path.glob("*-optimal.*"):
+        old.unlink()
+    code, err, out, _ = _anonymize(files, tmp_path, capsys, "optimal", *base, "--loss", "ilx")
+    assert code == 2 and out is None and "unknown loss 'ilx'" in err

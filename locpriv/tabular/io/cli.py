@@ -193,6 +193,8 @@ def run_generalised(args: argparse.Namespace, bounds: dict[str, float]) -> int:
         raise ConfigError("--ordinal/--nominal: generalisation takes hierarchies (--hierarchy)")
     if args.release != "centroids":
         raise ConfigError("--release: a generalised release holds hierarchy values and ranges")
+    if args.loss and args.method not in ("samarati", "optimal"):
+        raise ConfigError(f"--loss applies to samarati and optimal, not to {args.method!r}")
     models = parse_models(args, args.k)
     t0 = time.perf_counter()
     df = read_table(args.input)
