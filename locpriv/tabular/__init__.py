@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from locpriv.tabular.io.estimators import METHODS, Microaggregator
 from locpriv.tabular.io.frame import anonymize
+from locpriv.tabular.io.generalised import GEN_METHODS, generalise
 from locpriv.tabular.microagg.mdav import mdav
 from locpriv.tabular.models.extended import Hierarchy
 from locpriv.tabular.psensitive.enhanced_pk import enhanced_pk_clustering
@@ -43,6 +44,7 @@ from locpriv.tabular.quality.validate import (
 )
 
 __all__ = [
+    "GEN_METHODS",
     "METHODS",
     "Conditions",
     "Hierarchy",
@@ -54,6 +56,7 @@ __all__ = [
     "conditions",
     "discernibility",
     "enhanced_pk_clustering",
+    "generalise",
     "homogeneous_groups",
     "il_percent",
     "is_k_anonymous",

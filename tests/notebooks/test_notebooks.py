@@ -24,11 +24,17 @@ def _code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [c for c in nb.cells if c.cell_type == "code"]
 
 
-EXPECTED = {"mobility_and_privacy", "solanas_2008", "truta_2007", "domingo_ferrer_2006"}
+EXPECTED = {
+    "mobility_and_privacy",
+    "solanas_2008",
+    "truta_2007",
+    "domingo_ferrer_2006",
+    "generalisation",
+}
 
 
 def test_every_expected_notebook_is_there() -> None:
-    assert EXPECTED <= {p.stem for p in NOTEBOOKS}
+    assert {p.stem for p in NOTEBOOKS} >= EXPECTED
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -15,6 +15,8 @@ import time
 from dataclasses import replace
 from typing import Any, TextIO
 
+import numpy as np
+
 from locpriv.errors import ConfigError
 from locpriv.tabular.io.assess_cli import parse_ks, run_nested
 from locpriv.tabular.io.estimators import METHODS, source_rows_of
@@ -28,14 +30,23 @@ from locpriv.tabular.io.files import (
     write_text_atomic,
 )
 from locpriv.tabular.io.frame import (
+    Release,
     anonymize,
     apply_release,
     audit_pass_through,
+    finish_release,
     plan_release,
     release_warnings,
 )
+from locpriv.tabular.io.generalised import GEN_METHODS, plan_generalised
 from locpriv.tabular.microagg.partitioned import BLOCK_SIZE, DEFAULT_FROM_N
-from locpriv.tabular.risk.assess import assess_release, check_bounds, parse_bounds
+from locpriv.tabular.models.spec import PrivacyModels
+from locpriv.tabular.risk.assess import (
+    assess_generalised,
+    assess_release,
+    check_bounds,
+    parse_bounds,
+)
 
 
 class ProgressBar:
@@ -108,6 +119,120 @@ def _no_warn(line: str) -> None:
     """The CLI prints the report's warnings itself (one stderr line each)."""
 
 
+def parse_hierarchies(items: list[str] | None) -> dict[str, str]:
+    """``--hierarchy COL=FILE`` (repeatable) -> ``{COL: FILE}``."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not name or not path:
+            raise ConfigError(f"--hierarchy: {item!r} is not COLUMN=FILE")
+        if name in out:
+            raise ConfigError(f"--hierarchy: column {name!r} given twice")
+        out[name] = path
+    return out
+
+
+def parse_suppression(text: str) -> int | float:
+    """``--max-suppression``: a count of records (``100``) or a share (``0.05``, ``5%``)."""
+    t = text.strip()
+    try:
+        if t.endswith("%"):
+            return float(t[:-1]) / 100.0
+        if any(ch in t for ch in ".eE"):
+            return float(t)
+        return int(t)
+    except ValueError:
+        raise ConfigError(
+            f"--max-suppression: {text!r} is not a count (100) or a share (0.05, 5%)"
+        ) from None
+
+
+def parse_models(args: argparse.Namespace, k: int) -> PrivacyModels:
+    """The privacy models of ``--k --p/--l --entropy-l --recursive c,l --t``."""
+    if args.l is not None and args.p not in (1, args.l):
+        raise ConfigError(f"--l {args.l} and --p {args.p} disagree (both are distinct l)")
+    rec = None
+    if args.recursive:
+        c, sep, ll = args.recursive.partition(",")
+        try:
+            rec = (float(c), int(ll))
+        except ValueError:
+            raise ConfigError(f"--recursive: {args.recursive!r} is not C,L (e.g. 3,2)") from None
+        if not sep:
+            raise ConfigError(f"--recursive: {args.recursive!r} is not C,L (e.g. 3,2)")
+    return PrivacyModels(
+        k=k,
+        l=args.l if args.l is not None else args.p,
+        entropy_l=args.entropy_l,
+        recursive=rec,
+        t=args.t,
+    )
+
+
+def _generalised_options(args: argparse.Namespace) -> None:
+    """Refuse the generalisation options with a microaggregation method."""
+    for flag, value in (
+        ("--hierarchy", args.hierarchy),
+        ("--max-suppression", args.max_suppression),
+        ("--loss", args.loss),
+    ):
+        if value:
+            raise ConfigError(
+                f"{flag} applies to the generalisation methods ({', '.join(GEN_METHODS)}), "
+                f"not to --method {args.method or 'default'}"
+            )
+
+
+def run_generalised(args: argparse.Namespace, bounds: dict[str, float]) -> int:
+    """``locpriv anonymize --method incognito|samarati|optimal|mondrian[-relaxed]``: the same
+    flow as microaggregation (read, release, audit, risk, gate, write, report)."""
+    qi = _columns(args.qi, "--qi")
+    sensitive = _columns(args.sensitive, "--sensitive")
+    if args.ordinal or args.nominal:
+        raise ConfigError("--ordinal/--nominal: generalisation takes hierarchies (--hierarchy)")
+    if args.release != "centroids":
+        raise ConfigError("--release: a generalised release holds hierarchy values and ranges")
+    if args.loss and args.method not in ("samarati", "optimal"):
+        raise ConfigError(f"--loss applies to samarati and optimal, not to {args.method!r}")
+    models = parse_models(args, args.k)
+    t0 = time.perf_counter()
+    df = read_table(args.input)
+    rel: Release = plan_generalised(
+        df,
+        qi,
+        sensitive,
+        models=models,
+        method=args.method,
+        hierarchies=parse_hierarchies(args.hierarchy),
+        max_suppression=parse_suppression(args.max_suppression) if args.max_suppression else 0,
+        loss=args.loss or "gil",
+        seed=args.seed,
+        keep_order=args.keep_order,
+        drop=_columns(args.drop, "--drop"),
+    )
+    out, report = finish_release(df, rel, qi=qi, sensitive=sensitive, k=models.k, warn=_no_warn)
+    truth = np.empty(len(df), dtype=np.int64)
+    order = rel.order if rel.order is not None else np.arange(len(df))
+    truth[order] = np.arange(len(df))
+    report["risk"] = assess_generalised(
+        df.reset_index(drop=True),
+        out.reset_index(drop=True),
+        qi,
+        sensitive,
+        hierarchies=rel.extra["hierarchies"],
+        truth=truth,
+    )
+    for line in release_warnings(report):
+        print(f"locpriv anonymize: warning: {line}", file=sys.stderr)
+    check_bounds(report["risk"]["measures"], bounds)
+    write_table(out, args.output)
+    report["seconds"] = time.perf_counter() - t0
+    if args.report:
+        write_text_atomic(json.dumps(report, indent=2, sort_keys=True) + "\n", args.report)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``locpriv anonymize``; returns 0 (errors are raised)."""
     qi = _columns(args.qi, "--qi")
@@ -117,7 +242,18 @@ def run(args: argparse.Namespace) -> int:
     drop = _columns(args.drop, "--drop")
     ks = parse_ks(str(args.k))
     bounds = parse_bounds(args.max_risk) if args.max_risk else {}
+    if args.method in GEN_METHODS:
+        if len(ks) > 1:
+            raise ConfigError("--k: nested releases (several k) are built by microaggregation")
+        args.k = ks[0]
+        return run_generalised(args, bounds)
+    _generalised_options(args)
+    models = parse_models(args, ks[0])
+    extended = models.entropy_l > 1 or models.recursive is not None or models.t is not None
+    args.p = models.l
     if len(ks) > 1:  # nested releases at several k (locpriv.tabular.risk.history)
+        if extended:
+            raise ConfigError("--entropy-l, --recursive and --t: one --k at a time")
         return run_nested(args, ks, bounds)
     args.k = ks[0]
     if args.p < 1:
@@ -140,6 +276,9 @@ def run(args: argparse.Namespace) -> int:
         "workers": args.workers or os.cpu_count() or 1,
         "keep_order": args.keep_order,
         "drop": drop,
+        "entropy_l": models.entropy_l,
+        "recursive": models.recursive,
+        "t": models.t,
     }
     try:
         bar.stage("read")
@@ -193,9 +332,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     """Add the ``anonymize`` command."""
     p = subparsers.add_parser(
         "anonymize",
-        help="k-anonymity / p-sensitive k-anonymity of a CSV or Parquet table by microaggregation",
+        help="k-anonymity / p-sensitive k-anonymity of a CSV or Parquet table by microaggregation"
+        " or by generalisation and suppression",
         description=(
-            "Replace the key attributes of each record by its group's centroid so that every "
+            "Replace the key attributes of each record by its group's centroid (microaggregation)"
+            " or by coarser true values from hierarchies (generalisation: --method "
+            + "|".join(GEN_METHODS)
+            + ") so that every "
             "group has >= k records and >= p distinct values of each confidential attribute. "
             "Other columns pass through unchanged (audited: near-unique columns and columns "
             "that predict a key attribute are reported and warned about; --drop removes "
@@ -216,14 +359,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--p", type=int, default=1, help="distinct confidential values per group")
     p.add_argument(
         "--method",
-        choices=METHODS,
+        choices=METHODS + GEN_METHODS,
         default=None,
         help=(
             f"algorithm (default: from {DEFAULT_FROM_N} records 'partitioned'; below it, "
             "within about 5x MDAV's time: p=1 'mdav', p>=2 k-increase, mdav-seed and sec-pk, "
             "keeping the lowest information loss; 'best' and 'best-p' lower the loss further "
-            "at tens of times MDAV's time)"
+            "at tens of times MDAV's time). Generalisation: incognito (full-domain, no "
+            "suppression), samarati (binary search with --max-suppression), optimal (least "
+            "--loss over the full-domain lattice), mondrian / mondrian-relaxed "
+            "(multidimensional); these need --hierarchy for non-numerical keys"
         ),
+    )
+    p.add_argument(
+        "--hierarchy",
+        action="append",
+        default=None,
+        metavar="COL=FILE",
+        help="generalisation: ARX CSV hierarchy file of key column COL (repeatable), or a "
+        "generator: interval, quantile, mask, date, flat (numerical keys default to interval "
+        "hierarchies; Mondrian cuts them as numbers)",
+    )
+    p.add_argument(
+        "--max-suppression",
+        default=None,
+        help="generalisation (samarati, optimal): records that may be suppressed, a count "
+        "(100) or a share of n (0.05 or 5%%; default 0)",
+    )
+    p.add_argument(
+        "--loss",
+        default=None,
+        help="generalisation (samarati, optimal): loss minimised: gil (default), prec, dm, "
+        "cavg, entropy",
+    )
+    p.add_argument("--l", type=int, default=None, help="distinct l-diversity (the same as --p)")
+    p.add_argument(
+        "--entropy-l",
+        type=float,
+        default=1.0,
+        help="entropy l-diversity: exp(entropy) >= this in every class (default 1: off)",
+    )
+    p.add_argument("--recursive", default=None, metavar="C,L", help="recursive (c, l)-diversity")
+    p.add_argument(
+        "--t", type=float, default=None, help="t-closeness (EMD) of every confidential column"
     )
     p.add_argument(
         "--scheduler",

@@ -453,6 +453,9 @@ class Release:
     drop: list[str]
     report: dict[str, Any]
     labels: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Method-specific results a front needs afterwards (generalisation: the
+    ``GeneralisedRelease`` and the hierarchies, for the risk report)."""
 
 
 def plan_release(  # noqa: PLR0917 - the documented front's parameters
@@ -734,6 +737,21 @@ def _anonymize(  # noqa: PLR0917 - anonymize's body, inside its stage log
         recursive=recursive,
         t=t,
     )
+    return finish_release(df, rel, qi=qi, sensitive=sensitive, k=k, warn=warn)
+
+
+def finish_release(
+    df: pd.DataFrame,
+    rel: Release,
+    *,
+    qi: Columns,
+    sensitive: Columns,
+    k: int,
+    warn: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The last steps of every method's front (microaggregation and generalisation): audit the
+    columns released with their original values (``rel.report["pass_through"]``), pass each
+    warning to ``warn`` (default :func:`warnings.warn`), and build the released frame."""
     qi_cols, sens_cols = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
     roles = {c: "pass-through" for c in df.columns if c not in qi_cols and c not in rel.drop}
     roles.update((c, "confidential") for c in sens_cols)
@@ -757,4 +775,4 @@ def release_warnings(report: Mapping[str, Any]) -> list[str]:
 
 
 def _warn(line: str) -> None:
-    warnings.warn(line, UserWarning, stacklevel=3)
+    warnings.warn(line, UserWarning, stacklevel=4)
