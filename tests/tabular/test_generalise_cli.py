@@ -238,6 +238,19 @@ def test_same_report_keys_as_microaggregation(
     for rep in reports.values():
         assert set(rep) >= COMMON
     assert set(reports["mdav"]["risk"]["measures"]) == set(reports["incognito"]["risk"]["measures"])
+    # one stage report, in one form, from the first stage to the written file
+    for method, rep in reports.items():
+        st = rep["stages"]
+        assert set(st) == set(reports["mdav"]["stages"]), method
+        names = [row["stage"] for row in st["stages"]]
+        assert names[-2:] == ["audit", "output"], (method, names)
+        assert set(st["stages"][0]) == set(reports["mdav"]["stages"]["stages"][0])
+        assert st["seconds"] == pytest.approx(sum(row["seconds"] for row in st["stages"]))
+    assert [r["stage"] for r in reports["incognito"]["stages"]["stages"]][:3] == [
+        "hierarchies",
+        "search",
+        "loss",
+    ]
 
 
 def test_max_risk_gate_refuses_before_writing(

@@ -755,11 +755,17 @@ def finish_release(
     qi_cols, sens_cols = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
     roles = {c: "pass-through" for c in df.columns if c not in qi_cols and c not in rel.drop}
     roles.update((c, "confidential") for c in sens_cols)
-    with log.stage("audit"):
-        rel.report["pass_through"] = audit_pass_through(df, qi_cols, roles, k)
-    with log.stage("output"):
-        out = apply_release(df, rel)
-    rel.report["stages"] = log.report()
+    with ExitStack() as stack:
+        log = current_stage_log()
+        if log is None:  # a plan made outside this call's log (the CLI): continue its rows
+            planned = rel.report.get("stages") or {}
+            log = stack.enter_context(stage_log(int(planned.get("workers", 1))))
+            log.rows.extend(dict(r) for r in planned.get("stages", []))
+        with log.stage("audit"):
+            rel.report["pass_through"] = audit_pass_through(df, qi_cols, roles, k)
+        with log.stage("output"):
+            out = apply_release(df, rel)
+        rel.report["stages"] = log.report()
     say = warn if warn is not None else _warn
     for line in release_warnings(rel.report):
         say(line)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ from locpriv.tabular.generalisation.release import GeneralisedRelease
 from locpriv.tabular.generalisation.samarati import samarati
 from locpriv.tabular.io.estimators import row_order
 from locpriv.tabular.io.frame import Columns, Release, as_columns, finish_release
+from locpriv.tabular.microagg.partitioned import current_stage_log, stage_log
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 from locpriv.tabular.quality import loss as losses
 from locpriv.tabular.quality import metrics
@@ -178,17 +180,25 @@ def run_generalisation(
     max_suppression: int | float,
     loss: str,
 ) -> tuple[GeneralisedRelease, dict[str, Any]]:
-    """Run ``method`` on the key columns ``qi`` of ``df``; the release and its facts (stages,
-    losses)."""
-    stages: list[dict[str, Any]] = []
-    t = time.perf_counter()
+    """Run ``method`` on the key columns ``qi`` of ``df``; the release and its facts (losses,
+    hierarchy heights). Its stages (``hierarchies``, ``search``, ``loss``) are recorded in the
+    current stage log (:func:`~locpriv.tabular.microagg.partitioned.stage_log`), if any."""
+    log = current_stage_log()
+    clock = (time.perf_counter(), time.process_time())
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = (time.perf_counter(), time.process_time())
+        if log is not None:
+            log.add(name, now[0] - clock[0], now[1] - clock[1])
+        clock = now
+
     full = method in FULL_DOMAIN
     hs: dict[str, LevelHierarchy | None] = {
         c: resolve_hierarchy(c, hierarchies.get(c), df[c], numeric_as_hierarchy=full) for c in qi
     }
     leaves = {c: leaf_codes(c, h, df[c]) for c, h in hs.items() if h is not None}
-    stages.append({"stage": "hierarchies", "seconds": time.perf_counter() - t})
-    t = time.perf_counter()
+    lap("hierarchies")
     check = model_check(models, S, ordered)
     if method in ("incognito", "mondrian", "mondrian-relaxed") and max_suppression:
         raise ConfigError(f"--max-suppression: method {method!r} does not suppress records")
@@ -225,12 +235,10 @@ def run_generalisation(
         rel = mondrian(keys, check, columns=[*num, *cat], relaxed=method == "mondrian-relaxed")
         order_cols = [*num, *cat]
         leaf_arr = None
-    stages.append({"stage": "search", "seconds": time.perf_counter() - t})
-    t = time.perf_counter()
+    lap("search")
     losses = _loss_figures(rel, models.k, leaf_arr, hier if full else [])
-    stages.append({"stage": "loss", "seconds": time.perf_counter() - t})
+    lap("loss")
     facts = {
-        "stages": stages,
         "loss": losses,
         "hierarchies": {c: (None if h is None else h.height) for c, h in hs.items()},
         "order_cols": order_cols,
@@ -258,7 +266,44 @@ def plan_generalised(
     """Generalise the key columns of ``df`` (see :func:`generalise`) without building the output
     frame: the released key columns aligned with ``df``'s rows, the order, the dropped columns
     and the report (pass-through audit not included)."""
-    t0 = time.perf_counter()
+    with ExitStack() as stack:
+        log = current_stage_log() or stack.enter_context(stage_log())
+        rel = _plan(
+            df,
+            qi,
+            sensitive,
+            k=k,
+            models=models,
+            method=method,
+            hierarchies=hierarchies,
+            max_suppression=max_suppression,
+            loss=loss,
+            seed=seed,
+            keep_order=keep_order,
+            drop=drop,
+            columns=columns,
+        )
+        rel.report["stages"] = log.report()
+        rel.report["seconds"] = rel.report["stages"]["seconds"]
+    return rel
+
+
+def _plan(
+    df: pd.DataFrame,
+    qi: Columns,
+    sensitive: Columns,
+    *,
+    k: int | None,
+    models: PrivacyModels | None,
+    method: str,
+    hierarchies: Mapping[str, HierarchySpec] | None,
+    max_suppression: int | float,
+    loss: str,
+    seed: int | None,
+    keep_order: bool,
+    drop: Columns,
+    columns: Sequence[str] | None,
+) -> Release:
     qi, sensitive = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
     dropped = as_columns(drop, "drop")
     if models is None:
@@ -306,8 +351,6 @@ def plan_generalised(
     )
     order, report["order"] = row_order(len(df), seed, keep_order)
     report["dropped"] = dropped
-    report["stages"] = {"stages": facts["stages"], "seconds": time.perf_counter() - t0}
-    report["seconds"] = time.perf_counter() - t0
     extra = {"generalised": rel, "hierarchies": facts["hs"]}
     return Release(
         keys=keys, order=order, drop=dropped, report=report, labels=rel.labels, extra=extra
