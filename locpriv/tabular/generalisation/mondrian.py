@@ -52,8 +52,9 @@ No suppression: when the whole table satisfies the models Mondrian needs none (e
 an allowable side of a cut, or the table), and when it does not this function raises
 :class:`~locpriv.errors.InfeasibleError` naming the first violated field. Suppressing
 outliers first does not pay in Mondrian as it does in full-domain recoding: cuts are at each
-partition's own median, so an outlier widens only the one class it ends in, and there is no principled choice of which records to drop that the
-paper gives; ``max_suppression`` is therefore not offered.
+partition's own median, so an outlier widens only the one class it ends in, and there is no
+principled choice of which records to drop that the paper gives; ``max_suppression`` is
+therefore not offered.
 """
 
 from __future__ import annotations
