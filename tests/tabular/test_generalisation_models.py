@@ -390,3 +390,25 @@ def test_infeasible_names_the_field() -> None:
         ):
             with pytest.raises(InfeasibleError, match=rf"field {name}\b"):
                 run()
+
+
+def test_public_names_shadow_no_module() -> None:
+    """The exported names are the functions and classes, and every module of the packages
+    stays reachable as a module (``import a.b.c as m`` takes the attribute when there is one)."""
+    import importlib
+    import pkgutil
+    import types
+
+    import locpriv.tabular as tab
+    import locpriv.tabular.generalisation as gen
+    import locpriv.tabular.models as mod
+
+    for pkg in (tab, gen, mod):
+        for name in pkg.__all__:
+            assert not isinstance(getattr(pkg, name), types.ModuleType), (pkg.__name__, name)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
+            assert isinstance(getattr(pkg, info.name), types.ModuleType), (pkg.__name__, info.name)
+    assert tab.samarati is samarati and tab.optimal is optimal and tab.mondrian is mondrian
+    assert tab.PrivacyModels is PrivacyModels and tab.GeneralisedRelease is GeneralisedRelease
+    assert gen.LevelHierarchy is LevelHierarchy and gen.KeyTable is KeyTable
