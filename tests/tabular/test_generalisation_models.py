@@ -412,3 +412,28 @@ def test_public_names_shadow_no_module() -> None:
     assert tab.samarati is samarati and tab.optimal is optimal and tab.mondrian is mondrian
     assert tab.PrivacyModels is PrivacyModels and tab.GeneralisedRelease is GeneralisedRelease
     assert gen.LevelHierarchy is LevelHierarchy and gen.KeyTable is KeyTable
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("k", "l", "sup"), [(2, 1, 0), (4, 1, 6), (3, 2, 0), (3, 2, 10)])
+def test_samarati_on_larger_lattices_equals_exhaustive(seed: int, k: int, l: int, sup: int) -> None:  # noqa: E741
+    """Five keys (up to 1024 nodes), monotone models: the downward scan with chain tagging
+    returns the exhaustive search's minimal height and its least-loss node."""
+    rng = np.random.default_rng(seed)
+    hs = tuple(
+        random_hierarchy(rng, int(rng.integers(3, 9)), int(rng.integers(2, 4))) for _ in range(5)
+    )
+    n = 300
+    leaves = np.column_stack([rng.integers(0, len(h.labels[0]), n) for h in hs]).astype(np.int64)
+    S = rng.integers(0, 4, (n, 1))
+    check = ModelCheck(PrivacyModels(k=k, l=l), S if l > 1 else None)
+    rel = samarati(leaves, hs, check, sup, loss="gil")
+    ref = Lattice(leaves, hs, check, sup, monotone=False)
+    ok = [
+        (sum(nd), ref.loss(nd, "gil"), nd)
+        for nd in map(tuple, ref.nodes.tolist())
+        if ref.evaluate(nd).acceptable
+    ]
+    height, loss, node = min(ok)
+    assert (rel.info["height"], rel.info["loss_value"], rel.levels) == (height, loss, node)
+    assert rel.info["nodes_checked"] < ref.size
