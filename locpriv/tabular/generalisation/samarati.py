@@ -12,10 +12,10 @@ ruling a height out costs every node there, and the downward scan rules out one 
 preference; among that height's acceptable nodes the one of least ``loss`` is returned (ties:
 the lexicographically first node), visiting them by increasing lower bound of the loss and
 stopping when the bound exceeds the best (:func:`best_at_height`). On Adult with eight key
-attributes (13,500 nodes) this checks 1.3-2.3 times fewer nodes than the binary search
-(docs/tabular.md). Samarati's distance-vector matrix (outliers × distinct tuples) is not used:
-on Adult nearly every one of the ~25,000 distinct tuples is an outlier, a matrix of ~10^8
-vectors.
+attributes (13,500 nodes) it checks up to 27 times fewer nodes and is 1.0-21 times faster than
+the binary search (docs/tabular.md). Samarati's distance-vector matrix (outliers × distinct
+tuples) is not used: on Adult nearly every one of the ~25,000 distinct tuples is an outlier, a
+matrix of ~10^8 vectors.
 
 When the privacy models are not monotone with suppression (entropy/recursive l-diversity,
 t-closeness with MaxSup > 0), the premise fails and the heights are scanned upwards instead, so
