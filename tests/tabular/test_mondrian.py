@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pycanon import anonymity
 
-from locpriv.errors import ConfigError, DataError
+from locpriv.errors import ConfigError, DataError, InfeasibleError
 from locpriv.tabular.generalisation.arx import read_hierarchy
 from locpriv.tabular.generalisation.builders import masking_hierarchy
 from locpriv.tabular.generalisation.hierarchy import KeyTable, LevelHierarchy
@@ -168,7 +168,7 @@ def test_any_small_table(vals: list[tuple[int, str, int]], k: int, l: int, relax
     keys = KeyTable(num, TREE.codes(leaves)[:, None], (TREE,))
     feasible = n >= k and len(set(S.tolist())) >= l
     if not feasible:
-        with pytest.raises(DataError, match="does not satisfy"):
+        with pytest.raises(InfeasibleError, match="does not satisfy"):
             mondrian(keys, ModelCheck(models, S), relaxed=relaxed)
         return
     rel = mondrian(keys, ModelCheck(models, S), relaxed=relaxed)
@@ -253,9 +253,9 @@ def test_relaxed_numeric_classes_below_2k_and_deterministic() -> None:
 
 def test_errors() -> None:
     keys = KeyTable(np.zeros((3, 1)), np.zeros((3, 0), dtype=np.int64), ())
-    with pytest.raises(DataError, match="does not satisfy"):
+    with pytest.raises(InfeasibleError, match="does not satisfy"):
         mondrian(keys, ModelCheck(PrivacyModels(k=4)))
-    with pytest.raises(DataError, match="does not satisfy"):
+    with pytest.raises(InfeasibleError, match="does not satisfy"):
         mondrian(keys, ModelCheck(PrivacyModels(k=1, l=2), np.zeros(3)))
     with pytest.raises(ConfigError, match="column names"):
         mondrian(keys, ModelCheck(PrivacyModels(k=1)), columns=["a", "b"])

@@ -236,15 +236,34 @@ class Lattice:
         return ok
 
     def require_top(self) -> None:
-        """``InfeasibleError`` when even the top node (every key at its root) is unacceptable."""
-        if not self.acceptable(self.top):
+        """``InfeasibleError`` when no node is acceptable. With :attr:`monotone` models the top
+        node (every key at its root) decides; otherwise a lower node may be acceptable while
+        the top is not (the top's one class fails entropy/recursive l-diversity, and more
+        records than MaxSup would be suppressed, but finer classes pass with fewer suppressed),
+        so every node is checked before giving up."""
+        if not self.acceptable(self.top) and (
+            self.monotone or not any(self.acceptable(nd) for nd in self._all_nodes())
+        ):
             ev = self.evaluate(self.top)
             m = self.check.models
+            bad = self.check.violations(np.arange(self.n)) if self.check.S.size else ["k"]
+            field = bad[0] if bad else "k"
+            value = {
+                "k": m.k,
+                "l": m.l,
+                "entropy_l": m.entropy_l,
+                "recursive": m.recursive,
+                "t": m.t,
+            }[field]
             raise InfeasibleError(
-                f"no full-domain generalisation meets k={m.k}, l={m.l}: even with every key "
-                f"attribute at its root, {ev.suppressed} of {self.n} records would be "
-                f"suppressed, above MaxSup = {self.max_sup}"
+                f"no full-domain generalisation meets {field}={value!r} (field {field}): even "
+                f"with every key attribute at its root, {ev.suppressed} of {self.n} records "
+                f"would be suppressed, above MaxSup = {self.max_sup}"
+                + ("" if self.monotone else ", and no other node is acceptable")
             )
+
+    def _all_nodes(self) -> list[Node]:
+        return [tuple(int(x) for x in row) for row in self.nodes]
 
     def classify(self) -> None:
         """Acceptability of every node. With :attr:`monotone`, by binary searches along chains

@@ -50,10 +50,11 @@ that makes exactly the same cuts as the numpy loop used otherwise (tested equal)
 
 No suppression: when the whole table satisfies the models Mondrian needs none (every class is
 an allowable side of a cut, or the table), and when it does not this function raises
-:class:`~locpriv.errors.DataError`. Suppressing outliers first does not pay in Mondrian as it
-does in full-domain recoding: cuts are at each partition's own median, so an outlier widens only
-the one class it ends in, and there is no principled choice of which records to drop that the
-paper gives; ``max_suppression`` is therefore not offered.
+:class:`~locpriv.errors.InfeasibleError` naming the first violated field. Suppressing
+outliers first does not pay in Mondrian as it does in full-domain recoding: cuts are at each
+partition's own median, so an outlier widens only the one class it ends in, and there is no
+principled choice of which records to drop that the paper gives; ``max_suppression`` is
+therefore not offered.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.errors import ConfigError, DataError
+from locpriv.errors import ConfigError, DataError, InfeasibleError
 from locpriv.tabular.generalisation._kernels.mondrian import mondrian_numeric
 from locpriv.tabular.generalisation.hierarchy import KeyTable, LevelHierarchy
 from locpriv.tabular.generalisation.release import GeneralisedRelease
@@ -131,10 +132,12 @@ def mondrian(
 
     everyone = np.arange(n, dtype=np.int64)
     if not ok(everyone):
+        bad = check.violations(everyone) if not k_only else ["k"]
         m = check.models
-        raise DataError(
+        value = {"k": m.k, "l": m.l, "entropy_l": m.entropy_l, "recursive": m.recursive, "t": m.t}
+        raise InfeasibleError(
             f"the whole table ({n} records) does not satisfy the privacy models "
-            f"(k={m.k}, l={m.l}): no generalisation can"
+            f"({bad[0]}={value[bad[0]]!r}; field {bad[0]}): no generalisation can"
         )
     span = num.max(axis=0) - num.min(axis=0) if s else np.zeros(0)
     inv_span = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 0.0)

@@ -26,7 +26,8 @@ Public API::
 
 Arguments as :func:`locpriv.tabular.generalisation.samarati.samarati`; ``release.info`` holds
 ``loss``, ``loss_value``, ``nodes_checked``, ``nodes_tagged``, ``losses_computed``,
-``lattice_size``, ``seconds``. Raises ``InfeasibleError`` when even the top node fails.
+``lattice_size``, ``seconds``. Raises ``InfeasibleError`` naming the violated field when no
+node is acceptable (:meth:`Lattice.require_top`).
 """
 
 from __future__ import annotations

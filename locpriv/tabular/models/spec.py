@@ -89,8 +89,10 @@ def _gap(ok: BoolArray, raw: npt.NDArray[np.floating[Any]]) -> FloatArray:
 class ModelCheck:
     """Decides :class:`PrivacyModels` for classes of one data set.
 
-    ``S``: n × m confidential codes (``None`` when only k is asked); ``ordered[j]``: whether
-    attribute j's codes are ordered (numeric or ordinal: ordered EMD for t-closeness).
+    ``S``: n × m confidential codes (``None`` when only k is asked; held as the ranks of each
+    column's distinct codes, so unused codes between them do not count as values);
+    ``ordered[j]``: whether attribute j's codes are ordered (numeric or ordinal: ordered EMD
+    for t-closeness).
     """
 
     def __init__(
@@ -115,6 +117,13 @@ class ModelCheck:
             raise ConfigError(f"ordered: {len(self.ordered)} flags for {m} confidential attributes")
         if self.S.size and int(self.S.min()) < 0:
             raise ConfigError("confidential codes must be >= 0")
+        # codes as ranks of the values present (order and equality kept): the ordered EMD's
+        # ground distance is |i - j| / (m - 1) over the table's m distinct values (Li et al.),
+        # not over unused codes in between (as the table validators and pycanon compute it)
+        if self.S.size:
+            self.S = np.column_stack(
+                [np.unique(col, return_inverse=True)[1].reshape(-1) for col in self.S.T]
+            ).astype(np.int64)
         #: m_j: the number of codes of attribute j (its domain, 0..m_j-1)
         self.domain = [int(col.max()) + 1 if col.size else 1 for col in self.S.T]
         #: Q_j: attribute j's distribution over the whole table (t-closeness)
