@@ -83,6 +83,20 @@ def flat_hierarchy(values: Sequence[object]) -> LevelHierarchy:
     return LevelHierarchy.from_rows([(v, SUPPRESSED) for v in leaves])
 
 
+def parse_hierarchies(items: list[str] | None) -> dict[str, str]:
+    """``--hierarchy COL=FILE`` (repeatable) -> ``{COL: FILE}``."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not name or not path:
+            raise ConfigError(f"--hierarchy: {item!r} is not COLUMN=FILE")
+        if name in out:
+            raise ConfigError(f"--hierarchy: column {name!r} given twice")
+        out[name] = path
+    return out
+
+
 def read_hierarchy_file(path: str | os.PathLike[str]) -> LevelHierarchy:
     """An ARX CSV hierarchy file (:func:`locpriv.tabular.generalisation.arx.read_hierarchy`)."""
     return arx.read_hierarchy(os.fspath(path))
