@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from locpriv.errors import ConfigError
-from locpriv.tabular.io.assess_cli import parse_ks, run_nested
+from locpriv.tabular.io.assess_cli import parse_ks, run_nested, run_nested_generalised
 from locpriv.tabular.io.estimators import METHODS, source_rows_of
 from locpriv.tabular.io.files import (
     is_parquet,
@@ -229,8 +229,8 @@ def run(args: argparse.Namespace) -> int:
     ks = parse_ks(str(args.k))
     bounds = parse_bounds(args.max_risk) if args.max_risk else {}
     if args.method in GEN_METHODS:
-        if len(ks) > 1:
-            raise ConfigError("--k: nested releases (several k) are built by microaggregation")
+        if len(ks) > 1:  # nested full-domain releases
+            return run_nested_generalised(args, ks, bounds)
         args.k = ks[0]
         return run_generalised(args, bounds)
     _generalised_options(args)
