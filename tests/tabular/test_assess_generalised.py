@@ -449,3 +449,23 @@ def test_nested_generalisation_errors(
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and word in err[0], err
         assert not list(tmp_path.glob("x*.csv"))
+
+
+@pytest.mark.parametrize("method", ["optimal", "mondrian"])
+def test_keys_all_categorical(
+    method: str, files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No numerical key: the release is read through the hierarchies only (once refused by the
+    distance encoding, 'holds a category absent from the original')."""
+    qi = ["sex", "city"]
+    dst, rep = tmp_path / "cat.csv", tmp_path / "cat.json"
+    argv = ["anonymize", str(files["input"]), str(dst), "--qi", ",".join(qi), "--k", "40"]
+    argv += ["--method", method, "--sensitive", "disease", "--report", str(rep)]
+    argv += _hier(files, qi)
+    assert main(argv) == 0, capsys.readouterr().err
+    stated = json.loads(rep.read_text())["risk"]
+    code, res = _assess(files, dst, tmp_path, *_hier(files, qi), qi=qi)
+    assert code == 0 and res is not None
+    for name, value in stated["measures"].items():
+        assert res["release"]["measures"][name] == pytest.approx(value), name
+    assert 0.0 < stated["measures"]["linkage"] <= 1.0 / 40

@@ -159,6 +159,7 @@ def assess(
     population: pd.DataFrame | None = None,
     sample: int | None = LINKAGE_SAMPLE,
     seed: int = 0,
+    distance: bool = True,
 ) -> dict[str, Any]:
     """Every disclosure-risk measure of ``released`` (the written file) against ``original``.
 
@@ -170,7 +171,9 @@ def assess(
     without one the release is its own population and journalist = prosecutor).
     Linkage is measured on a random sample of ``sample`` original records (all when ``None``
     or fewer) against the whole release: ``linkage["sample"]`` and its standard errors
-    ``linkage["se"]`` are reported.
+    ``linkage["se"]`` are reported. ``distance=False``: the release is read as ranges (no
+    distance-based linkage, interval disclosure or per-attribute loss), as an interval release
+    is; :func:`assess_generalised` uses it (its keys need not be numerical).
     """
     t0 = time.perf_counter()
     qi, sensitive = list(qi), list(sensitive)
@@ -200,7 +203,7 @@ def assess(
             "the value of the nearest released record (ties split)",
         },
     }
-    intervals = _is_interval_release(original, released, qi)
+    intervals = not distance or _is_interval_release(original, released, qi)
     t: IntArray | None = None
     if truth is not None:
         t = np.asarray(truth, dtype=np.int64)
@@ -535,7 +538,15 @@ def assess_generalised(
     view = range_view(original, released, qi, hierarchies)
     nominal = [c for c in qi if not linkage._numeric(original[c])]
     out = assess(
-        original, view, qi, sensitive, nominal=nominal, truth=truth, sample=sample, seed=seed
+        original,
+        view,
+        qi,
+        sensitive,
+        nominal=nominal,
+        truth=truth,
+        sample=sample,
+        seed=seed,
+        distance=False,
     )
     # distance-based figures do not apply to generalised values: matching replaces them
     out.pop("il_per_attribute", None)
