@@ -295,7 +295,7 @@ def test_pass_through_audit_and_drop(
         (["--hierarchy", "disease=x.csv"], "hierarchy given for 'disease'"),
         (["--max-suppression", "3"], "method 'incognito' does not suppress"),
         (["--max-suppression", "lots"], "--max-suppression: 'lots'"),
-        (["--k", "10,5"], "nested releases"),
+        (["--k", "10,5", "--max-suppression", "3"], "nested releases suppress nothing"),
         (["--entropy-l", "2"], "need confidential attributes"),
         (["--recursive", "3"], "--recursive: '3' is not C,L"),
         (["--loss", "dm"], "--loss applies to samarati and optimal"),

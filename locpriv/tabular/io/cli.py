@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from locpriv.errors import ConfigError
-from locpriv.tabular.io.assess_cli import parse_ks, run_nested
+from locpriv.tabular.io.assess_cli import parse_ks, run_nested, run_nested_generalised
 from locpriv.tabular.io.estimators import METHODS, source_rows_of
 from locpriv.tabular.io.files import (
     is_parquet,
@@ -38,7 +38,7 @@ from locpriv.tabular.io.frame import (
     plan_release,
     release_warnings,
 )
-from locpriv.tabular.io.generalised import GEN_METHODS, plan_generalised
+from locpriv.tabular.io.generalised import GEN_METHODS, parse_hierarchies, plan_generalised
 from locpriv.tabular.microagg.partitioned import BLOCK_SIZE, DEFAULT_FROM_N
 from locpriv.tabular.models.spec import PrivacyModels
 from locpriv.tabular.risk.assess import (
@@ -117,20 +117,6 @@ def _not_read(risk: dict[str, Any], unread: list[str]) -> None:
 
 def _no_warn(line: str) -> None:
     """The CLI prints the report's warnings itself (one stderr line each)."""
-
-
-def parse_hierarchies(items: list[str] | None) -> dict[str, str]:
-    """``--hierarchy COL=FILE`` (repeatable) -> ``{COL: FILE}``."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        name, sep, path = item.partition("=")
-        name, path = name.strip(), path.strip()
-        if not sep or not name or not path:
-            raise ConfigError(f"--hierarchy: {item!r} is not COLUMN=FILE")
-        if name in out:
-            raise ConfigError(f"--hierarchy: column {name!r} given twice")
-        out[name] = path
-    return out
 
 
 def parse_suppression(text: str) -> int | float:
@@ -243,8 +229,8 @@ def run(args: argparse.Namespace) -> int:
     ks = parse_ks(str(args.k))
     bounds = parse_bounds(args.max_risk) if args.max_risk else {}
     if args.method in GEN_METHODS:
-        if len(ks) > 1:
-            raise ConfigError("--k: nested releases (several k) are built by microaggregation")
+        if len(ks) > 1:  # nested full-domain releases
+            return run_nested_generalised(args, ks, bounds)
         args.k = ks[0]
         return run_generalised(args, bounds)
     _generalised_options(args)

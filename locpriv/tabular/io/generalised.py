@@ -49,6 +49,7 @@ from locpriv.tabular.generalisation import arx, builders
 from locpriv.tabular.generalisation.hierarchy import KeyTable, LevelHierarchy
 from locpriv.tabular.generalisation.incognito import incognito_release
 from locpriv.tabular.generalisation.mondrian import mondrian
+from locpriv.tabular.generalisation.nested import within_node
 from locpriv.tabular.generalisation.optimal import optimal
 from locpriv.tabular.generalisation.release import GeneralisedRelease
 from locpriv.tabular.generalisation.samarati import samarati
@@ -81,6 +82,20 @@ def flat_hierarchy(values: Sequence[object]) -> LevelHierarchy:
     """Two levels: each value, then ``*`` (keep or suppress the attribute)."""
     leaves = list(dict.fromkeys(str(v) for v in values))
     return LevelHierarchy.from_rows([(v, SUPPRESSED) for v in leaves])
+
+
+def parse_hierarchies(items: list[str] | None) -> dict[str, str]:
+    """``--hierarchy COL=FILE`` (repeatable) -> ``{COL: FILE}``."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not name or not path:
+            raise ConfigError(f"--hierarchy: {item!r} is not COLUMN=FILE")
+        if name in out:
+            raise ConfigError(f"--hierarchy: column {name!r} given twice")
+        out[name] = path
+    return out
 
 
 def read_hierarchy_file(path: str | os.PathLike[str]) -> LevelHierarchy:
@@ -179,10 +194,14 @@ def run_generalisation(
     hierarchies: Mapping[str, HierarchySpec],
     max_suppression: int | float,
     loss: str,
+    within: Sequence[int] | None = None,
 ) -> tuple[GeneralisedRelease, dict[str, Any]]:
     """Run ``method`` on the key columns ``qi`` of ``df``; the release and its facts (losses,
-    hierarchy heights). Its stages (``hierarchies``, ``search``, ``loss``) are recorded in the
-    current stage log (:func:`~locpriv.tabular.microagg.partitioned.stage_log`), if any."""
+    hierarchy heights). ``within``: a full-domain node; the release is then the acceptable node
+    of least ``loss`` below it (:func:`~locpriv.tabular.generalisation.nested.within_node`,
+    nested releases), whatever the method. Its stages (``hierarchies``, ``search``, ``loss``)
+    are recorded in the current stage log
+    (:func:`~locpriv.tabular.microagg.partitioned.stage_log`), if any."""
     log = current_stage_log()
     clock = (time.perf_counter(), time.process_time())
 
@@ -205,7 +224,9 @@ def run_generalisation(
     hier = [h for h in hs.values() if h is not None]
     if full:
         lv = np.column_stack([leaves[c] for c in qi]).astype(np.int64)
-        if method == "incognito":
+        if within is not None:
+            rel = within_node(lv, hier, check, within, loss=loss, columns=qi)
+        elif method == "incognito":
             if models.entropy_l > 1 or models.recursive is not None or models.t is not None:
                 raise ConfigError(
                     "method 'incognito' decides k and distinct l only; use samarati, optimal "
@@ -262,10 +283,12 @@ def plan_generalised(
     keep_order: bool = False,
     drop: Columns = (),
     columns: Sequence[str] | None = None,
+    within: Sequence[int] | None = None,
 ) -> Release:
     """Generalise the key columns of ``df`` (see :func:`generalise`) without building the output
     frame: the released key columns aligned with ``df``'s rows, the order, the dropped columns
-    and the report (pass-through audit not included)."""
+    and the report (pass-through audit not included). ``within``: see
+    :func:`run_generalisation` (full-domain methods, no suppression)."""
     with ExitStack() as stack:
         log = current_stage_log() or stack.enter_context(stage_log())
         rel = _plan(
@@ -282,6 +305,7 @@ def plan_generalised(
             keep_order=keep_order,
             drop=drop,
             columns=columns,
+            within=within,
         )
         rel.report["stages"] = log.report()
         rel.report["seconds"] = rel.report["stages"]["seconds"]
@@ -303,6 +327,7 @@ def _plan(
     keep_order: bool,
     drop: Columns,
     columns: Sequence[str] | None,
+    within: Sequence[int] | None = None,
 ) -> Release:
     qi, sensitive = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
     dropped = as_columns(drop, "drop")
@@ -334,6 +359,7 @@ def _plan(
         hierarchies=hmap,
         max_suppression=max_suppression,
         loss=loss,
+        within=within,
     )
     keys = pd.DataFrame(index=df.index)
     pos = {c: j for j, c in enumerate(rel.columns)}

@@ -16,7 +16,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from locpriv.tabular.risk.assess import MEASURES
+from locpriv.tabular.risk.assess import MEASURES, sweep_il
 
 W, H, PAD = 560, 300, 48
 SERIES: tuple[tuple[str, str], ...] = (
@@ -154,6 +154,35 @@ def _histogram(sizes: dict[str, int], pid: str = "classes", what: str = "classes
     return "\n".join(out)
 
 
+def _generalised(rel: dict[str, Any], gen: dict[str, Any]) -> str:
+    """The section of a generalised release: how it was recognised, the matching attacker,
+    suppression, and why interval disclosure is not measured."""
+    link = rel.get("linkage", {})
+    heights = ", ".join(
+        f"{escape(c)}: {'numeric ranges' if h == 'ranges' else f'hierarchy of height {h}'}"
+        for c, h in gen.get("hierarchies", {}).items()
+    )
+    return (
+        '<h2>Generalised release</h2><div id="generalised" '
+        f'data-linkage="{link.get("keys", 0.0):.6g}" '
+        f'data-candidates="{gen["candidates_mean"]:.6g}" data-suppressed="{gen["suppressed"]}">'
+        f"<p>Recognised as generalised: {escape(str(gen.get('detected_by', 'hierarchies')))}. "
+        f"Key attributes read through: {heights}.</p>"
+        "<p><b>Matching linkage.</b> The released values are true but coarser (hierarchy "
+        "nodes, ranges, <code>*</code> for a suppressed record), so distance-based linkage does "
+        "not apply. The attacker knows her target's key values and the hierarchies; her "
+        "candidates are the released rows whose every key value contains the target's, and "
+        "she picks one at random: the linkage risk is the mean of 1 / candidates "
+        f"({_num(link.get('keys'))}, {gen['candidates_mean']:.1f} candidates on average, "
+        f"{link.get('sample', 0)} records). Knowing one pass-through column as well narrows "
+        "the candidates to the rows holding the target's value of it.</p>"
+        f"<p>{gen['suppressed']} record(s) suppressed (every key <code>*</code>): they are "
+        "candidates for every target.</p>"
+        "<p><b>Interval disclosure: not applicable.</b> A released range holds the true value "
+        "by construction; the disclosure is the range itself.</p></div>"
+    )
+
+
 def render(result: dict[str, Any]) -> str:
     """The page of a ``locpriv assess`` result (its JSON dict)."""
     rel = result.get("release")
@@ -167,7 +196,7 @@ def render(result: dict[str, Any]) -> str:
     )
     points: list[dict[str, Any]] = []
     for row in result.get("sweep") or []:
-        il = row.get("il_written", row.get("il_percent")) or 0.0
+        il = sweep_il(row) or 0.0
         points.append(
             {"k": row["k"], "il": il, "measures": row["measures"], "label": f"k={row['k']}"}
         )
@@ -183,6 +212,9 @@ def render(result: dict[str, Any]) -> str:
         body.append("</table>")
         for note in rel.get("notes", []):
             body.append(f'<p class="note">{escape(note)}</p>')
+        gen = rel.get("generalised")
+        if gen is not None:
+            body.append(_generalised(rel, gen))
         if rel.get("il_written") is not None:
             k = int(rel["reidentification"]["min_class_size"])
             points.append(

@@ -159,6 +159,7 @@ def assess(
     population: pd.DataFrame | None = None,
     sample: int | None = LINKAGE_SAMPLE,
     seed: int = 0,
+    distance: bool = True,
 ) -> dict[str, Any]:
     """Every disclosure-risk measure of ``released`` (the written file) against ``original``.
 
@@ -170,7 +171,9 @@ def assess(
     without one the release is its own population and journalist = prosecutor).
     Linkage is measured on a random sample of ``sample`` original records (all when ``None``
     or fewer) against the whole release: ``linkage["sample"]`` and its standard errors
-    ``linkage["se"]`` are reported.
+    ``linkage["se"]`` are reported. ``distance=False``: the release is read as ranges (no
+    distance-based linkage, interval disclosure or per-attribute loss), as an interval release
+    is; :func:`assess_generalised` uses it (its keys need not be numerical).
     """
     t0 = time.perf_counter()
     qi, sensitive = list(qi), list(sensitive)
@@ -200,7 +203,7 @@ def assess(
             "the value of the nearest released record (ties split)",
         },
     }
-    intervals = _is_interval_release(original, released, qi)
+    intervals = not distance or _is_interval_release(original, released, qi)
     t: IntArray | None = None
     if truth is not None:
         t = np.asarray(truth, dtype=np.int64)
@@ -387,17 +390,25 @@ def sweep(
     *,
     ordinal: Sequence[str] = (),
     nominal: Sequence[str] = (),
+    hierarchies: Mapping[str, LevelHierarchy | None] | None = None,
 ) -> list[dict[str, Any]]:
     """The risk–utility table: for each k, ``run(k)`` (an anonymisation of ``original``
     returning the written frame and its report) and the measures of that frame. Each row:
-    ``{"k", "il_percent", "method", "measures", "il_per_attribute"}``."""
+    ``{"k", "il_percent", "method", "measures", "il_per_attribute", "loss"}``. With
+    ``hierarchies`` (a generalisation method's, per key column) each frame is measured by
+    :func:`assess_generalised` and ``loss`` holds the method's loss measures."""
     rows = []
     for k in ks:
         released, report = run(k)
         truth = source_rows(original, released, qi, ordinal=ordinal, nominal=nominal)
-        res = assess(
-            original, released, qi, sensitive, ordinal=ordinal, nominal=nominal, truth=truth
-        )
+        if hierarchies is not None:
+            res = assess_generalised(
+                original, released, qi, sensitive, hierarchies=hierarchies, truth=truth
+            )
+        else:
+            res = assess(
+                original, released, qi, sensitive, ordinal=ordinal, nominal=nominal, truth=truth
+            )
         rows.append(
             {
                 "k": int(k),
@@ -407,6 +418,7 @@ def sweep(
                 "il_written": res.get("il_written"),
                 "il_per_attribute": res.get("il_per_attribute", {}),
                 "min_class_size": res["reidentification"]["min_class_size"],
+                "loss": report.get("loss"),
             }
         )
     return rows
@@ -526,7 +538,15 @@ def assess_generalised(
     view = range_view(original, released, qi, hierarchies)
     nominal = [c for c in qi if not linkage._numeric(original[c])]
     out = assess(
-        original, view, qi, sensitive, nominal=nominal, truth=truth, sample=sample, seed=seed
+        original,
+        view,
+        qi,
+        sensitive,
+        nominal=nominal,
+        truth=truth,
+        sample=sample,
+        seed=seed,
+        distance=False,
     )
     # distance-based figures do not apply to generalised values: matching replaces them
     out.pop("il_per_attribute", None)
@@ -543,7 +563,17 @@ def assess_generalised(
     m = out["measures"]
     m["linkage"] = link["keys"]
     m["linkage_passthrough"] = max(link["passthrough"].values()) if through else None
-    out["notes"] = [n for n in out["notes"] if not n.startswith("interval release")]
+    # matching needs no row correspondence: the notes about it (and about ranges) do not apply
+    skip = ("interval release", "linkage and per-attribute loss not computed")
+    out["notes"] = [n for n in out["notes"] if not n.startswith(skip)]
+    sup = np.ones(len(released), dtype=bool)
+    for c in qi:
+        sup &= released[c].astype(str).to_numpy() == linkage.SUPPRESSED
+    out["generalised"] = {
+        "suppressed": int(sup.sum()),
+        "candidates_mean": link["candidates_mean"],
+        "hierarchies": {c: ("ranges" if h is None else h.height) for c, h in hierarchies.items()},
+    }
     out["notes"].append(
         "generalised release: linkage by matching (an attacker who knows the hierarchies "
         "takes a random row among those whose released values cover her target's); interval "
@@ -551,3 +581,66 @@ def assess_generalised(
     )
     out["definitions"]["linkage"] = "matching on generalised values, 1/candidates; ties split"
     return out
+
+
+def generalised_reason(
+    original: pd.DataFrame, released: pd.DataFrame, qi: Sequence[str]
+) -> str | None:
+    """Why ``released`` reads as a generalised release of ``original`` (``None`` when it does
+    not): a key value ``*`` (suppression), a half-open range ``[lo, hi)`` (a generated interval
+    hierarchy), a non-numerical key holding a label the original does not have (a hierarchy
+    node), or every key a ``[lo, hi]`` range (Mondrian on numbers). Closed ranges beside
+    original categories are ambiguous (microaggregation's ``--release intervals`` writes them
+    with the class's modal category, which is not a true value): they are read as an interval
+    release unless hierarchies are given."""
+    ranges = 0
+    for c in qi:
+        text = pd.Series(pd.unique(released[c].astype(str)))
+        if (text == linkage.SUPPRESSED).any():
+            return f"key {c!r} holds {linkage.SUPPRESSED!r} (suppressed values)"
+        parsed = [linkage.parse_range(v) for v in text]
+        if any(r is not None and not (r[2] and r[3]) for r in parsed):
+            return f"key {c!r} holds half-open ranges"
+        if all(r is not None for r in parsed):
+            ranges += 1
+            continue
+        if not linkage._numeric(original[c]):
+            known = set(original[c].astype(str))
+            foreign = [v for v in text if v not in known]
+            if foreign:
+                return f"key {c!r} holds {foreign[0]!r}, which is not a value of the original"
+    if ranges == len(qi):
+        return "every key holds [lo, hi] ranges"
+    return None
+
+
+def check_labels(
+    original: pd.DataFrame,
+    released: pd.DataFrame,
+    qi: Sequence[str],
+    hierarchies: Mapping[str, LevelHierarchy | None],
+) -> None:
+    """Raise a DataError naming the column and the value when a released key value of a
+    generalised release cannot be matched: not a node of its hierarchy, not a number or range,
+    or covering no value of the original (then the file is not a release of the original)."""
+    for c in qi:
+        cv = linkage.ColumnCover(c, original[c], hierarchies.get(c))
+        present = np.zeros(cv.nleaf, dtype=bool)
+        present[cv.leaf] = True
+        for lab in pd.unique(released[c].astype(str)):
+            if not (cv.covers(str(lab)) & present).any():
+                raise DataError(
+                    f"released value {lab!r} of {c!r} covers no value of the original "
+                    "(is this a release of the original, with these hierarchies?)"
+                )
+
+
+def sweep_il(row: Mapping[str, Any]) -> float | None:
+    """IL % of a :func:`sweep` row: measured on the written file, else the report's; for a
+    generalised release its generalised information loss (``loss["gil"]``) as a percentage."""
+    if row.get("il_written") is not None:
+        return float(row["il_written"])
+    if row.get("il_percent") is not None:
+        return float(row["il_percent"])
+    gil = (row.get("loss") or {}).get("gil")
+    return None if gil is None else 100.0 * float(gil)
