@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from locpriv.errors import ConfigError, DataError, InfeasibleError
+from locpriv.errors import ConfigError, DataError
 from locpriv.tabular.generalisation import arx, builders
 from locpriv.tabular.generalisation.hierarchy import KeyTable, LevelHierarchy
 from locpriv.tabular.generalisation.incognito import incognito_release
@@ -54,7 +54,7 @@ from locpriv.tabular.generalisation.optimal import optimal
 from locpriv.tabular.generalisation.release import GeneralisedRelease
 from locpriv.tabular.generalisation.samarati import samarati
 from locpriv.tabular.io.estimators import row_order
-from locpriv.tabular.io.frame import Columns, Release, as_columns, finish_release
+from locpriv.tabular.io.frame import Columns, Release, as_columns, check_frame, finish_release
 from locpriv.tabular.microagg.partitioned import current_stage_log, stage_log
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 from locpriv.tabular.quality import loss as losses
@@ -337,7 +337,7 @@ def _plan(
         raise ConfigError(f"k={k} disagrees with models.k={models.k}")
     if method not in GEN_METHODS:
         raise ConfigError(f"method must be one of {', '.join(GEN_METHODS)}; got {method!r}")
-    _check_frame(df, qi, sensitive, models)
+    check_frame(df, qi, sensitive, models.k, 1)  # l may exceed k here; ModelCheck checks l
     every = list(df.columns) if columns is None else list(columns)
     for name in dropped:
         if name not in every:
@@ -381,24 +381,6 @@ def _plan(
     return Release(
         keys=keys, order=order, drop=dropped, report=report, labels=rel.labels, extra=extra
     )
-
-
-def _check_frame(
-    df: pd.DataFrame, qi: list[str], sensitive: list[str], models: PrivacyModels
-) -> None:
-    if not qi:
-        raise ConfigError("no key attributes given (qi)")
-    for name in [*qi, *sensitive]:
-        if name not in df.columns:
-            raise DataError(f"column {name!r} not found in the input")
-    overlap = set(qi) & set(sensitive)
-    if overlap:
-        raise ConfigError(f"column {sorted(overlap)[0]!r} is both key and confidential")
-    for name in [*qi, *sensitive]:
-        if df[name].isna().any():
-            raise DataError(f"column {name!r} has missing values (NaN)")
-    if len(df) < models.k:
-        raise InfeasibleError(f"k={models.k} exceeds the number of records n={len(df)}")
 
 
 def release_report(
