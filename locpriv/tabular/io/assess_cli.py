@@ -4,7 +4,6 @@ table over k (see docs/tabular.md, "Before you publish")."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +14,7 @@ import pandas as pd
 from locpriv.errors import ConfigError, DataError
 from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
 from locpriv.tabular.io.estimators import METHODS
-from locpriv.tabular.io.files import read_table, write_table, write_text_atomic
+from locpriv.tabular.io.files import read_table, write_json, write_table, write_text_atomic
 from locpriv.tabular.io.generalised import (
     FULL_DOMAIN,
     GEN_METHODS,
@@ -28,7 +27,8 @@ from locpriv.tabular.risk import assess as assess_mod
 from locpriv.tabular.risk import history
 
 
-def _columns(text: str | None, option: str) -> list[str]:
+def parse_columns(text: str | None, option: str) -> list[str]:
+    """``"a, b"`` -> ``["a", "b"]`` (``None`` -> ``[]``); an empty name is a ConfigError."""
     if text is None:
         return []
     cols = [c.strip() for c in text.split(",")]
@@ -132,10 +132,10 @@ def render_text(result: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``locpriv assess``; 0, or 3 when ``--max-risk`` is exceeded (errors raise)."""
-    qi = _columns(args.qi, "--qi")
-    sensitive = _columns(args.sensitive, "--sensitive")
-    ordinal = _columns(args.ordinal, "--ordinal")
-    nominal = _columns(args.nominal, "--nominal")
+    qi = parse_columns(args.qi, "--qi")
+    sensitive = parse_columns(args.sensitive, "--sensitive")
+    ordinal = parse_columns(args.ordinal, "--ordinal")
+    nominal = parse_columns(args.nominal, "--nominal")
     if not qi:
         raise ConfigError("--qi names no key attribute")
     bounds = assess_mod.parse_bounds(args.max_risk) if args.max_risk else {}
@@ -197,11 +197,11 @@ def run(args: argparse.Namespace) -> int:
             )
         result["release"] = rel
         if args.history:
-            files = _columns(args.history, "--history")
+            files = parse_columns(args.history, "--history")
             earlier = [(read_table(f), qi) for f in files]
             link: str | list[str] = args.link
             if args.link not in ("auto", "position"):
-                link = _columns(args.link, "--link")
+                link = parse_columns(args.link, "--link")
             known = None
             if args.id is not None:
                 # matched by --id: the target's class in every file is known, as it is to an
@@ -224,9 +224,8 @@ def run(args: argparse.Namespace) -> int:
             result["sweep"] = _sweep_generalised(args, original, qi, sensitive, ks, given=given)
         else:
             result["sweep"] = _sweep_microagg(args, original, qi, sensitive, ks)
-    text = json.dumps(result, indent=2, sort_keys=True, default=float) + "\n"
     if args.json:
-        write_text_atomic(text, args.json)
+        write_json(result, args.json)
     if args.html:
         from locpriv.tabular.io.report_html import render
 
@@ -251,8 +250,8 @@ def _sweep_microagg(
     """The risk–utility rows of a microaggregation method over ``ks``."""
     from locpriv.tabular.io.frame import anonymize
 
-    ordinal = _columns(args.ordinal, "--ordinal")
-    nominal = _columns(args.nominal, "--nominal")
+    ordinal = parse_columns(args.ordinal, "--ordinal")
+    nominal = parse_columns(args.nominal, "--nominal")
 
     def one(k: int) -> tuple[pd.DataFrame, dict[str, Any]]:
         return anonymize(
@@ -319,10 +318,10 @@ def run_nested(args: argparse.Namespace, ks: list[int], bounds: dict[str, float]
     import os
     import time
 
-    qi = _columns(args.qi, "--qi")
-    sensitive = _columns(args.sensitive, "--sensitive")
-    ordinal = _columns(args.ordinal, "--ordinal")
-    nominal = _columns(args.nominal, "--nominal")
+    qi = parse_columns(args.qi, "--qi")
+    sensitive = parse_columns(args.sensitive, "--sensitive")
+    ordinal = parse_columns(args.ordinal, "--ordinal")
+    nominal = parse_columns(args.nominal, "--nominal")
     if args.release != "centroids":
         raise ConfigError("several --k values need --release centroids")
     t0 = time.perf_counter()
@@ -338,7 +337,7 @@ def run_nested(args: argparse.Namespace, ks: list[int], bounds: dict[str, float]
         ordinal=ordinal,
         nominal=nominal,
         keep_order=args.keep_order,
-        drop=_columns(args.drop, "--drop"),
+        drop=parse_columns(args.drop, "--drop"),
         warn=_stderr_warning("anonymize"),
         block_size=args.block_size,
         scheduler=args.scheduler,
@@ -391,14 +390,23 @@ def run_nested(args: argparse.Namespace, ks: list[int], bounds: dict[str, float]
                 f"{summary['min_size']:.0f} records"
             )
     for k, out, report in results:
-        path = history.output_path(args.output, k)
-        write_table(out, path)
-        report["seconds"] = time.perf_counter() - t0
-        report["output"] = path
-        if args.report:
-            text = json.dumps(report, indent=2, sort_keys=True, default=float) + "\n"
-            write_text_atomic(text, history.output_path(args.report, k))
+        _write_nested(args, k, out, report, t0)
     return 0
+
+
+def _write_nested(
+    args: argparse.Namespace, k: int, out: pd.DataFrame, report: dict[str, Any], t0: float
+) -> None:
+    """Write the release at ``k`` to ``--output`` (k in its name) and its report to ``--report``;
+    ``report["seconds"]`` is the time since ``t0`` (``time.perf_counter``, seconds)."""
+    import time
+
+    path = history.output_path(args.output, k)
+    write_table(out, path)
+    report["seconds"] = time.perf_counter() - t0
+    report["output"] = path
+    if args.report:
+        write_json(report, history.output_path(args.report, k))
 
 
 def run_nested_generalised(
@@ -439,8 +447,8 @@ def run_nested_generalised(
         raise ConfigError("--release: a generalised release holds hierarchy values and ranges")
     if args.loss and args.method not in ("samarati", "optimal"):
         raise ConfigError(f"--loss applies to samarati and optimal, not to {args.method!r}")
-    qi = _columns(args.qi, "--qi")
-    sensitive = _columns(args.sensitive, "--sensitive")
+    qi = parse_columns(args.qi, "--qi")
+    sensitive = parse_columns(args.sensitive, "--sensitive")
     given = parse_hierarchies(args.hierarchy)
     t0 = time.perf_counter()
     df = read_table(args.input)
@@ -458,7 +466,7 @@ def run_nested_generalised(
             loss=args.loss or ("dm" if args.method == "incognito" else "gil"),
             seed=args.seed,
             keep_order=args.keep_order,
-            drop=_columns(args.drop, "--drop"),
+            drop=parse_columns(args.drop, "--drop"),
             within=bound,
         )
         order, rel.report["order"] = row_order(len(df), args.seed, args.keep_order, level=k)
@@ -493,13 +501,7 @@ def run_nested_generalised(
         )
     for k, out, report, _ in results:
         report["history"] = {**exact, "linked_by": "every record (worst case)"}
-        path = history.output_path(args.output, k)
-        write_table(out, path)
-        report["seconds"] = time.perf_counter() - t0
-        report["output"] = path
-        if args.report:
-            text = json.dumps(report, indent=2, sort_keys=True, default=float) + "\n"
-            write_text_atomic(text, history.output_path(args.report, k))
+        _write_nested(args, k, out, report, t0)
     return 0
 
 

@@ -8,7 +8,6 @@ are written atomically, so a failed run leaves none.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -18,16 +17,21 @@ from typing import Any, TextIO
 import numpy as np
 
 from locpriv.errors import ConfigError
-from locpriv.tabular.io.assess_cli import parse_ks, run_nested, run_nested_generalised
+from locpriv.tabular.io.assess_cli import (
+    parse_columns,
+    parse_ks,
+    run_nested,
+    run_nested_generalised,
+)
 from locpriv.tabular.io.estimators import METHODS, source_rows_of
 from locpriv.tabular.io.files import (
     is_parquet,
     parquet_columns,
     read_columns,
     read_table,
+    write_json,
     write_release,
     write_table,
-    write_text_atomic,
 )
 from locpriv.tabular.io.frame import (
     Release,
@@ -90,15 +94,6 @@ class ProgressBar:
             self.stream.write("\n")
             self.stream.flush()
             self.shown = False
-
-
-def _columns(text: str | None, option: str) -> list[str]:
-    if text is None:
-        return []
-    cols = [c.strip() for c in text.split(",")]
-    if not all(cols):
-        raise ConfigError(f"{option} has an empty column name: {text!r}")
-    return cols
 
 
 def _not_read(risk: dict[str, Any], unread: list[str]) -> None:
@@ -173,8 +168,8 @@ def _generalised_options(args: argparse.Namespace) -> None:
 def run_generalised(args: argparse.Namespace, bounds: dict[str, float]) -> int:
     """``locpriv anonymize --method incognito|samarati|optimal|mondrian[-relaxed]``: the same
     flow as microaggregation (read, release, audit, risk, gate, write, report)."""
-    qi = _columns(args.qi, "--qi")
-    sensitive = _columns(args.sensitive, "--sensitive")
+    qi = parse_columns(args.qi, "--qi")
+    sensitive = parse_columns(args.sensitive, "--sensitive")
     if args.ordinal or args.nominal:
         raise ConfigError("--ordinal/--nominal: generalisation takes hierarchies (--hierarchy)")
     if args.release != "centroids":
@@ -195,7 +190,7 @@ def run_generalised(args: argparse.Namespace, bounds: dict[str, float]) -> int:
         loss=args.loss or "gil",
         seed=args.seed,
         keep_order=args.keep_order,
-        drop=_columns(args.drop, "--drop"),
+        drop=parse_columns(args.drop, "--drop"),
     )
     out, report = finish_release(df, rel, qi=qi, sensitive=sensitive, k=models.k, warn=_no_warn)
     truth = np.empty(len(df), dtype=np.int64)
@@ -215,17 +210,17 @@ def run_generalised(args: argparse.Namespace, bounds: dict[str, float]) -> int:
     write_table(out, args.output)
     report["seconds"] = time.perf_counter() - t0
     if args.report:
-        write_text_atomic(json.dumps(report, indent=2, sort_keys=True) + "\n", args.report)
+        write_json(report, args.report)
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``locpriv anonymize``; returns 0 (errors are raised)."""
-    qi = _columns(args.qi, "--qi")
-    sensitive = _columns(args.sensitive, "--sensitive")
-    ordinal = _columns(args.ordinal, "--ordinal")
-    nominal = _columns(args.nominal, "--nominal")
-    drop = _columns(args.drop, "--drop")
+    qi = parse_columns(args.qi, "--qi")
+    sensitive = parse_columns(args.sensitive, "--sensitive")
+    ordinal = parse_columns(args.ordinal, "--ordinal")
+    nominal = parse_columns(args.nominal, "--nominal")
+    drop = parse_columns(args.drop, "--drop")
     ks = parse_ks(str(args.k))
     bounds = parse_bounds(args.max_risk) if args.max_risk else {}
     if args.method in GEN_METHODS:
@@ -310,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
     report["seconds"] = time.perf_counter() - t0
     if args.report:
-        write_text_atomic(json.dumps(report, indent=2, sort_keys=True) + "\n", args.report)
+        write_json(report, args.report)
     return 0
 
 

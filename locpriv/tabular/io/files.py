@@ -9,10 +9,12 @@ order (two passes through temporary files, see :func:`write_release`).
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -60,6 +62,11 @@ def write_text_atomic(text: str, path: str | os.PathLike[str]) -> None:
     """Write a text file atomically."""
     with atomic_path(path) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")
+
+
+def write_json(obj: Any, path: str | os.PathLike[str]) -> None:
+    """Write ``obj`` atomically as indented JSON with sorted keys (numpy scalars as floats)."""
+    write_text_atomic(json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n", path)
 
 
 def is_parquet(path: str | os.PathLike[str]) -> bool:
