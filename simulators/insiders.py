@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -35,7 +35,7 @@ from locpriv.core.geo import LocalProjection
 from locpriv.core.noise import GaussianMechanism, offset_lonlat
 from locpriv.core.poi import DEFAULT_POIS, POIIndex, load_pois
 from locpriv.errors import GroupInfeasible
-from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.effects import Done, Effect, Failed, Send
 from locpriv.protocols.issuer import IssuerCore
 from locpriv.protocols.p4.machine import PeerMachine
 from locpriv.protocols.p4.tokens import TokenWallet, b64e, period_of
@@ -51,7 +51,7 @@ from locpriv.wire.messages import (
     decode,
     encode,
 )
-from locpriv.wire.topics import Topics, matches
+from simulators.sync_bus import SyncBus
 
 __all__ = [
     "Bus",
@@ -106,13 +106,10 @@ Tap = Callable[[PeerRequest, float], list[Send]]
 
 
 @dataclass
-class Bus:
+class Bus(SyncBus):
     """A synchronous broker between machines, the issuer, DS and an attacker's tap."""
 
-    topics: Topics = field(default_factory=Topics)
     issuer: IssuerCore | None = None
-    machines: list[PeerMachine] = field(default_factory=list)
-    subs: list[set[str]] = field(default_factory=list)
     outcomes: dict[str, Done[PeerAnswer] | Failed] = field(default_factory=dict)
     tap: Tap | None = None
     ds_seen: list[DSQuery] = field(default_factory=list)
@@ -120,34 +117,20 @@ class Bus:
 
     def add(self, machine: PeerMachine) -> int:
         """Connect ``machine`` (subscribed to its standing topics, keys delivered)."""
-        self.machines.append(machine)
-        self.subs.append({machine.topics.issuer_keys})
-        i = len(self.machines) - 1
+        i = self.connect(machine, [machine.topics.issuer_keys])
         if self.issuer is not None:
             keys = self.issuer.keys_message(T0)
             self.apply(i, machine.receive(decode(encode(keys)), T0), T0)
         return i
 
-    def apply(self, who: int, effects: list[Effect], now: float) -> None:
-        """Carry out ``effects`` of machine ``who`` and everything they cause."""
-        work: deque[tuple[int, Effect]] = deque((who, e) for e in effects)
-        while work:
-            i, e = work.popleft()
-            if isinstance(e, Subscribe):
-                self.subs[i].add(e.topic)
-            elif isinstance(e, Unsubscribe):
-                self.subs[i].discard(e.topic)
-            elif isinstance(e, Done | Failed):
-                self.outcomes[e.request_id] = e
-            elif isinstance(e, Send):
-                for j, x in self._route(e, now):
-                    work.append((j, x))
+    def settle(self, outcome: Done[PeerAnswer] | Failed) -> None:
+        self.outcomes[outcome.request_id] = outcome
 
-    def _route(self, e: Send, now: float) -> list[tuple[int, Effect]]:
-        msg = decode(encode(e.message))
+    def route(self, send: Send, now: float) -> list[tuple[int, Effect]]:
+        msg = decode(encode(send.message))
         out: list[tuple[int, Effect]] = []
         if isinstance(msg, IssueRequest):
-            if self.issuer is not None and self.topics.issue_user(e.topic) == msg.user_id:
+            if self.issuer is not None and self.topics.issue_user(send.topic) == msg.user_id:
                 out += [(-1, s) for s in self.issuer.receive(msg, now)]
             return out
         if isinstance(msg, DSQuery):
@@ -159,10 +142,7 @@ class Bus:
         if isinstance(msg, PeerRequest) and self.tap is not None and not tapped:
             self._tapped.add(msg.correlation_id)  # one copy of the 9 cell publications
             out += [(-1, s) for s in self.tap(msg, now)]
-        for j, subs in enumerate(self.subs):
-            if any(matches(f, e.topic) for f in subs):
-                out += [(j, x) for x in self.machines[j].receive(msg, now)]
-        return out
+        return out + self.deliver(send.topic, msg, now)
 
     def run_until(self, t_end: float, start: float) -> float:
         """Serve the machines' deadlines up to ``t_end``."""

@@ -4,7 +4,6 @@ as DS: end to end, Lemma 1, collusion, averaging attack, Sybil and garbage repli
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from locpriv.core.grouping import Group, select_group
 from locpriv.core.noise import GaussianMechanism, offset_lonlat, perturb
 from locpriv.core.poi import POIIndex, load_pois, refine
 from locpriv.errors import GroupInfeasible, RemoteError, RequestTimeout
-from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe, Unsubscribe
+from locpriv.protocols.effects import Done, Effect, Failed, Send
 from locpriv.protocols.p4.machine import PeerMachine
 from locpriv.protocols.p4.types import (
     PeerAnswer,
@@ -38,6 +37,7 @@ from locpriv.wire.messages import (
     encode,
 )
 from locpriv.wire.topics import Topics, matches
+from simulators.sync_bus import SyncBus
 
 LAT0, LON0 = 41.39, 2.17  # the demo POI set covers Barcelona
 SIGMA = 60.0
@@ -47,48 +47,32 @@ INDEX = POIIndex(POIS, PROJ)
 
 
 @dataclass
-class Net:
+class Net(SyncBus):
     """A synchronous in-process broker: routes Send effects by topic filter; DS is the POI index."""
 
-    topics: Topics = field(default_factory=Topics)
-    machines: list[PeerMachine] = field(default_factory=list)
-    subs: list[set[str]] = field(default_factory=list)
     outcomes: list[Done[PeerAnswer] | Failed] = field(default_factory=list)
     ds_mode: str = "answer"  # answer | error | silent
     ds_seen: list[DSQuery] = field(default_factory=list)
     peer_reply_tos: set[str] = field(default_factory=set)
 
     def add(self, machine: PeerMachine, lon: float, lat: float, now: float = 0.0) -> int:
-        self.machines.append(machine)
-        self.subs.append(set())
-        i = len(self.machines) - 1
+        i = self.connect(machine)
         self.apply(i, machine.set_location(lon, lat, now), now)
         return i
 
-    def apply(self, who: int, effects: list[Effect], now: float) -> None:
-        work: deque[tuple[int, Effect]] = deque((who, e) for e in effects)
-        while work:
-            i, e = work.popleft()
-            if isinstance(e, Subscribe):
-                self.subs[i].add(e.topic)
-            elif isinstance(e, Unsubscribe):
-                self.subs[i].discard(e.topic)
-            elif isinstance(e, Done | Failed):
-                self.outcomes.append(e)
-            elif isinstance(e, Send):
-                msg = decode(encode(e.message))  # through the wire format
-                if isinstance(msg, PeerRequest):
-                    self.peer_reply_tos.add(msg.reply_to)
-                if e.topic == self.topics.ds_query:
-                    assert isinstance(msg, DSQuery)
-                    self.ds_seen.append(msg)
-                    reply = self._ds(msg)
-                    if reply is not None:
-                        work.append((-1, Send(msg.reply_to, reply)))
-                    continue
-                for j, subs in enumerate(self.subs):
-                    if any(matches(f, e.topic) for f in subs):
-                        work.extend((j, x) for x in self.machines[j].receive(msg, now))
+    def settle(self, outcome: Done[PeerAnswer] | Failed) -> None:
+        self.outcomes.append(outcome)
+
+    def route(self, send: Send, now: float) -> list[tuple[int, Effect]]:
+        msg = decode(encode(send.message))  # through the wire format
+        if isinstance(msg, PeerRequest):
+            self.peer_reply_tos.add(msg.reply_to)
+        if send.topic == self.topics.ds_query:
+            assert isinstance(msg, DSQuery)
+            self.ds_seen.append(msg)
+            reply = self._ds(msg)
+            return [] if reply is None else [(-1, Send(msg.reply_to, reply))]
+        return self.deliver(send.topic, msg, now)
 
     def _ds(self, q: DSQuery) -> Message | None:
         if self.ds_mode == "silent":
