@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +21,37 @@ from locpriv.wire.topics import WORLD_TILE, Topics
 
 LAT0, LON0 = 41.3874, 2.1686
 PROJ = LocalProjection(LAT0, LON0)
+
+
+@contextlib.asynccontextmanager
+async def serve_process(
+    url: str, what: str, config: Path, banner: bytes = b"serving"
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``locpriv serve WHAT --broker URL --config CONFIG`` as a child process, yielded once its
+    first line of output holds ``banner`` (60 s at most); killed at the end if still running."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "locpriv",
+        "serve",
+        what,
+        "--broker",
+        url,
+        "--config",
+        str(config),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(60):
+            line = await proc.stdout.readline()
+        assert banner in line, line
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
 
 
 def make_config(topics: Topics, **limits: float) -> ServiceConfig:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from _svc_helpers import PROJ, Spy, make_config, running, seed_population
+from _svc_helpers import PROJ, Spy, make_config, running, seed_population, serve_process
 
 from locpriv.client import Client
 from locpriv.errors import ErrorCode, RemoteError
@@ -48,34 +48,6 @@ def _config_file(tmp_path: Path, topics: Topics, **state: str) -> Path:
     return path
 
 
-@contextlib.asynccontextmanager
-async def _serve(url: str, what: str, config: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``locpriv serve WHAT`` as a child process, ready when it prints its banner."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "locpriv",
-        "serve",
-        what,
-        "--broker",
-        url,
-        "--config",
-        str(config),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        async with asyncio.timeout(60):
-            line = await proc.stdout.readline()
-        assert b"serving" in line, line
-        yield proc
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-
-
 async def _kill9(proc: asyncio.subprocess.Process) -> None:
     proc.send_signal(signal.SIGKILL)
     await proc.wait()
@@ -98,7 +70,7 @@ async def test_ds_answer_relayed_by_the_restarted_anonymizer(
         Spy(url, topics.svc_ds_query) as spy,
         Client(url, user_id="ann", prefix=topics.prefix, timeout_s=90) as ann,
     ):
-        async with _serve(url, "anonymizer", config) as first:
+        async with serve_process(url, "anonymizer", config) as first:
             pending = asyncio.create_task(
                 ann.query(NearestQuery(category="cafe", n=3), protocol=2, lat=LAT, lon=LON)
             )
@@ -107,7 +79,10 @@ async def test_ds_answer_relayed_by_the_restarted_anonymizer(
         forwarded = decode(spy.seen[0].payload)
         assert isinstance(forwarded, DSQuery)
         assert "ann" not in forwarded.correlation_id and "ann" not in encode(forwarded).decode()
-        async with _serve(url, "anonymizer", config), running(DSService(url, make_config(topics))):
+        async with (
+            serve_process(url, "anonymizer", config),
+            running(DSService(url, make_config(topics))),
+        ):
             answer = await asyncio.wait_for(pending, 60)
     exact = [p.id for p in ds.index.nearest_xy(150.0, 80.0, "cafe", 3)]
     assert [p.id for p in answer.pois] == exact
@@ -121,7 +96,7 @@ async def test_pending_temporal_cloak_answered_unavailable_after_a_crash(
     journal = tmp_path / "state" / "pending.json"
     config = _config_file(tmp_path, topics, journal_file=str(journal))
     async with Client(url, user_id="bea", prefix=topics.prefix, timeout_s=90) as bea:
-        async with _serve(url, "anonymizer", config) as first:
+        async with serve_process(url, "anonymizer", config) as first:
             await seed_population(url, topics, n=3)
             waiting = asyncio.create_task(
                 bea.cloak(k=40, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=50, lat=LAT, lon=LON)
@@ -132,11 +107,11 @@ async def test_pending_temporal_cloak_answered_unavailable_after_a_crash(
             await _kill9(first)
         assert not waiting.done()
         # DS reads the same configuration file: the journal is not its to answer or clear
-        async with _serve(url, "ds", config):
+        async with serve_process(url, "ds", config):
             await asyncio.sleep(1.5)  # past DS's first watchdog period, when it would write
             assert json.loads(journal.read_text()) and not waiting.done()
         loop = asyncio.get_running_loop()
-        async with _serve(url, "anonymizer", config):
+        async with serve_process(url, "anonymizer", config):
             t0 = loop.time()
             with pytest.raises(RemoteError) as info:
                 await asyncio.wait_for(waiting, 30)
@@ -155,7 +130,7 @@ async def test_wedged_publisher_exits_non_zero(topics: Topics, tmp_path: Path) -
     mosquitto.start()
     try:
         config = _config_file(tmp_path, topics)
-        async with _serve(mosquitto.url, "ds", config) as proc:
+        async with serve_process(mosquitto.url, "ds", config) as proc:
             async with connect(mosquitto.url) as t:
                 big = DSQuery(
                     correlation_id="big",

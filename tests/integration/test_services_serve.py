@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _svc_helpers import PROJ
+from _svc_helpers import PROJ, serve_process
 
 from locpriv.client import Client
 from locpriv.transport import connect
@@ -24,24 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 async def test_serve_all_then_sigterm(mosquitto_url: str, topics: Topics, tmp_path: Path) -> None:
     toml = tmp_path / "locpriv.toml"
     toml.write_text(f'prefix = "{topics.prefix}"\n')
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "locpriv",
-        "serve",
-        "all",
-        "--broker",
-        mosquitto_url,
-        "--config",
-        str(toml),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        async with asyncio.timeout(30):
-            line = await proc.stdout.readline()
-        assert b"serving ds, anonymizer" in line
+    async with serve_process(mosquitto_url, "all", toml, banner=b"serving ds, anonymizer") as proc:
         lon, lat = PROJ.point_to_lonlat(0.0, 0.0)
         async with Client(mosquitto_url, user_id="fay", prefix=topics.prefix) as fay:
             answer = await fay.query(
@@ -58,7 +41,3 @@ async def test_serve_all_then_sigterm(mosquitto_url: str, topics: Topics, tmp_pa
                 async for msg in t.messages():
                     assert msg.payload == b"offline"
                     break
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import shapely
-from _svc_helpers import PROJ
+from _svc_helpers import PROJ, serve_process
 
 from locpriv.client import Client
 from locpriv.wire.topics import Topics
@@ -52,24 +52,7 @@ async def test_session_cloaks_from_the_served_config_keep_k(
 ) -> None:
     toml = tmp_path / "locpriv.toml"
     toml.write_text(f'prefix = "{topics.prefix}"\n{SESSION_KEYS}')
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "locpriv",
-        "serve",
-        "all",
-        "--broker",
-        mosquitto_url,
-        "--config",
-        str(toml),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        async with asyncio.timeout(30):
-            line = await proc.stdout.readline()
-        assert b"serving ds, anonymizer" in line
+    async with serve_process(mosquitto_url, "all", toml, banner=b"serving ds, anonymizer") as proc:
         # twelve users 40-400 m apart; the attacker knows where each is
         xy = [(40.0 * i * (-1) ** i, 30.0 * (i % 4)) for i in range(12)]
         async with AsyncExitStack() as stack:
@@ -96,7 +79,3 @@ async def test_session_cloaks_from_the_served_config_keep_k(
                 left = inside if left is None else left & inside
                 await asyncio.sleep(0.3)
             assert left is not None and len(left) >= 3
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            await proc.wait()
