@@ -4,13 +4,9 @@ service whose publishing is wedged exits non-zero so that its supervisor restart
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import secrets
 import signal
-import subprocess
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest

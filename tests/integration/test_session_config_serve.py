@@ -52,7 +52,7 @@ async def test_session_cloaks_from_the_served_config_keep_k(
 ) -> None:
     toml = tmp_path / "locpriv.toml"
     toml.write_text(f'prefix = "{topics.prefix}"\n{SESSION_KEYS}')
-    async with serve_process(mosquitto_url, "all", toml, banner=b"serving ds, anonymizer") as proc:
+    async with serve_process(mosquitto_url, "all", toml, banner=b"serving ds, anonymizer"):
         # twelve users 40-400 m apart; the attacker knows where each is
         xy = [(40.0 * i * (-1) ** i, 30.0 * (i % 4)) for i in range(12)]
         async with AsyncExitStack() as stack:
