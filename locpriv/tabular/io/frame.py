@@ -458,6 +458,28 @@ class Release:
     ``GeneralisedRelease`` and the hierarchies, for the risk report)."""
 
 
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """How :func:`plan_release` groups and releases, its arguments checked (see
+    :func:`anonymize` for each): column lists are names, ``drop`` the columns removed."""
+
+    method: str | None
+    seed: int | None
+    ordinal: list[str]
+    nominal: list[str]
+    hierarchies: Mapping[str, Hierarchy] | None
+    release: str
+    progress: Callable[[float], None] | None
+    block_size: int
+    scheduler: Any
+    workers: int
+    keep_order: bool
+    drop: list[str]
+    entropy_l: float
+    recursive: tuple[float, int] | None
+    t: float | None
+
+
 def plan_release(  # noqa: PLR0917 - the documented front's parameters
     df: pd.DataFrame,
     qi: Columns,
@@ -504,15 +526,11 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     with ExitStack() as stack:
         # the stage report covers the whole release: encoding, grouping, released figures
         log = current_stage_log() or stack.enter_context(stage_log())
-        rel = _plan(
-            df,
-            qi,
-            sensitive,
-            k,
-            p,
-            method,
-            seed,
-            cols_args=(ordinal, nominal),
+        opts = ReleaseOptions(
+            method=method,
+            seed=seed,
+            ordinal=ordinal,
+            nominal=nominal,
             hierarchies=hierarchies,
             release=release,
             progress=progress,
@@ -520,10 +538,12 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
             scheduler=scheduler,
             workers=workers,
             keep_order=keep_order,
-            dropped=dropped,
-            models=(entropy_l, recursive, t),
-            log=log,
+            drop=dropped,
+            entropy_l=entropy_l,
+            recursive=recursive,
+            t=t,
         )
+        rel = _plan(df, qi, sensitive, k, p, opts, log)
         rel.report["stages"] = log.report()
     return rel
 
@@ -534,52 +554,39 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
     sensitive: list[str],
     k: int,
     p: int,
-    method: str | None,
-    seed: int | None,
-    *,
-    cols_args: tuple[list[str], list[str]],
-    hierarchies: Mapping[str, Hierarchy] | None,
-    release: str,
-    progress: Callable[[float], None] | None,
-    block_size: int,
-    scheduler: Any,
-    workers: int,
-    keep_order: bool,
-    dropped: list[str],
-    models: tuple[float, tuple[float, int] | None, float | None],
+    opts: ReleaseOptions,
     log: StageLog,
 ) -> Release:
-    entropy_l, recursive, t = models
     with log.stage("encode"):
-        cols, values = _key_columns(df, qi, *cols_args)
+        cols, values = _key_columns(df, qi, opts.ordinal, opts.nominal)
         enc = encode(cols, values)
         sens = []
         ordered = []
         for name in sensitive:
             series = df[name]
-            if hierarchies and name in hierarchies:
-                series = pd.Series(hierarchies[name].reduce(series.tolist()), dtype=object)
+            if opts.hierarchies and name in opts.hierarchies:
+                series = pd.Series(opts.hierarchies[name].reduce(series.tolist()), dtype=object)
             ordered.append(_ordered(series))
             sens.append(pd.factorize(series, sort=True)[0])
         S = np.column_stack(sens).astype(np.int64) if sens else None
     est = Microaggregator(
         k=k,
         p=p,
-        method=method,
-        seed=seed,
-        progress=progress,
-        block_size=block_size,
-        scheduler=scheduler,
-        workers=workers,
-        entropy_l=entropy_l,
-        recursive=recursive,
-        t=t,
+        method=opts.method,
+        seed=opts.seed,
+        progress=opts.progress,
+        block_size=opts.block_size,
+        scheduler=opts.scheduler,
+        workers=opts.workers,
+        entropy_l=opts.entropy_l,
+        recursive=opts.recursive,
+        t=opts.t,
         ordered=ordered,
     )
     est.fit_scaled(enc.Z, S, names=sensitive)
     labels = est.labels_
     with log.stage("release"):
-        keys, written = _written_keys(df, cols, values, labels, release)
+        keys, written = _written_keys(df, cols, values, labels, opts.release)
         report = dict(est.report_)
         report["partition_groups"] = est.n_groups_
         report["sse_partition"] = est.sse_  # the grouping's objective (group means)
@@ -590,12 +597,12 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
         if S is not None:
             report["models"] = {
                 **report["models"],
-                **models_achieved(keys, S, sensitive, ordered, recursive),
+                **models_achieved(keys, S, sensitive, ordered, opts.recursive),
             }
-        report["release"] = release
-        order, report["order"] = row_order(len(df), seed, keep_order)
-        report["dropped"] = dropped
-    return Release(keys=keys, order=order, drop=dropped, report=report, labels=labels)
+        report["release"] = opts.release
+        order, report["order"] = row_order(len(df), opts.seed, opts.keep_order)
+        report["dropped"] = opts.drop
+    return Release(keys=keys, order=order, drop=opts.drop, report=report, labels=labels)
 
 
 def apply_release(df: pd.DataFrame, rel: Release) -> pd.DataFrame:
@@ -666,8 +673,9 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     """
     with ExitStack() as stack:
         # one stage report for the whole call: encoding, grouping, figures, audit, output
-        log = current_stage_log() or stack.enter_context(stage_log())
-        return _anonymize(
+        if current_stage_log() is None:
+            stack.enter_context(stage_log())
+        rel = plan_release(
             df,
             qi,
             sensitive,
@@ -675,7 +683,6 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
             p,
             method,
             seed,
-            log,
             ordinal=ordinal,
             nominal=nominal,
             hierarchies=hierarchies,
@@ -686,58 +693,11 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
             workers=workers,
             keep_order=keep_order,
             drop=drop,
-            warn=warn,
-            models=(entropy_l, recursive, t),
+            entropy_l=entropy_l,
+            recursive=recursive,
+            t=t,
         )
-
-
-def _anonymize(  # noqa: PLR0917 - anonymize's body, inside its stage log
-    df: pd.DataFrame,
-    qi: Columns,
-    sensitive: Columns,
-    k: int,
-    p: int,
-    method: str | None,
-    seed: int | None,
-    log: StageLog,
-    *,
-    ordinal: Columns,
-    nominal: Columns,
-    hierarchies: Mapping[str, Hierarchy] | None,
-    release: str,
-    progress: Callable[[float], None] | None,
-    block_size: int,
-    scheduler: Any,
-    workers: int,
-    keep_order: bool,
-    drop: Columns,
-    warn: Callable[[str], None] | None,
-    models: tuple[float, tuple[float, int] | None, float | None],
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    entropy_l, recursive, t = models
-    rel = plan_release(
-        df,
-        qi,
-        sensitive,
-        k,
-        p,
-        method,
-        seed,
-        ordinal=ordinal,
-        nominal=nominal,
-        hierarchies=hierarchies,
-        release=release,
-        progress=progress,
-        block_size=block_size,
-        scheduler=scheduler,
-        workers=workers,
-        keep_order=keep_order,
-        drop=drop,
-        entropy_l=entropy_l,
-        recursive=recursive,
-        t=t,
-    )
-    return finish_release(df, rel, qi=qi, sensitive=sensitive, k=k, warn=warn)
+        return finish_release(df, rel, qi=qi, sensitive=sensitive, k=k, warn=warn)
 
 
 def finish_release(
