@@ -144,19 +144,6 @@ class Bus(SyncBus):
             out += [(-1, s) for s in self.tap(msg, now)]
         return out + self.deliver(send.topic, msg, now)
 
-    def run_until(self, t_end: float, start: float) -> float:
-        """Serve the machines' deadlines up to ``t_end``."""
-        now = start
-        while True:
-            due = [d for m in self.machines if (d := m.next_deadline()) is not None]
-            if not due or min(due) > t_end:
-                return now
-            now = min(due)
-            for i, m in enumerate(self.machines):
-                d = m.next_deadline()
-                if d is not None and d <= now:
-                    self.apply(i, m.on_deadline(now), now)
-
     def ask(self, who: int, now: float) -> Done[PeerAnswer] | Failed:
         """One query of machine ``who`` at ``now``, run to its outcome."""
         qid, effects = self.machines[who].start_query(NearestQuery(category="pharmacy", n=1), now)

@@ -49,6 +49,20 @@ class SyncBus:
             elif isinstance(e, Send):
                 work.extend(self.route(e, now))
 
+    def run_until(self, t_end: float, start: float) -> float:
+        """Serve the machines' deadlines from ``start`` up to ``t_end`` (seconds); the time of
+        the last one served (``start`` if none)."""
+        now = start
+        while True:
+            due = [d for m in self.machines if (d := m.next_deadline()) is not None]
+            if not due or min(due) > t_end:
+                return now
+            now = min(due)
+            for i, m in enumerate(self.machines):
+                d = m.next_deadline()
+                if d is not None and d <= now:
+                    self.apply(i, m.on_deadline(now), now)
+
     def settle(self, outcome: Done[PeerAnswer] | Failed) -> None:
         """A machine's request ended with ``outcome``; subclasses record it."""
         raise NotImplementedError

@@ -87,18 +87,6 @@ class Net(SyncBus):
             if any(matches(f, topic) for f in subs):
                 self.apply(j, self.machines[j].receive(decode(encode(msg)), now), now)
 
-    def run_until(self, t_end: float, start: float) -> float:
-        now = start
-        while True:
-            due = [d for m in self.machines if (d := m.next_deadline()) is not None]
-            if not due or min(due) > t_end:
-                return now
-            now = min(due)
-            for i, m in enumerate(self.machines):
-                d = m.next_deadline()
-                if d is not None and d <= now:
-                    self.apply(i, m.on_deadline(now), now)
-
 
 def config(**kw: object) -> PeerConfig:
     base: dict[str, object] = {
