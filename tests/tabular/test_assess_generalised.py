@@ -23,51 +23,18 @@ import pandas as pd
 import pytest
 
 from locpriv.cli import main
+from tests.tabular._gen_helpers import hierarchies, people
 
 KEYS = ["age", "sex", "city"]
 
 
-def _age_rows() -> list[tuple[str, ...]]:
-    rows = []
-    for a in range(15, 95):
-        five = f"{a // 5 * 5}-{a // 5 * 5 + 4}"
-        ten = f"{a // 10 * 10}-{a // 10 * 10 + 9}"
-        rows.append((str(a), five, ten, "*"))
-    return rows
-
-
-HIERARCHIES: dict[str, list[tuple[str, ...]]] = {
-    "age": _age_rows(),
-    "sex": [("F", "*"), ("M", "*")],
-    "city": [
-        ("Lyon", "France", "Europe", "*"),
-        ("Paris", "France", "Europe", "*"),
-        ("Rome", "Italy", "Europe", "*"),
-        ("Milan", "Italy", "Europe", "*"),
-        ("Lima", "Peru", "America", "*"),
-        ("Quito", "Ecuador", "America", "*"),
-    ],
-}
-
-
-def _table(n: int = 400, seed: int = 7) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame(
-        {
-            "id": np.arange(n),
-            "age": rng.integers(18, 90, n),
-            "sex": rng.choice(["F", "M"], n),
-            "city": rng.choice(["Lyon", "Paris", "Rome", "Milan", "Lima", "Quito"], n),
-            "disease": rng.choice(["flu", "hiv", "cold", "cancer", "none"], n),
-            "hours": rng.integers(10, 60, n),
-        }
-    )
+HIERARCHIES = hierarchies((5, 10))
 
 
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, Path]:
     out = {"input": tmp_path / "in.csv"}
-    _table().to_csv(out["input"], index=False)
+    people().to_csv(out["input"], index=False)
     for name, rows in HIERARCHIES.items():
         path = tmp_path / f"{name}.csv"
         path.write_text("".join(";".join(r) + "\n" for r in rows), encoding="utf-8")

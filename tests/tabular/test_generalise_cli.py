@@ -22,6 +22,7 @@ from locpriv.cli import main
 from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
 from locpriv.tabular.io.generalised import GEN_METHODS, generalise
 from locpriv.tabular.risk.assess import assess_generalised
+from tests.tabular._gen_helpers import hierarchies, people
 
 AVAILABLE = list(GEN_METHODS)
 KEYS = ["age", "sex", "city"]
@@ -51,44 +52,12 @@ COMMON = {
 }
 
 
-def _age_rows() -> list[tuple[str, ...]]:
-    rows = []
-    for a in range(15, 95):
-        five = f"{a // 5 * 5}-{a // 5 * 5 + 4}"
-        ten = f"{a // 10 * 10}-{a // 10 * 10 + 9}"
-        twenty = f"{a // 20 * 20}-{a // 20 * 20 + 19}"
-        rows.append((str(a), five, ten, twenty, "*"))
-    return rows
-
-
-HIERARCHIES: dict[str, list[tuple[str, ...]]] = {
-    "age": _age_rows(),
-    "sex": [("F", "*"), ("M", "*")],
-    "city": [
-        ("Lyon", "France", "Europe", "*"),
-        ("Paris", "France", "Europe", "*"),
-        ("Rome", "Italy", "Europe", "*"),
-        ("Milan", "Italy", "Europe", "*"),
-        ("Lima", "Peru", "America", "*"),
-        ("Quito", "Ecuador", "America", "*"),
-    ],
-}
+HIERARCHIES = hierarchies((5, 10, 20))
 
 
 @pytest.fixture
 def table() -> pd.DataFrame:
-    rng = np.random.default_rng(7)
-    n = 400
-    return pd.DataFrame(
-        {
-            "id": np.arange(n),
-            "age": rng.integers(18, 90, n),
-            "sex": rng.choice(["F", "M"], n),
-            "city": rng.choice(["Lyon", "Paris", "Rome", "Milan", "Lima", "Quito"], n),
-            "disease": rng.choice(["flu", "hiv", "cold", "cancer", "none"], n),
-            "hours": rng.integers(10, 60, n),
-        }
-    )
+    return people()
 
 
 @pytest.fixture
