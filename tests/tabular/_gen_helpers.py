@@ -1,12 +1,16 @@
-"""Shared data of the generalisation CLI tests: a synthetic people table and ARX-style
-hierarchy rows (one row a value, from the original value to ``*``) for its key columns."""
+"""Shared data of the generalisation tests: a synthetic people table, ARX-style hierarchy rows
+(one row a value, from the original value to ``*``) for its key columns, their files and
+``--hierarchy`` arguments, and random balanced hierarchies."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
 
 CITIES = ["Lyon", "Paris", "Rome", "Milan", "Lima", "Quito"]
 SEX_ROWS: list[tuple[str, ...]] = [("F", "*"), ("M", "*")]
@@ -46,3 +50,41 @@ def people(n: int = 400, seed: int = 7) -> pd.DataFrame:
             "hours": rng.integers(10, 60, n),
         }
     )
+
+
+def write_inputs(
+    tmp_path: Path, table: pd.DataFrame, rows: dict[str, list[tuple[str, ...]]]
+) -> dict[str, Path]:
+    """``table`` as ``in.csv`` (key ``"input"``) and each hierarchy as ``NAME.csv`` (``;``
+    separated, ARX's format) under ``tmp_path``: their paths by name."""
+    out = {"input": tmp_path / "in.csv"}
+    table.to_csv(out["input"], index=False)
+    for name, hierarchy in rows.items():
+        path = tmp_path / f"{name}.csv"
+        path.write_text("".join(";".join(r) + "\n" for r in hierarchy), encoding="utf-8")
+        out[name] = path
+    return out
+
+
+def hierarchy_args(files: dict[str, Path], cols: Sequence[str]) -> list[str]:
+    """``--hierarchy COL=PATH`` for each of ``cols``."""
+    args = []
+    for c in cols:
+        args += ["--hierarchy", f"{c}={files[c]}"]
+    return args
+
+
+def random_hierarchy(rng: np.random.Generator, leaves: int, height: int) -> LevelHierarchy:
+    """A balanced hierarchy of ``leaves`` values: each level groups the previous one's nodes at
+    random, the last level is the root ``*``."""
+    rows = [[f"v{i}"] for i in range(leaves)]
+    current = list(range(leaves))
+    for lev in range(1, height):
+        groups = max(1, len(set(current)) // 2)
+        mapping = {c: int(rng.integers(groups)) for c in sorted(set(current))}
+        current = [mapping[c] for c in current]
+        for row, c in zip(rows, current, strict=True):
+            row.append(f"L{lev}_{c}")
+    for row in rows:
+        row.append("*")
+    return LevelHierarchy.from_rows(rows)

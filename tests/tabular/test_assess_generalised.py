@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from locpriv.cli import main
-from tests.tabular._gen_helpers import hierarchies, people
+from tests.tabular._gen_helpers import hierarchies, hierarchy_args, people, write_inputs
 
 KEYS = ["age", "sex", "city"]
 
@@ -33,20 +33,11 @@ HIERARCHIES = hierarchies((5, 10))
 
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, Path]:
-    out = {"input": tmp_path / "in.csv"}
-    people().to_csv(out["input"], index=False)
-    for name, rows in HIERARCHIES.items():
-        path = tmp_path / f"{name}.csv"
-        path.write_text("".join(";".join(r) + "\n" for r in rows), encoding="utf-8")
-        out[name] = path
-    return out
+    return write_inputs(tmp_path, people(), HIERARCHIES)
 
 
 def _hier(files: dict[str, Path], cols: list[str] = KEYS) -> list[str]:
-    args = []
-    for c in cols:
-        args += ["--hierarchy", f"{c}={files[c]}"]
-    return args
+    return hierarchy_args(files, cols)
 
 
 def _anonymize(

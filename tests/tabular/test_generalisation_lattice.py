@@ -25,26 +25,12 @@ from locpriv.tabular.generalisation.release import GeneralisedRelease
 from locpriv.tabular.generalisation.samarati import minimal_height, samarati
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 from locpriv.tabular.quality.loss import LOSSES, loss_of_release
+from tests.tabular._gen_helpers import random_hierarchy
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT_H = ROOT / "notebooks" / "data" / "adult_hierarchies"
 ADULT = Path("/work/shared/data/adult.csv")
 ADULT_QI = ("age", "workclass", "marital-status", "race", "sex", "native-country")
-
-
-def random_hierarchy(rng: np.random.Generator, leaves: int, height: int) -> LevelHierarchy:
-    """A balanced hierarchy: each level groups the previous level's nodes at random."""
-    rows = [[f"v{i}"] for i in range(leaves)]
-    current = list(range(leaves))
-    for lev in range(1, height):
-        groups = max(1, len(set(current)) // 2)
-        mapping = {c: int(rng.integers(groups)) for c in sorted(set(current))}
-        current = [mapping[c] for c in current]
-        for row, c in zip(rows, current, strict=True):
-            row.append(f"L{lev}_{c}")
-    for row in rows:
-        row.append("*")
-    return LevelHierarchy.from_rows(rows)
 
 
 def check_release(  # noqa: PLR0917 - the release and what it was asked to satisfy

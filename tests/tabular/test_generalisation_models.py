@@ -43,6 +43,7 @@ from locpriv.tabular.generalisation.samarati import samarati
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 from locpriv.tabular.quality import validate
 from locpriv.tabular.quality.loss import LOSSES
+from tests.tabular._gen_helpers import random_hierarchy
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -73,22 +74,6 @@ class Data:
     @property
     def n(self) -> int:
         return int(self.S.shape[0])
-
-
-def random_hierarchy(rng: np.random.Generator, leaves: int, height: int) -> LevelHierarchy:
-    """A balanced hierarchy of ``leaves`` values: each level groups the previous one's nodes at
-    random, the last level is the root ``*``."""
-    rows = [[f"v{i}"] for i in range(leaves)]
-    current = list(range(leaves))
-    for lev in range(1, height):
-        groups = max(1, len(set(current)) // 2)
-        mapping = {c: int(rng.integers(groups)) for c in sorted(set(current))}
-        current = [mapping[c] for c in current]
-        for row, c in zip(rows, current, strict=True):
-            row.append(f"L{lev}_{c}")
-    for row in rows:
-        row.append("*")
-    return LevelHierarchy.from_rows(rows)
 
 
 @st.composite

@@ -22,7 +22,7 @@ from locpriv.cli import main
 from locpriv.tabular.generalisation.hierarchy import LevelHierarchy
 from locpriv.tabular.io.generalised import GEN_METHODS, generalise
 from locpriv.tabular.risk.assess import assess_generalised
-from tests.tabular._gen_helpers import hierarchies, people
+from tests.tabular._gen_helpers import hierarchies, hierarchy_args, people, write_inputs
 
 AVAILABLE = list(GEN_METHODS)
 KEYS = ["age", "sex", "city"]
@@ -62,20 +62,11 @@ def table() -> pd.DataFrame:
 
 @pytest.fixture
 def files(table: pd.DataFrame, tmp_path: Path) -> dict[str, Path]:
-    out = {"input": tmp_path / "in.csv"}
-    table.to_csv(out["input"], index=False)
-    for name, rows in HIERARCHIES.items():
-        path = tmp_path / f"{name}.csv"
-        path.write_text("".join(";".join(r) + "\n" for r in rows), encoding="utf-8")
-        out[name] = path
-    return out
+    return write_inputs(tmp_path, table, HIERARCHIES)
 
 
 def _hier_args(files: dict[str, Path], cols: list[str] = KEYS) -> list[str]:
-    args = []
-    for c in cols:
-        args += ["--hierarchy", f"{c}={files[c]}"]
-    return args
+    return hierarchy_args(files, cols)
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
