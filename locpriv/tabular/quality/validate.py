@@ -13,31 +13,61 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from locpriv.tabular.quality._kernels.counting import distinct_counts as _distinct_kernel
+
 IntArray = npt.NDArray[np.int64]
 
 
 def is_k_anonymous(labels: IntArray, k: int) -> bool:
     """True when every group has at least ``k`` records."""
     labels = np.asarray(labels)
-    return labels.size == 0 or int(np.bincount(labels)[np.unique(labels)].min()) >= k
+    if labels.size == 0:
+        return True
+    cnt = np.bincount(labels)
+    return int(cnt[cnt > 0].min()) >= k
+
+
+DENSE_CODES_PER_RECORD = 2
+"""Codes above ``DENSE_CODES_PER_RECORD · n + 1024`` are renumbered before counting (the
+kernel keeps one entry per code)."""
+
+
+def distinct_counts(labels: IntArray, S: npt.ArrayLike) -> IntArray:
+    """g × m: the number of distinct values of each confidential attribute (columns of ``S``,
+    integer codes ``>= 0``; one column may be given as a vector) in each group ``0..g-1``
+    (``g = labels.max() + 1``; an empty group has 0). One counting sort of the rows by group,
+    then one pass per attribute (numba; no sort of (group, value) pairs)."""
+    lab = np.ascontiguousarray(labels, dtype=np.int64)
+    codes = np.asarray(S, dtype=np.int64).reshape(lab.size, -1)
+    g = int(lab.max()) + 1  # (no records: ValueError, as before)
+    if int(lab.min()) < 0:
+        raise ValueError("labels must be >= 0")
+    if codes.size:
+        if int(codes.min()) < 0:
+            raise ValueError("confidential codes must be >= 0")
+        wide = codes.max(axis=0) >= DENSE_CODES_PER_RECORD * lab.size + 1024
+        if wide.any():  # sparse codes: their ranks (equality is all that counts)
+            codes = codes.copy()
+            for j in np.flatnonzero(wide):
+                codes[:, j] = np.unique(codes[:, j], return_inverse=True)[1].reshape(-1)
+    out: IntArray = _distinct_kernel(lab, np.ascontiguousarray(codes), g)
+    return out
 
 
 def distinct_per_group(labels: IntArray, s: npt.NDArray[np.int64]) -> IntArray:
     """Number of distinct values of one confidential attribute (integer codes) per group."""
-    labels = np.asarray(labels, dtype=np.int64)
-    s = np.asarray(s, dtype=np.int64)
-    nv = int(s.max()) + 1 if s.size else 1
-    pairs = np.unique(labels * nv + s)
-    g = int(labels.max()) + 1
-    out: IntArray = np.bincount(pairs // nv, minlength=g)
+    out: IntArray = distinct_counts(labels, np.asarray(s).reshape(-1))[:, 0]
     return out
 
 
 def achieved_p(labels: IntArray, S: npt.NDArray[np.int64]) -> list[int]:
     """Per confidential attribute (column of ``S``): the minimum over groups of distinct values."""
+    labels = np.asarray(labels, dtype=np.int64)
     S = np.asarray(S, dtype=np.int64).reshape(len(labels), -1)
-    used = np.unique(labels)
-    return [int(distinct_per_group(labels, S[:, j])[used].min()) for j in range(S.shape[1])]
+    if S.shape[1] == 0:
+        return []
+    used = np.bincount(labels) > 0
+    return [int(v) for v in distinct_counts(labels, S)[used].min(axis=0)]
 
 
 def is_p_sensitive(labels: IntArray, S: npt.NDArray[np.int64], k: int, p: int) -> bool:
@@ -51,13 +81,13 @@ def homogeneous_groups(labels: IntArray, S: npt.NDArray[np.int64]) -> list[tuple
     Such groups are open to a homogeneity attack: an intruder who links a person to the group
     learns the confidential value.
     """
+    labels = np.asarray(labels, dtype=np.int64)
     S = np.asarray(S, dtype=np.int64).reshape(len(labels), -1)
-    used = np.unique(np.asarray(labels))
-    out: list[tuple[int, int]] = []
-    for j in range(S.shape[1]):
-        dist = distinct_per_group(labels, S[:, j])
-        out.extend((int(gi), j) for gi in used if dist[gi] == 1)
-    return sorted(out)
+    if S.shape[1] == 0:
+        return []
+    used = np.bincount(labels) > 0
+    one = (distinct_counts(labels, S) == 1) & used[:, None]
+    return [(int(gi), int(j)) for gi, j in zip(*np.nonzero(one), strict=True)]
 
 
 def table_classes(df: pd.DataFrame, qi: Sequence[str]) -> IntArray:
