@@ -251,26 +251,45 @@ def release_figures(
     *,
     k: int,
     written_Z: npt.NDArray[np.float64] | None,
+    classes: IntArray | None = None,
+    grouping: tuple[IntArray, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The report's figures measured on the released key columns ``keys``: its classes (sizes,
     DM, C_AVG, the p achieved per confidential attribute), Truta's IL of the classes, and the
     information loss ``100·SSE/SST`` of the written values ``written_Z`` against the original
-    ``Z`` (both on the grouping's scale: z-scores, scaled ranks, one-hot/√2)."""
-    classes = release_classes(keys, list(keys.columns))
-    sizes = np.bincount(classes)
-    out: dict[str, Any] = {
-        "groups": int(sizes.size),
-        "min_group_size": int(sizes.min()),
-        "max_group_size": int(sizes.max()),
-        "dm": metrics.discernibility(classes),
-        "avg": metrics.avg_class_size(classes, k),
-        "truta_il": metrics.truta_il_normalised(Z, classes),
-        "group_sizes": {str(s): c for s, c in metrics.size_histogram(classes).items()},
-        "p_achieved": dict(
-            zip(sensitive, achieved_p(classes, S) if S is not None else [], strict=True)
-        ),
-    }
-    sst = metrics.sst(Z)
+    ``Z`` (both on the grouping's scale: z-scores, scaled ranks, one-hot/√2).
+
+    ``classes``: :func:`release_classes` of ``keys`` when already computed. ``grouping``: the
+    grouping's labels and the estimator's report of them, measured on the same ``Z`` and ``S``
+    (:class:`Microaggregator`'s ``labels_`` and ``report_``); where the classes are those labels
+    (no two groups released alike, numbered alike) its figures are the classes' figures, taken
+    instead of measured again."""
+    if classes is None:
+        classes = release_classes(keys, list(keys.columns))
+    known = grouping[1] if grouping is not None and np.array_equal(classes, grouping[0]) else None
+    if known is not None:
+        same = ("groups", "min_group_size", "max_group_size", "dm", "avg", "truta_il")
+        out: dict[str, Any] = {f: known[f] for f in same}
+        out["group_sizes"] = dict(known["group_sizes"])
+        out["p_achieved"] = dict(
+            zip(sensitive, known["p_achieved"].values() if S is not None else [], strict=True)
+        )
+        sst = float(known["sst"])
+    else:
+        sizes = np.bincount(classes)
+        out = {
+            "groups": int(sizes.size),
+            "min_group_size": int(sizes.min()),
+            "max_group_size": int(sizes.max()),
+            "dm": metrics.discernibility(classes),
+            "avg": metrics.avg_class_size(classes, k),
+            "truta_il": metrics.truta_il_normalised(Z, classes),
+            "group_sizes": {str(s): c for s, c in metrics.size_histogram(classes).items()},
+            "p_achieved": dict(
+                zip(sensitive, achieved_p(classes, S) if S is not None else [], strict=True)
+            ),
+        }
+        sst = metrics.sst(Z)
     if written_Z is not None:
         diff = Z - written_Z
         err = float(np.einsum("ij,ij->", diff, diff))
@@ -293,23 +312,29 @@ def models_achieved(
     sensitive: list[str],
     ordered: Sequence[bool],
     recursive: tuple[float, int] | None,
+    *,
+    classes: IntArray | None = None,
 ) -> dict[str, Any]:
     """The privacy models the released key columns ``keys`` achieve for the confidential codes
     ``S``, measured by the validators of a released table: per attribute, the entropy l
     (``exp`` of the smallest class entropy), the largest EMD (t) and, when ``recursive`` is
     asked, the largest ``r_1 / (r_l + ... + r_m)`` (the table is (c, l)-diverse for every c
-    above it)."""
-    qi = list(keys.columns)
+    above it). ``classes``: the release's classes (:func:`release_classes` of ``keys``) when
+    already computed."""
+    if classes is None:
+        classes = release_classes(keys, list(keys.columns))
     names = [f"_s{j}" for j in range(S.shape[1])]
-    frame = keys.reset_index(drop=True).assign(**{n: S[:, j] for j, n in enumerate(names)})
-    ent = table_entropy_l(frame, qi, names)
-    emd = table_t(frame, qi, names, [n for n, o in zip(names, ordered, strict=True) if o])
+    frame = pd.DataFrame({n: S[:, j] for j, n in enumerate(names)})
+    ent = table_entropy_l(frame, [], names, classes=classes)
+    emd = table_t(
+        frame, [], names, [n for n, o in zip(names, ordered, strict=True) if o], classes=classes
+    )
     out: dict[str, Any] = {
         "entropy_l_achieved": {s: ent[n] for s, n in zip(sensitive, names, strict=True)},
         "t_achieved": {s: emd[n] for s, n in zip(sensitive, names, strict=True)},
     }
     if recursive is not None:
-        ratio = table_recursive_ratio(frame, qi, names, int(recursive[1]))
+        ratio = table_recursive_ratio(frame, [], names, int(recursive[1]), classes=classes)
         out["recursive_ratio"] = {s: ratio[n] for s, n in zip(sensitive, names, strict=True)}
     return out
 
@@ -584,13 +609,25 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
         report["partition_groups"] = est.n_groups_
         report["sse_partition"] = est.sse_  # the grouping's objective (group means)
         written_Z = encode_written(cols, values, written) if written is not None else None
-        report.update(release_figures(keys, enc.Z, S, sensitive, k=k, written_Z=written_Z))
+        classes = release_classes(keys, list(keys.columns))
+        report.update(
+            release_figures(
+                keys,
+                enc.Z,
+                S,
+                sensitive,
+                k=k,
+                written_Z=written_Z,
+                classes=classes,
+                grouping=(labels, est.report_),
+            )
+        )
         if written_Z is None:
             report["il_basis"] = "group means (the file holds ranges: see truta_il)"
         if S is not None:
             report["models"] = {
                 **report["models"],
-                **models_achieved(keys, S, sensitive, ordered, recursive),
+                **models_achieved(keys, S, sensitive, ordered, recursive, classes=classes),
             }
         report["release"] = release
         order, report["order"] = row_order(len(df), seed, keep_order)

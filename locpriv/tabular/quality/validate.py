@@ -108,8 +108,10 @@ def table_p(df: pd.DataFrame, qi: Sequence[str], sensitive: Sequence[str]) -> di
 
 
 # --- privacy models of a released table -------------------------------------------------------
-# Written apart from locpriv.tabular.models (dense class × value tables filled by np.add.at, the
-# formulas of the papers row by row), so that each side checks the other.
+# Written apart from locpriv.tabular.models (dense class × value tables of counts, the formulas
+# of the papers row by row), so that each side checks the other. Each takes ``classes``, the
+# class of every row when the caller knows it (any numbering, e.g. the release's hashed classes:
+# frame.release_classes), instead of grouping the key columns again.
 
 CHUNK_CELLS = 1 << 22
 """Classes are examined in chunks whose dense class × value table has at most this many cells."""
@@ -118,17 +120,33 @@ CHUNK_CELLS = 1 << 22
 def _class_value_chunks(
     classes: IntArray, codes: IntArray, m: int
 ) -> Iterator[npt.NDArray[np.float64]]:
-    """Dense count tables (rows: classes ``a..b-1``, columns: the ``m`` codes), in order."""
+    """Dense count tables (rows: classes ``a..b-1``, columns: the ``m`` codes), in order: one
+    ``bincount`` of the (class, code) cells per chunk; the rows are sorted by class only when
+    there is more than one chunk."""
     g = int(classes.max()) + 1 if classes.size else 0
     step = max(1, CHUNK_CELLS // max(m, 1))
+    if g <= step:
+        if g:
+            cells = np.bincount(classes * m + codes, minlength=g * m)
+            yield cells.reshape(g, m).astype(np.float64)
+        return
     order = np.argsort(classes, kind="stable")
     sc, sv = classes[order], codes[order]
     for a in range(0, g, step):
         b = min(g, a + step)
         lo, hi = np.searchsorted(sc, [a, b])
-        table = np.zeros((b - a, m))
-        np.add.at(table, (sc[lo:hi] - a, sv[lo:hi]), 1.0)
-        yield table
+        cells = np.bincount((sc[lo:hi] - a) * m + sv[lo:hi], minlength=(b - a) * m)
+        yield cells.reshape(b - a, m).astype(np.float64)
+
+
+def _classes(df: pd.DataFrame, qi: Sequence[str], classes: IntArray | None) -> IntArray:
+    """The given class labels of ``df``'s rows, else :func:`table_classes`."""
+    if classes is None:
+        return table_classes(df, qi)
+    out = np.asarray(classes, dtype=np.int64)
+    if out.shape != (len(df),):
+        raise ValueError(f"classes: {out.shape} labels for {len(df)} rows")
+    return out
 
 
 def _codes(df: pd.DataFrame, name: str) -> tuple[IntArray, int]:
@@ -138,12 +156,16 @@ def _codes(df: pd.DataFrame, name: str) -> tuple[IntArray, int]:
 
 
 def table_entropy_l(
-    df: pd.DataFrame, qi: Sequence[str], sensitive: Sequence[str]
+    df: pd.DataFrame,
+    qi: Sequence[str],
+    sensitive: Sequence[str],
+    *,
+    classes: IntArray | None = None,
 ) -> dict[str, float]:
     """Per confidential attribute: the smallest ``exp(H)`` over the classes (``H`` the
     natural-log entropy of the attribute in the class): the table is entropy l-diverse for
     every ``l`` up to this value."""
-    classes = table_classes(df, qi)
+    classes = _classes(df, qi, classes)
     out: dict[str, float] = {}
     for s in sensitive:
         codes, m = _codes(df, s)
@@ -161,11 +183,13 @@ def table_recursive_ratio(
     qi: Sequence[str],
     sensitive: Sequence[str],
     l: int,  # noqa: E741
+    *,
+    classes: IntArray | None = None,
 ) -> dict[str, float]:
     """Per confidential attribute: the largest ``r_1 / (r_l + ... + r_m)`` over the classes
     (counts sorted in decreasing order; ``inf`` where a class has fewer than ``l`` values).
     The table is recursive (c, l)-diverse exactly when ``c`` exceeds this ratio."""
-    classes = table_classes(df, qi)
+    classes = _classes(df, qi, classes)
     out: dict[str, float] = {}
     for s in sensitive:
         codes, m = _codes(df, s)
@@ -185,12 +209,14 @@ def table_t(
     qi: Sequence[str],
     sensitive: Sequence[str],
     ordered: Sequence[str] = (),
+    *,
+    classes: IntArray | None = None,
 ) -> dict[str, float]:
     """Per confidential attribute: the largest Earth Mover's Distance between a class's
     distribution and the released table's (Li, Li & Venkatasubramanian 2007): ordered distance
     (cumulative differences / (m-1), over the ranks of the ``m`` sorted distinct values) for the
     attributes in ``ordered``, equal distance (half the L1 difference) for the others."""
-    classes = table_classes(df, qi)
+    classes = _classes(df, qi, classes)
     out: dict[str, float] = {}
     for s in sensitive:
         codes, m = _codes(df, s)
