@@ -22,6 +22,7 @@ from locpriv.tabular.io.estimators import Microaggregator
 from locpriv.tabular.io.frame import (
     _loo_mode_accuracy,
     _loo_mode_baseline,
+    _sorted_codes,
     audit_pass_through,
     models_achieved,
     release_classes,
@@ -227,6 +228,26 @@ def test_leave_one_out_accuracy_against_a_plain_count() -> None:
             hits += int(len(top) == 1 and top.index[0] == q[i])
         assert _loo_mode_accuracy(c, q) == pytest.approx(hits / n)
         assert _loo_mode_baseline(q) == pytest.approx(_loo_mode_accuracy(np.zeros(n, np.int64), q))
+
+
+def test_audit_ranks_equal_pandas_sorted_factorisation() -> None:
+    """The audit's dense ranks (one argsort for floats and integers without NaN) against
+    pandas' sorted factorisation, on ties, -0.0 and 0.0, NaN, nullable and other dtypes."""
+    rng = np.random.default_rng(4)
+    cols = [
+        pd.Series(rng.normal(size=500)),
+        pd.Series(rng.integers(-5, 5, 500)),
+        pd.Series(rng.integers(0, 7, 500).astype(np.int32)),
+        pd.Series(np.round(rng.normal(size=500), 1)),
+        pd.Series([0.0, -0.0, 1.5, -0.0, 2.0, 1.5]),
+        pd.Series([0.0, np.nan, -1.0, np.nan, 3.0]),
+        pd.Series([3, None, 1, 3], dtype="Int64"),
+        pd.Series(["b", "a", None, "b"]),
+        pd.Series(np.zeros(0)),
+    ]
+    for s in cols:
+        want = pd.factorize(s, sort=True, use_na_sentinel=False)[0]
+        assert _sorted_codes(s).tolist() == want.tolist()
 
 
 def test_audit_reads_streamed_columns_one_at_a_time() -> None:

@@ -379,9 +379,41 @@ def _numeric(s: pd.Series) -> bool:
 def _correlation(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
     """Pearson correlation (of dense ranks: Spearman's with ties on one rank); 0 when either
     side is constant."""
-    da, db = a - a.mean(), b - b.mean()
-    den = float(np.sqrt(np.dot(da, da) * np.dot(db, db)))
-    return float(np.dot(da, db) / den) if den > 0 else 0.0
+    return _centred_correlation(_centred(a), _centred(b))
+
+
+def _codes(s: pd.Series, sort: bool) -> npt.NDArray[np.int64]:
+    """Codes of a column's values (``NaN``/``None`` one value), ranks of the sorted distinct
+    values when ``sort``."""
+    return pd.factorize(s, sort=sort, use_na_sentinel=False)[0].astype(np.int64)
+
+
+def _sorted_codes(s: pd.Series) -> npt.NDArray[np.int64]:
+    """:func:`_codes` sorted: for a float or integer column without NaN, the dense ranks from
+    one argsort (equal values, ``-0.0`` and ``0.0`` too, share a rank), else pandas'
+    factorisation with its sort of the distinct values."""
+    v = s.to_numpy() if isinstance(s.dtype, np.dtype) and s.dtype.kind in "if" else None
+    if v is None or (v.dtype.kind == "f" and bool(np.isnan(v).any())):
+        return _codes(s, True)
+    order = np.argsort(v)
+    ranked = v[order]
+    out = np.empty(v.size, dtype=np.int64)
+    out[order] = np.cumsum(np.r_[False, ranked[1:] != ranked[:-1]])
+    return out
+
+
+def _centred(a: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], float]:
+    """``a`` minus its mean and the sum of squares of that, as :func:`_correlation` has them."""
+    da = a - a.mean()
+    return da, float(np.dot(da, da))
+
+
+def _centred_correlation(
+    a: tuple[npt.NDArray[np.float64], float], b: tuple[npt.NDArray[np.float64], float]
+) -> float:
+    """:func:`_correlation` of two :func:`_centred` columns (the same value, bit for bit)."""
+    den = float(np.sqrt(a[1] * b[1]))
+    return float(np.dot(a[0], b[0]) / den) if den > 0 else 0.0
 
 
 def audit_pass_through(
@@ -406,20 +438,18 @@ def audit_pass_through(
     if not columns:
         return []
     # sorted codes: the dense ranks of a numerical column, one factorisation for both uses
-    keys = {
-        q: pd.factorize(df[q], sort=_numeric(df[q]), use_na_sentinel=False)[0].astype(np.int64)
-        for q in qi
-    }
+    keys = {q: _sorted_codes(df[q]) if _numeric(df[q]) else _codes(df[q], False) for q in qi}
     base = {q: _loo_mode_baseline(v) for q, v in keys.items()}
     # a record whose key value no other record holds is never guessed (leave-one-out): the
     # share of the others bounds the accuracy, and spares the count on continuous keys
     shared = {q: float(np.mean(np.bincount(v)[v] >= 2)) if n else 0.0 for q, v in keys.items()}
-    ranks = {q: keys[q].astype(np.float64) for q in qi if _numeric(df[q])}
+    # the ranks centred once, with their sums of squares (as _correlation computes them)
+    ranks = {q: _centred(keys[q].astype(np.float64)) for q in qi if _numeric(df[q])}
     out: list[dict[str, Any]] = []
     for name, role in columns.items():
         s = df[name] if name in df.columns or column is None else column(name)
         numeric = _numeric(s)
-        c = pd.factorize(s, sort=numeric, use_na_sentinel=False)[0].astype(np.int64)
+        c = _sorted_codes(s) if numeric else _codes(s, False)
         cnt = np.bincount(c)
         rare = float(np.mean(cnt[c] < k)) if n else 0.0
         entry: dict[str, Any] = {
@@ -437,7 +467,7 @@ def audit_pass_through(
                 f" drop it (--drop {name}) or coarsen it"
             )
         c_shared = float(np.mean(cnt[c] >= 2)) if n else 0.0
-        r_c = c.astype(np.float64) if numeric and ranks else None
+        r_c = _centred(c.astype(np.float64)) if numeric and ranks else None
         for q, qv in keys.items():
             bound = min(shared[q], c_shared)
             item: dict[str, float] = {"baseline": base[q]}
@@ -449,7 +479,7 @@ def audit_pass_through(
                 item["accuracy_at_most"] = bound
             flagged = acc >= PREDICT_ACCURACY and acc - base[q] >= PREDICT_GAIN
             if r_c is not None and q in ranks and n > 2:
-                rho = _correlation(r_c, ranks[q])
+                rho = _centred_correlation(r_c, ranks[q])
                 item["rank_correlation"] = rho
                 flagged = flagged or abs(rho) >= RANK_CORRELATION
             entry["predicts"][q] = item
