@@ -3,6 +3,6 @@ inputs and call these).
 
 ==================  ===========================================================================
 ``counting``        distinct confidential values per group (one counting sort by group, then
-                    one pass per attribute); the dense ranks of a column (radix sort)
+                    one pass per attribute)
 ==================  ===========================================================================
 """
