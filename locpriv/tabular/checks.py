@@ -5,6 +5,7 @@ input (:mod:`locpriv.errors`)."""
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -62,5 +63,18 @@ def as_codes(S: npt.ArrayLike, n: int) -> npt.NDArray[np.int64]:
         raise ConfigError(f"S has {arr.shape[0] if arr.ndim else 0} rows but X has {n}")
     codes = np.empty(arr.shape, dtype=np.int64)
     for j in range(arr.shape[1]):
-        _, codes[:, j] = np.unique(arr[:, j], return_inverse=True)
+        col = arr[:, j]
+        if _dense(col):  # already 0..c-1, every code used: its own ranks (no sort)
+            codes[:, j] = col
+        else:
+            _, codes[:, j] = np.unique(col, return_inverse=True)
     return codes
+
+
+def _dense(col: npt.NDArray[Any]) -> bool:
+    """Integer values that are exactly ``0..c-1``, each present (then ``np.unique``'s inverse
+    is the column itself)."""
+    if col.dtype.kind not in "iu" or col.size == 0:
+        return False
+    lo, hi = int(col.min()), int(col.max())
+    return lo == 0 and hi < col.size and bool(np.all(np.bincount(col.astype(np.int64)) > 0))

@@ -22,8 +22,16 @@ from locpriv.tabular import (
     sst,
     truta_il,
 )
+from locpriv.tabular.checks import as_codes
+from locpriv.tabular.psensitive.kincrease import group_is_p_sensitive
 from locpriv.tabular.quality.metrics import truta_il_normalised
-from locpriv.tabular.quality.validate import table_classes, table_k, table_p
+from locpriv.tabular.quality.validate import (
+    distinct_counts,
+    distinct_per_group,
+    table_classes,
+    table_k,
+    table_p,
+)
 
 
 def test_metrics_on_a_hand_partition() -> None:
@@ -49,6 +57,38 @@ def test_achieved_p_and_homogeneity() -> None:
     S = np.array([[0, 5], [1, 5], [2, 5], [3, 1], [3, 2], [3, 2]])
     assert achieved_p(labels, S) == [1, 1]
     assert homogeneous_groups(labels, S) == [(0, 1), (1, 0)]
+
+
+def _distinct_by_pairs(labels: np.ndarray, s: np.ndarray) -> np.ndarray:  # type: ignore[type-arg]
+    """The former count: a sort of the (group, value) pairs."""
+    nv = int(s.max()) + 1
+    pairs = np.unique(labels * nv + s)
+    return np.bincount(pairs // nv, minlength=int(labels.max()) + 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 80), st.sampled_from([1, 3, 9, 10**12]))
+def test_distinct_counts_equal_the_pair_sort(seed: int, n: int, nv: int) -> None:
+    """The counting kernel (achieved p, the p-sensitivity checks) against a sort of the
+    (group, value) pairs and pandas' nunique: empty groups, one group, sparse huge codes."""
+    rng = np.random.default_rng(seed)
+    g = int(rng.integers(1, n + 1))
+    labels = rng.integers(0, g, n)
+    S = np.column_stack([rng.integers(0, nv, n), rng.integers(0, 2, n)])
+    counts = distinct_counts(labels, S)
+    for j in range(2):
+        assert np.array_equal(counts[:, j], _distinct_by_pairs(labels, S[:, j]))
+        assert np.array_equal(distinct_per_group(labels, S[:, j]), counts[:, j])
+    nunique = pd.DataFrame(S).groupby(labels).nunique()
+    assert achieved_p(labels, S) == [int(v) for v in nunique.min()]
+    for p in (1, 2, 3):
+        assert group_is_p_sensitive(labels, S, p) == bool(counts.min() >= p)
+    assert (
+        as_codes(S, n).tolist()
+        == pd.DataFrame(S).rank(method="dense").sub(1).astype(int).to_numpy().tolist()
+    )
+    with pytest.raises(ValueError, match=">= 0"):
+        distinct_counts(labels, -1 - S)
 
 
 @settings(max_examples=40, deadline=None)

@@ -369,11 +369,15 @@ def test_anonymize_report_times_the_whole_call() -> None:
     rng = np.random.default_rng(5)
     df = pd.DataFrame(rng.random((3000, 3)), columns=["a", "b", "c"])
     df["s"] = np.arange(3000) % 4
-    t0 = time.perf_counter()
+    anonymize(df, ["a", "b", "c"], "s", 3, 2, "partitioned", seed=1, block_size=512)  # compile
+    t0, c0 = time.perf_counter(), time.process_time()
     out, rep = anonymize(df, ["a", "b", "c"], "s", 3, 2, "partitioned", seed=1, block_size=512)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     names = [r["stage"] for r in rep["stages"]["stages"]]
     assert names[0] == "encode" and names[-4:] == ["metrics", "release", "audit", "output"]
     assert rep["stages"]["seconds"] <= wall
-    assert rep["stages"]["seconds"] >= 0.8 * wall, (rep["stages"]["seconds"], wall)
+    # CPU seconds, not wall: other jobs on the machine stretch the gaps between the stages'
+    # wall clocks, never this process's own work outside them
+    inside = sum(r["parent_cpu_seconds"] for r in rep["stages"]["stages"])
+    assert inside >= 0.8 * cpu, (inside, cpu)
     assert len(out) == len(df)

@@ -18,12 +18,18 @@ from pycanon import anonymity
 from locpriv.cli import main
 from locpriv.errors import ConfigError, DataError
 from locpriv.tabular import anonymize
+from locpriv.tabular.io.estimators import Microaggregator
 from locpriv.tabular.io.frame import (
     _loo_mode_accuracy,
     _loo_mode_baseline,
+    _sorted_codes,
     audit_pass_through,
+    models_achieved,
     release_classes,
+    release_figures,
 )
+from locpriv.tabular.quality import validate
+from locpriv.tabular.quality.validate import table_entropy_l, table_recursive_ratio, table_t
 from tests.tabular._mdav_helpers import ADULT
 
 EDU = ["primary", "secondary", "bachelor", "master"]
@@ -224,6 +230,26 @@ def test_leave_one_out_accuracy_against_a_plain_count() -> None:
         assert _loo_mode_baseline(q) == pytest.approx(_loo_mode_accuracy(np.zeros(n, np.int64), q))
 
 
+def test_audit_ranks_equal_pandas_sorted_factorisation() -> None:
+    """The audit's dense ranks (one argsort for floats and integers without NaN) against
+    pandas' sorted factorisation, on ties, -0.0 and 0.0, NaN, nullable and other dtypes."""
+    rng = np.random.default_rng(4)
+    cols = [
+        pd.Series(rng.normal(size=500)),
+        pd.Series(rng.integers(-5, 5, 500)),
+        pd.Series(rng.integers(0, 7, 500).astype(np.int32)),
+        pd.Series(np.round(rng.normal(size=500), 1)),
+        pd.Series([0.0, -0.0, 1.5, -0.0, 2.0, 1.5]),
+        pd.Series([0.0, np.nan, -1.0, np.nan, 3.0]),
+        pd.Series([3, None, 1, 3], dtype="Int64"),
+        pd.Series(["b", "a", None, "b"]),
+        pd.Series(np.zeros(0)),
+    ]
+    for s in cols:
+        want = pd.factorize(s, sort=True, use_na_sentinel=False)[0]
+        assert _sorted_codes(s).tolist() == want.tolist()
+
+
 def test_audit_reads_streamed_columns_one_at_a_time() -> None:
     df = _audit_frame(500)
     keys = df[["age", "edu_num"]]
@@ -241,6 +267,45 @@ def test_release_classes_are_the_files_classes() -> None:
     df = pd.DataFrame({"a": [1, 1, 2, 2, 1], "b": ["x", "x", "y", "y", "z"]})
     assert release_classes(df, ["a", "b"]).tolist() == [0, 0, 1, 1, 2]
     assert release_classes(df, "a").tolist() == [0, 0, 1, 1, 0]
+
+
+@pytest.mark.parametrize("alike", [False, True])
+def test_release_figures_reuse_the_groupings_only_where_classes_are_its_groups(
+    alike: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release's figures taken from the estimator's report (classes = its groups) equal
+    those measured afresh; where two groups are released alike (one class), they are measured
+    on the classes, and the models' validators given the classes equal their own grouping."""
+    rng = np.random.default_rng(3)
+    n = 300
+    Z = rng.normal(size=(n, 2))
+    S = rng.integers(0, 4, (n, 2))
+    est = Microaggregator(k=3, p=2).fit_scaled(Z, S, names=["s", "t"])
+    labels = est.labels_
+    rep = est.labels_.copy()
+    if alike:  # groups 1 and 2 written with the same values: one class of the release
+        rep[rep == 2] = 1
+    keys = pd.DataFrame({"a": rep.astype(float), "b": (rep % 5).astype(float)})
+    classes = release_classes(keys, ["a", "b"])
+    written = Z + 0.25
+    kw: dict[str, Any] = {"k": 3, "written_Z": written}
+    fresh = release_figures(keys, Z, S, ["s", "t"], **kw)
+    reused = release_figures(
+        keys, Z, S, ["s", "t"], classes=classes, grouping=(labels, est.report_), **kw
+    )
+    assert reused == fresh
+    assert fresh["groups"] == int(labels.max()) + 1 - int(alike)
+    if not alike:
+        assert fresh["truta_il"] == est.report_["truta_il"] and fresh["sst"] == est.sst_
+    got = models_achieved(keys, S, ["s", "t"], [True, False], (2.0, 2), classes=classes)
+    frame = keys.assign(s=S[:, 0], t=S[:, 1])
+    assert got["entropy_l_achieved"] == table_entropy_l(frame, ["a", "b"], ["s", "t"])
+    assert got["t_achieved"] == table_t(frame, ["a", "b"], ["s", "t"], ["s"])
+    assert got["recursive_ratio"] == table_recursive_ratio(frame, ["a", "b"], ["s", "t"], 2)
+    assert models_achieved(keys, S, ["s", "t"], [True, False], (2.0, 2)) == got
+    # the validators' tables in chunks of a few classes (rows sorted by class) give the same
+    monkeypatch.setattr(validate, "CHUNK_CELLS", 24)
+    assert models_achieved(keys, S, ["s", "t"], [True, False], (2.0, 2), classes=classes) == got
 
 
 @pytest.mark.skipif(not ADULT.exists(), reason=f"{ADULT} not found")

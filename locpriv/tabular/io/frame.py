@@ -251,26 +251,45 @@ def release_figures(
     *,
     k: int,
     written_Z: npt.NDArray[np.float64] | None,
+    classes: IntArray | None = None,
+    grouping: tuple[IntArray, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The report's figures measured on the released key columns ``keys``: its classes (sizes,
     DM, C_AVG, the p achieved per confidential attribute), Truta's IL of the classes, and the
     information loss ``100·SSE/SST`` of the written values ``written_Z`` against the original
-    ``Z`` (both on the grouping's scale: z-scores, scaled ranks, one-hot/√2)."""
-    classes = release_classes(keys, list(keys.columns))
-    sizes = np.bincount(classes)
-    out: dict[str, Any] = {
-        "groups": int(sizes.size),
-        "min_group_size": int(sizes.min()),
-        "max_group_size": int(sizes.max()),
-        "dm": metrics.discernibility(classes),
-        "avg": metrics.avg_class_size(classes, k),
-        "truta_il": metrics.truta_il_normalised(Z, classes),
-        "group_sizes": {str(s): c for s, c in metrics.size_histogram(classes).items()},
-        "p_achieved": dict(
-            zip(sensitive, achieved_p(classes, S) if S is not None else [], strict=True)
-        ),
-    }
-    sst = metrics.sst(Z)
+    ``Z`` (both on the grouping's scale: z-scores, scaled ranks, one-hot/√2).
+
+    ``classes``: :func:`release_classes` of ``keys`` when already computed. ``grouping``: the
+    grouping's labels and the estimator's report of them, measured on the same ``Z`` and ``S``
+    (:class:`Microaggregator`'s ``labels_`` and ``report_``); where the classes are those labels
+    (no two groups released alike, numbered alike) its figures are the classes' figures, taken
+    instead of measured again."""
+    if classes is None:
+        classes = release_classes(keys, list(keys.columns))
+    known = grouping[1] if grouping is not None and np.array_equal(classes, grouping[0]) else None
+    if known is not None:
+        same = ("groups", "min_group_size", "max_group_size", "dm", "avg", "truta_il")
+        out: dict[str, Any] = {f: known[f] for f in same}
+        out["group_sizes"] = dict(known["group_sizes"])
+        out["p_achieved"] = dict(
+            zip(sensitive, known["p_achieved"].values() if S is not None else [], strict=True)
+        )
+        sst = float(known["sst"])
+    else:
+        sizes = np.bincount(classes)
+        out = {
+            "groups": int(sizes.size),
+            "min_group_size": int(sizes.min()),
+            "max_group_size": int(sizes.max()),
+            "dm": metrics.discernibility(classes),
+            "avg": metrics.avg_class_size(classes, k),
+            "truta_il": metrics.truta_il_normalised(Z, classes),
+            "group_sizes": {str(s): c for s, c in metrics.size_histogram(classes).items()},
+            "p_achieved": dict(
+                zip(sensitive, achieved_p(classes, S) if S is not None else [], strict=True)
+            ),
+        }
+        sst = metrics.sst(Z)
     if written_Z is not None:
         diff = Z - written_Z
         err = float(np.einsum("ij,ij->", diff, diff))
@@ -293,23 +312,29 @@ def models_achieved(
     sensitive: list[str],
     ordered: Sequence[bool],
     recursive: tuple[float, int] | None,
+    *,
+    classes: IntArray | None = None,
 ) -> dict[str, Any]:
     """The privacy models the released key columns ``keys`` achieve for the confidential codes
     ``S``, measured by the validators of a released table: per attribute, the entropy l
     (``exp`` of the smallest class entropy), the largest EMD (t) and, when ``recursive`` is
     asked, the largest ``r_1 / (r_l + ... + r_m)`` (the table is (c, l)-diverse for every c
-    above it)."""
-    qi = list(keys.columns)
+    above it). ``classes``: the release's classes (:func:`release_classes` of ``keys``) when
+    already computed."""
+    if classes is None:
+        classes = release_classes(keys, list(keys.columns))
     names = [f"_s{j}" for j in range(S.shape[1])]
-    frame = keys.reset_index(drop=True).assign(**{n: S[:, j] for j, n in enumerate(names)})
-    ent = table_entropy_l(frame, qi, names)
-    emd = table_t(frame, qi, names, [n for n, o in zip(names, ordered, strict=True) if o])
+    frame = pd.DataFrame({n: S[:, j] for j, n in enumerate(names)})
+    ent = table_entropy_l(frame, [], names, classes=classes)
+    emd = table_t(
+        frame, [], names, [n for n, o in zip(names, ordered, strict=True) if o], classes=classes
+    )
     out: dict[str, Any] = {
         "entropy_l_achieved": {s: ent[n] for s, n in zip(sensitive, names, strict=True)},
         "t_achieved": {s: emd[n] for s, n in zip(sensitive, names, strict=True)},
     }
     if recursive is not None:
-        ratio = table_recursive_ratio(frame, qi, names, int(recursive[1]))
+        ratio = table_recursive_ratio(frame, [], names, int(recursive[1]), classes=classes)
         out["recursive_ratio"] = {s: ratio[n] for s, n in zip(sensitive, names, strict=True)}
     return out
 
@@ -354,9 +379,41 @@ def _numeric(s: pd.Series) -> bool:
 def _correlation(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
     """Pearson correlation (of dense ranks: Spearman's with ties on one rank); 0 when either
     side is constant."""
-    da, db = a - a.mean(), b - b.mean()
-    den = float(np.sqrt(np.dot(da, da) * np.dot(db, db)))
-    return float(np.dot(da, db) / den) if den > 0 else 0.0
+    return _centred_correlation(_centred(a), _centred(b))
+
+
+def _codes(s: pd.Series, sort: bool) -> npt.NDArray[np.int64]:
+    """Codes of a column's values (``NaN``/``None`` one value), ranks of the sorted distinct
+    values when ``sort``."""
+    return pd.factorize(s, sort=sort, use_na_sentinel=False)[0].astype(np.int64)
+
+
+def _sorted_codes(s: pd.Series) -> npt.NDArray[np.int64]:
+    """:func:`_codes` sorted: for a float or integer column without NaN, the dense ranks from
+    one argsort (equal values, ``-0.0`` and ``0.0`` too, share a rank), else pandas'
+    factorisation with its sort of the distinct values."""
+    v = s.to_numpy() if isinstance(s.dtype, np.dtype) and s.dtype.kind in "if" else None
+    if v is None or (v.dtype.kind == "f" and bool(np.isnan(v).any())):
+        return _codes(s, True)
+    order = np.argsort(v)
+    ranked = v[order]
+    out = np.empty(v.size, dtype=np.int64)
+    out[order] = np.cumsum(np.r_[False, ranked[1:] != ranked[:-1]])
+    return out
+
+
+def _centred(a: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], float]:
+    """``a`` minus its mean and the sum of squares of that, as :func:`_correlation` has them."""
+    da = a - a.mean()
+    return da, float(np.dot(da, da))
+
+
+def _centred_correlation(
+    a: tuple[npt.NDArray[np.float64], float], b: tuple[npt.NDArray[np.float64], float]
+) -> float:
+    """:func:`_correlation` of two :func:`_centred` columns (the same value, bit for bit)."""
+    den = float(np.sqrt(a[1] * b[1]))
+    return float(np.dot(a[0], b[0]) / den) if den > 0 else 0.0
 
 
 def audit_pass_through(
@@ -381,20 +438,18 @@ def audit_pass_through(
     if not columns:
         return []
     # sorted codes: the dense ranks of a numerical column, one factorisation for both uses
-    keys = {
-        q: pd.factorize(df[q], sort=_numeric(df[q]), use_na_sentinel=False)[0].astype(np.int64)
-        for q in qi
-    }
+    keys = {q: _sorted_codes(df[q]) if _numeric(df[q]) else _codes(df[q], False) for q in qi}
     base = {q: _loo_mode_baseline(v) for q, v in keys.items()}
     # a record whose key value no other record holds is never guessed (leave-one-out): the
     # share of the others bounds the accuracy, and spares the count on continuous keys
     shared = {q: float(np.mean(np.bincount(v)[v] >= 2)) if n else 0.0 for q, v in keys.items()}
-    ranks = {q: keys[q].astype(np.float64) for q in qi if _numeric(df[q])}
+    # the ranks centred once, with their sums of squares (as _correlation computes them)
+    ranks = {q: _centred(keys[q].astype(np.float64)) for q in qi if _numeric(df[q])}
     out: list[dict[str, Any]] = []
     for name, role in columns.items():
         s = df[name] if name in df.columns or column is None else column(name)
         numeric = _numeric(s)
-        c = pd.factorize(s, sort=numeric, use_na_sentinel=False)[0].astype(np.int64)
+        c = _sorted_codes(s) if numeric else _codes(s, False)
         cnt = np.bincount(c)
         rare = float(np.mean(cnt[c] < k)) if n else 0.0
         entry: dict[str, Any] = {
@@ -412,7 +467,7 @@ def audit_pass_through(
                 f" drop it (--drop {name}) or coarsen it"
             )
         c_shared = float(np.mean(cnt[c] >= 2)) if n else 0.0
-        r_c = c.astype(np.float64) if numeric and ranks else None
+        r_c = _centred(c.astype(np.float64)) if numeric and ranks else None
         for q, qv in keys.items():
             bound = min(shared[q], c_shared)
             item: dict[str, float] = {"baseline": base[q]}
@@ -424,7 +479,7 @@ def audit_pass_through(
                 item["accuracy_at_most"] = bound
             flagged = acc >= PREDICT_ACCURACY and acc - base[q] >= PREDICT_GAIN
             if r_c is not None and q in ranks and n > 2:
-                rho = _correlation(r_c, ranks[q])
+                rho = _centred_correlation(r_c, ranks[q])
                 item["rank_correlation"] = rho
                 flagged = flagged or abs(rho) >= RANK_CORRELATION
             entry["predicts"][q] = item
@@ -591,13 +646,25 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
         report["partition_groups"] = est.n_groups_
         report["sse_partition"] = est.sse_  # the grouping's objective (group means)
         written_Z = encode_written(cols, values, written) if written is not None else None
-        report.update(release_figures(keys, enc.Z, S, sensitive, k=k, written_Z=written_Z))
+        classes = release_classes(keys, list(keys.columns))
+        report.update(
+            release_figures(
+                keys,
+                enc.Z,
+                S,
+                sensitive,
+                k=k,
+                written_Z=written_Z,
+                classes=classes,
+                grouping=(labels, est.report_),
+            )
+        )
         if written_Z is None:
             report["il_basis"] = "group means (the file holds ranges: see truta_il)"
         if S is not None:
             report["models"] = {
                 **report["models"],
-                **models_achieved(keys, S, sensitive, ordered, opts.recursive),
+                **models_achieved(keys, S, sensitive, ordered, opts.recursive, classes=classes),
             }
         report["release"] = opts.release
         order, report["order"] = row_order(len(df), opts.seed, opts.keep_order)

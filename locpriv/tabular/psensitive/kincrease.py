@@ -31,6 +31,7 @@ import numpy.typing as npt
 from locpriv.errors import ConfigError, InfeasibleError
 from locpriv.tabular.checks import as_codes, check_matrix
 from locpriv.tabular.microagg.mdav import MdavRunner
+from locpriv.tabular.quality.validate import distinct_counts
 
 __all__ = [
     "Conditions",
@@ -114,14 +115,11 @@ def require_feasible(
 
 
 def group_is_p_sensitive(labels: IntArray, S: IntArray, p: int) -> bool:
-    """True when every group has at least p distinct values in every column of ``S``."""
-    g = int(labels.max()) + 1
-    for j in range(S.shape[1]):
-        nv = int(S[:, j].max()) + 1
-        pairs = np.unique(labels * nv + S[:, j])
-        if np.bincount(pairs // nv, minlength=g).min() < p:
-            return False
-    return True
+    """True when every group ``0..labels.max()`` has at least p distinct values in every
+    column of ``S`` (one counting pass:
+    :func:`~locpriv.tabular.quality.validate.distinct_counts`)."""
+    counts = distinct_counts(labels, S)
+    return counts.size == 0 or int(counts.min()) >= p
 
 
 def k_increase(
