@@ -70,3 +70,33 @@ async def test_publish_during_long_outage_raises(
         await wait_until(lambda: not t.connected)
         with pytest.raises(TransportError):
             await t.publish(topics.p3_cloak("x"), b"x")
+
+
+@pytest.mark.asyncio
+async def test_embedded_broker_walks_a_snapshot_of_its_subscriptions() -> None:
+    """amqtt 0.12 walks its subscription table, awaiting between topics, whenever a client
+    connects (``Broker._handle_client_session``); a SUBSCRIBE by another client meanwhile
+    raised "dictionary changed size during iteration" and dropped the new connection (seen in
+    CI: a P4 peer's query timed out). The embedded broker's table is walked as a snapshot, so
+    a subscription added or removed during the walk changes nothing; and connections made
+    while another client subscribes stay up."""
+    from locpriv.service.broker import EmbeddedBroker
+
+    async with EmbeddedBroker() as broker, connect(broker.url) as busy:
+        for i in range(50):
+            await busy.subscribe(f"race/base/{i}", qos=0)
+        table = broker.amqtt._subscriptions
+        seen = []
+        for topic in table:  # what amqtt does on CONNECT, with a change at every step
+            seen.append(topic)
+            table[f"race/new/{len(seen)}"] = []
+            table.pop(f"race/new/{len(seen) - 1}", None)
+        assert len(seen) >= 50
+        for key in [k for k in table if k.startswith("race/new/")]:
+            del table[key]
+        for n in range(5):
+            async with connect(broker.url) as late:
+                await busy.subscribe(f"race/churn/{n}", qos=0)
+                await late.subscribe(f"race/late/{n}", qos=1)
+                await busy.publish(f"race/late/{n}", b"x", qos=1)
+                assert (await _next(late, 10.0)).payload == b"x"
