@@ -29,6 +29,7 @@ from typing import Any
 from amqtt.contexts import Action
 from amqtt.plugins.base import BaseTopicPlugin
 
+from locpriv.service.amqtt_compat import guard_subscription_walk
 from locpriv.service.identity import ANONYMIZER, DS
 from locpriv.wire.topics import Topics, matches
 
@@ -108,6 +109,8 @@ class LoginACLPlugin(BaseTopicPlugin):  # type: ignore[misc]
 
     def __init__(self, context: Any) -> None:
         super().__init__(context)
+        # the shipped amqtt -c deployment loads this plugin: fix the broker's defects here too
+        guard_subscription_walk(getattr(context, "_broker_instance", None))
         opts: LoginACLPlugin.Config = self.config
         self.topics = Topics(opts.prefix)
         self.roles = {

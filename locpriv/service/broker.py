@@ -17,11 +17,11 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Self
 
 from locpriv.errors import TransportError
+from locpriv.service.amqtt_compat import guard_subscription_walk
 
 __all__ = ["MOSQUITTO_BIN", "EmbeddedBroker", "MosquittoProcess", "free_port"]
 
@@ -33,14 +33,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-class _SnapshotIterDict(dict[str, Any]):
-    """A dict whose plain iteration walks a snapshot of its keys: a loop that awaits between
-    keys survives insertions and deletions made meanwhile (``.items()`` etc. are unchanged)."""
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(super().__iter__()))
 
 
 class EmbeddedBroker:
@@ -101,12 +93,7 @@ class EmbeddedBroker:
         for _ in range(attempts):
             port = self.port or free_port(self.host)
             broker = Broker(self._build_config(port))
-            # amqtt 0.12 iterates its subscription table with awaits inside the loop when a
-            # client connects (Broker._handle_client_session), so a SUBSCRIBE by another client
-            # meanwhile raises "dictionary changed size during iteration" and drops the new
-            # connection; iterating a snapshot removes the race (the table is only assigned in
-            # Broker.__init__, and .clear() keeps the instance)
-            broker._subscriptions = _SnapshotIterDict()
+            guard_subscription_walk(broker)  # amqtt 0.12 defect (amqtt_compat)
             try:
                 await broker.start()
             except Exception as exc:  # amqtt raises BrokerError wrapping OSError

@@ -100,3 +100,27 @@ async def test_embedded_broker_walks_a_snapshot_of_its_subscriptions() -> None:
                 await late.subscribe(f"race/late/{n}", qos=1)
                 await busy.publish(f"race/late/{n}", b"x", qos=1)
                 assert (await _next(late, 10.0)).payload == b"x"
+
+
+@pytest.mark.asyncio
+async def test_shipped_amqtt_plugin_guards_the_subscription_walk() -> None:
+    """The shipped ``amqtt -c`` deployment does not go through EmbeddedBroker: the locpriv
+    plugin its YAML loads (deploy/amqtt-broker-auth.yaml) applies the same guard."""
+    from pathlib import Path
+
+    import yaml  # type: ignore[import-untyped]
+    from amqtt.broker import Broker
+
+    from locpriv.service.amqtt_compat import SnapshotIterDict
+
+    shipped = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "deploy" / "amqtt-broker-auth.yaml").read_text()
+    )
+    acl = "locpriv.service.amqtt_acl.LoginACLPlugin"
+    assert acl in shipped["plugins"]
+    config = {
+        "listeners": {"default": {"type": "tcp", "bind": "127.0.0.1:0"}},
+        "plugins": {acl: shipped["plugins"][acl]},
+    }
+    broker = Broker(config)  # built as amqtt -c builds it; not started
+    assert isinstance(broker._subscriptions, SnapshotIterDict)
