@@ -508,9 +508,8 @@ def assess_generalised(
     sample: int | None = LINKAGE_SAMPLE,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """:func:`assess` of a generalised release (values true but coarser: hierarchy nodes,
-    ranges, ``*``)::
-    Disclosure risk of a generalised release (true values: hierarchy nodes, ranges, ``*``).
+    """Disclosure risk of a generalised release (values true but coarser: hierarchy nodes,
+    ranges, ``*``).
 
     The class-based measures of :func:`~locpriv.tabular.risk.assess.assess` (prosecutor, journalist,
     marketer, inference) hold as they are: a class is a set of rows with identical released key
@@ -529,11 +528,8 @@ def assess_generalised(
 
     For interval disclosure the released ranges *are* the disclosure (the true value lies in them
     by construction), so the rank-based and sdcMicro measures are not computed (``None``).
-
-    In short: the class-based
-    measures and inference as there, linkage by matching (:func:`matching_linkage`), interval
-    disclosure not applicable. ``hierarchies``: per key column, its hierarchy (None for a
-    numerical key released as ranges)."""
+    ``hierarchies``: per key column, its hierarchy (None for a numerical key released as
+    ranges)."""
     qi = list(qi)
     view = range_view(original, released, qi, hierarchies)
     nominal = [c for c in qi if not linkage._numeric(original[c])]
@@ -555,7 +551,7 @@ def assess_generalised(
         del out["interval"]
     for name in ("interval", "interval_sdcmicro"):
         out["measures"][name] = None
-    through = [c for c in released.columns if c not in qi and c in original.columns]
+    through = passthrough_columns(original, released, qi)
     link = linkage.matching_linkage(
         original, released, qi, hierarchies, through, sample=sample, seed=seed
     )
