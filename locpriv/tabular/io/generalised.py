@@ -291,92 +291,58 @@ def plan_generalised(
     :func:`run_generalisation` (full-domain methods, no suppression)."""
     with ExitStack() as stack:
         log = current_stage_log() or stack.enter_context(stage_log())
-        rel = _plan(
+        qi, sensitive = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
+        dropped = as_columns(drop, "drop")
+        if models is None:
+            models = PrivacyModels(k=2 if k is None else int(k))
+        elif k is not None and int(k) != models.k:
+            raise ConfigError(f"k={k} disagrees with models.k={models.k}")
+        if method not in GEN_METHODS:
+            raise ConfigError(f"method must be one of {', '.join(GEN_METHODS)}; got {method!r}")
+        check_frame(df, qi, sensitive, models.k, 1)  # l may exceed k here; ModelCheck checks l
+        every = list(df.columns) if columns is None else list(columns)
+        for name in dropped:
+            if name not in every:
+                raise DataError(f"column {name!r} to drop not found in the input")
+            if name in qi or name in sensitive:
+                raise ConfigError(f"column {name!r} to drop is a key or confidential attribute")
+        hmap = dict(hierarchies or {})
+        for name in hmap:
+            if name not in qi:
+                raise ConfigError(f"hierarchy given for {name!r}, which is not a key attribute")
+        S, ordered = confidential_codes(df, sensitive)
+        rel, facts = run_generalisation(
             df,
             qi,
-            sensitive,
-            k=k,
+            method,
             models=models,
-            method=method,
-            hierarchies=hierarchies,
+            S=S,
+            ordered=ordered,
+            hierarchies=hmap,
             max_suppression=max_suppression,
             loss=loss,
-            seed=seed,
-            keep_order=keep_order,
-            drop=drop,
-            columns=columns,
             within=within,
         )
-        rel.report["stages"] = log.report()
-        rel.report["seconds"] = rel.report["stages"]["seconds"]
-    return rel
-
-
-def _plan(
-    df: pd.DataFrame,
-    qi: Columns,
-    sensitive: Columns,
-    *,
-    k: int | None,
-    models: PrivacyModels | None,
-    method: str,
-    hierarchies: Mapping[str, HierarchySpec] | None,
-    max_suppression: int | float,
-    loss: str,
-    seed: int | None,
-    keep_order: bool,
-    drop: Columns,
-    columns: Sequence[str] | None,
-    within: Sequence[int] | None = None,
-) -> Release:
-    qi, sensitive = as_columns(qi, "qi"), as_columns(sensitive, "sensitive")
-    dropped = as_columns(drop, "drop")
-    if models is None:
-        models = PrivacyModels(k=2 if k is None else int(k))
-    elif k is not None and int(k) != models.k:
-        raise ConfigError(f"k={k} disagrees with models.k={models.k}")
-    if method not in GEN_METHODS:
-        raise ConfigError(f"method must be one of {', '.join(GEN_METHODS)}; got {method!r}")
-    check_frame(df, qi, sensitive, models.k, 1)  # l may exceed k here; ModelCheck checks l
-    every = list(df.columns) if columns is None else list(columns)
-    for name in dropped:
-        if name not in every:
-            raise DataError(f"column {name!r} to drop not found in the input")
-        if name in qi or name in sensitive:
-            raise ConfigError(f"column {name!r} to drop is a key or confidential attribute")
-    hmap = dict(hierarchies or {})
-    for name in hmap:
-        if name not in qi:
-            raise ConfigError(f"hierarchy given for {name!r}, which is not a key attribute")
-    S, ordered = confidential_codes(df, sensitive)
-    rel, facts = run_generalisation(
-        df,
-        qi,
-        method,
-        models=models,
-        S=S,
-        ordered=ordered,
-        hierarchies=hmap,
-        max_suppression=max_suppression,
-        loss=loss,
-        within=within,
-    )
-    keys = pd.DataFrame(index=df.index)
-    pos = {c: j for j, c in enumerate(rel.columns)}
-    for c in qi:
-        keys[c] = pd.Series(list(rel.values[pos[c]]), index=df.index, dtype=object)
-    report = release_report(rel, models, sensitive, S, method)
-    report.update(
-        loss=facts["loss"],
-        loss_objective=loss if method in ("samarati", "optimal") else None,
-        hierarchy_heights=facts["hierarchies"],
-        max_suppression=max_suppression,
-        release="generalised",
-        il_percent=None,
-        il_basis="generalisation keeps true values: see loss (gil = generalised information loss)",
-    )
-    order, report["order"] = row_order(len(df), seed, keep_order)
-    report["dropped"] = dropped
+        keys = pd.DataFrame(index=df.index)
+        pos = {c: j for j, c in enumerate(rel.columns)}
+        for c in qi:
+            keys[c] = pd.Series(list(rel.values[pos[c]]), index=df.index, dtype=object)
+        report = release_report(rel, models, sensitive, S, method)
+        report.update(
+            loss=facts["loss"],
+            loss_objective=loss if method in ("samarati", "optimal") else None,
+            hierarchy_heights=facts["hierarchies"],
+            max_suppression=max_suppression,
+            release="generalised",
+            il_percent=None,
+            il_basis=(
+                "generalisation keeps true values: see loss (gil = generalised information loss)"
+            ),
+        )
+        order, report["order"] = row_order(len(df), seed, keep_order)
+        report["dropped"] = dropped
+        report["stages"] = log.report()
+        report["seconds"] = report["stages"]["seconds"]
     extra = {"generalised": rel, "hierarchies": facts["hs"]}
     return Release(
         keys=keys, order=order, drop=dropped, report=report, labels=rel.labels, extra=extra
