@@ -26,6 +26,17 @@ if [ "${LOCPRIV_SETUP_BROWSER:-1}" != 0 ] && ! command -v chromium >/dev/null 2>
   $sudo_cmd apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
+# systemd-analyze for tests/integration/test_deploy.py (systemd's own check of the shipped
+# units); test-only like Chromium, so the demo skips it too
+if [ "${LOCPRIV_SETUP_BROWSER:-1}" != 0 ] && ! command -v systemd-analyze >/dev/null 2>&1; then
+  echo "setup: installing Debian's systemd (systemd-analyze verify of deploy/systemd in the tests)" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends systemd >/dev/null
+fi
+
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($python --version)" >&2

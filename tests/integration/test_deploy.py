@@ -654,7 +654,7 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
     with only the venv path moved to this one."""
     tool = shutil.which("systemd-analyze")
     if tool is None:
-        pytest.skip("systemd-analyze is not installed (apt-get install systemd)")
+        pytest.skip("systemd-analyze is not installed (scripts/setup.sh installs it)")
     venv_bin = str(Path(sys.executable).parent) + "/"
     for unit in UNITS:
         text = (DEPLOY / "systemd" / unit).read_text()
