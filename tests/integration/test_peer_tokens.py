@@ -105,8 +105,12 @@ async def test_certified_fleet_ignores_a_sybil_login(
         certified_fleet(broker_url, topics, 10) as clients,
         connect(broker_url) as sybil,
     ):
-        assert issuer.core.stats["issued"] == 10
-        assert all(c.stats["token_issued"] == 1 for c in clients)
+        # one token per device for this period, and one for the next when the test runs in
+        # the last 2-10 % of the (wall-clock) period, where devices ask for it ahead of time
+        period = period_of(time.time(), PERIOD_S)
+        assert all(c.machine.wallet.token(period) for c in clients)
+        assert all(1 <= c.stats["token_issued"] <= 2 for c in clients)
+        assert issuer.core.stats["issued"] == sum(c.stats["token_issued"] for c in clients)
         await sybil.subscribe(f"{topics.root}/peer/cell/+", qos=0)
         sent = 0
 
