@@ -557,8 +557,7 @@ class Cloaker:
                 # the first region: every user it covers with her margin joins the set (each
                 # is in the intersection so far), not only the group it was built around
                 extra = np.setdiff1d(np.flatnonzero(inside), idx)
-                if len(extra):
-                    chosen_names = [names[int(c)] for c in chosen]
+                if len(extra):  # appended: the rows of ``chosen`` keep their indices
                     idx = np.concatenate([idx, extra])
                     names = names + [self.table.slot_ids[int(snap.slots[j])] or "" for j in extra]
                     xy = np.column_stack([snap.x[idx], snap.y[idx]])
@@ -567,7 +566,6 @@ class Cloaker:
                     at = xy
                     if thin:
                         at, margin = self._thin(snap, idx, xy, age, margin)
-                    chosen = np.asarray([names.index(u) for u in chosen_names], dtype=np.int64)
             # every member the region covers with her margin stays (the chosen ones do)
             held = (
                 (at[:, 0] - margin >= x0)
