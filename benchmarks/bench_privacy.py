@@ -14,9 +14,13 @@
   populations, shared regions and sessions, against what a blind placement gives;
 * repeated cloaks, cloaking core - 2,000 users random-walk over 4 km x 4 km, 100 ask k = 5
   every minute for 30 minutes; intersection attack success, region area, answered share;
+  without sessions, with the previous session design (worst-case margins, the first group
+  only) and the shipped one; then over conditions (1,000-4,000 users, 0.7-3 m/s, k 5-10,
+  30-60 min), with fixes at every request and every 30 s (stale fixes, walkers turning);
 * repeated cloaks, city simulator - the ``city_sessions`` scenario on the virtual clock
   (2,000 pedestrians on a street grid, 100 users asking by P1 or P3 every minute for 30-60
-  minutes, reports every 30 s); the same figures through the real protocol machines; also
+  minutes, reports every 30 s); the same figures through the real protocol machines, also
+  with the previous session design; also
   sessions re-keyed at 3x the shared region (opt-in: the attack's success across restarts)
   and the oracle's bound (the least median area any historical-k cloak can pay there);
 * P4 broker tracking - a day of dwell-and-move devices; how long the broker follows one
@@ -65,10 +69,14 @@ def _city_scenario(session_s: float, quick: bool) -> Any:
     return sc
 
 
-def _city(session_s: float, quick: bool, rekey: float = 0.0) -> dict[str, Any]:
+PREVIOUS_SESSIONS: dict[str, Any] = {"session_slack": 0, "session_adopt": False}
+"""The session design before thin margins and adoption (worst-case margins, the group only)."""
+
+
+def _city(session_s: float, quick: bool, cloak: dict[str, Any] | None = None) -> dict[str, Any]:
     sc = _city_scenario(session_s, quick)
     cfg = VirtualConfig()
-    if rekey > 0:
+    if cloak:
         w, h = sc.extent_m()
         cloak = CloakConfig(
             k_min=1,
@@ -77,7 +85,7 @@ def _city(session_s: float, quick: bool, rekey: float = 0.0) -> dict[str, Any]:
             world=(-w / 2 - 1000.0, -h / 2 - 1000.0, w / 2 + 1000.0, h / 2 + 1000.0),
             epoch_s=cfg.tick_s,
             user_ttl_s=max(300.0, 3 * sc.update_interval_s),
-            session_rekey_factor=rekey,
+            **cloak,
         )
         cfg = dataclasses.replace(cfg, cloak=cloak)
     res = run_virtual(build(sc), config=cfg)
@@ -103,6 +111,34 @@ def _city_bound(quick: bool, undefended_m2: float) -> dict[str, Any]:
                 areas += session_area_bound(frames, user, k, margin_m=margin, a_min_m2=1e4)
         med = float(np.median(areas))
         out[f"margin_{margin:g}m"] = {"area_m2_median": med, "ratio": med / undefended_m2}
+    return out
+
+
+def _conditions(quick: bool) -> dict[str, Any]:
+    """Random walkers over densities, speeds, k and session lengths, with fixes at every
+    request and every 30 s (stale): no sessions, the previous sessions, the shipped ones."""
+    conds: list[dict[str, Any]] = [
+        {},
+        {"users": 1000},
+        {"users": 4000},
+        {"speed_m_s": 0.7},
+        {"speed_m_s": 3.0},
+        {"k": 10, "minutes": 60.0},
+    ]
+    out: dict[str, Any] = {}
+    for update_s in (0.0, 30.0):
+        for c in conds[:2] if quick else conds:
+            kw = {**c, "update_s": update_s, "askers": 40 if quick else 100}
+            base = repeated_cloaks_attack(session_s=0.0, **kw)
+            row: dict[str, Any] = {"undefended_area_m2_median": base.area_m2_median}
+            for name, over in (("previous", PREVIOUS_SESSIONS), ("after", {})):
+                r = repeated_cloaks_attack(session_s=3600.0, cloak=over, **kw)
+                row[name] = {
+                    **dataclasses.asdict(r),
+                    "area_ratio": r.area_m2_median / base.area_m2_median,
+                }
+            key = ",".join(f"{a}={b:g}" for a, b in c.items()) or "default"
+            out[f"{key},fixes={'30s' if update_s else 'fresh'}"] = row
     return out
 
 
@@ -177,13 +213,18 @@ def main() -> int:
         name: dataclasses.asdict(repeated_cloaks_attack(session_s=s))
         for name, s in (("before", 0.0), ("after", 600.0))
     }
+    result["repeated_cloaks_core"]["previous_sessions"] = dataclasses.asdict(
+        repeated_cloaks_attack(session_s=600.0, cloak=PREVIOUS_SESSIONS)
+    )
     result["repeated_cloaks_core"]["rekeyed_3x"] = dataclasses.asdict(
         repeated_cloaks_attack(session_s=600.0, cloak={"session_rekey_factor": 3.0})
     )
+    result["repeated_cloaks_conditions"] = _conditions(q)
     result["repeated_cloaks_city"] = {
         name: _city(s, q) for name, s in (("before", 0.0), ("after", 600.0))
     }
-    result["repeated_cloaks_city"]["rekeyed_3x"] = _city(600.0, q, rekey=3.0)
+    result["repeated_cloaks_city"]["previous_sessions"] = _city(600.0, q, PREVIOUS_SESSIONS)
+    result["repeated_cloaks_city"]["rekeyed_3x"] = _city(600.0, q, {"session_rekey_factor": 3.0})
     result["repeated_cloaks_city"]["oracle_bound"] = _city_bound(
         q, result["repeated_cloaks_city"]["before"]["area_m2_median"]
     )
@@ -244,6 +285,21 @@ def main() -> int:
     for name, r in (("core", rc), ("city", cc)):
         ratio = r["rekeyed_3x"]["area_m2_median"] / r["before"]["area_m2_median"]
         print(f"{name:40} {r['rekeyed_3x']['success_rate']:12.3f} {ratio:12.2f}")
+    print(f"\n{'sessions (narrowed/ratio/answered)':40} {'previous':>18} {'shipped':>18}")
+    for name, r in (("core", rc), ("city", cc)):
+        base = r["before"]["area_m2_median"]
+        cells = [
+            f"{r[d]['success_rate']:.2f}/{r[d]['area_m2_median'] / base:.1f}"
+            f"/{r[d]['answered_rate']:.3f}"
+            for d in ("previous_sessions", "after")
+        ]
+        print(f"{name:40} {cells[0]:>18} {cells[1]:>18}")
+    for key, row in result["repeated_cloaks_conditions"].items():
+        cells = [
+            f"{row[d]['success_rate']:.2f}/{row[d]['area_ratio']:.1f}/{row[d]['answered_rate']:.3f}"
+            for d in ("previous", "after")
+        ]
+        print(f"{'walkers ' + key:40} {cells[0]:>18} {cells[1]:>18}")
     for key, b in cc["oracle_bound"].items():
         print(f"{'city oracle bound, ' + key:40} {b['area_m2_median']:12.0f} {b['ratio']:12.2f}")
     print(f"\n{'wandering device (best error, σ)':40} {'before':>12} {'defended':>12}")

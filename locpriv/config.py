@@ -26,6 +26,10 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     session_horizon_s = 600.0          # members ranked by forecast distance over this; 0: now
     session_keep_bystanders = true     # members a region covers with margin stay in the set
     session_rekey_factor = 0.0         # >0: restart a session past this x the shared region
+    session_slack = 2                  # >0: or k + this many members, thin margins, self-audit
+    session_drift_m_s = 1.0            # thin margin: floor + this x age of the member's update
+    session_floor_m = 5.0              # ... (m); also the self-audit's tolerance
+    session_adopt = true               # everyone the first region covers joins the set
                                        # (smaller regions, linkable restarts: see algorithms.md)
     default_k = 10
     default_a_min_m2 = 1e4
@@ -141,6 +145,10 @@ class CloakSection(_Section):
     session_horizon_s: float = Field(600.0, ge=0, le=86_400)
     session_keep_bystanders: bool = True
     session_rekey_factor: float = Field(0.0, ge=0, le=1e6)
+    session_slack: int = Field(2, ge=0, le=1000)
+    session_drift_m_s: float = Field(1.0, ge=0, le=1000)
+    session_floor_m: float = Field(5.0, ge=0, le=10_000)
+    session_adopt: bool = True
     default_k: int = Field(10, ge=1)
     default_a_min_m2: float = Field(1e4, ge=0)
     default_a_max_m2: float = Field(4e6, gt=0)
@@ -273,6 +281,10 @@ class ServiceConfig(_Section):
             session_horizon_s=c.session_horizon_s,
             session_keep_bystanders=c.session_keep_bystanders,
             session_rekey_factor=c.session_rekey_factor,
+            session_slack=c.session_slack,
+            session_drift_m_s=c.session_drift_m_s,
+            session_floor_m=c.session_floor_m,
+            session_adopt=c.session_adopt,
             default=CloakParams(
                 k=c.default_k,
                 a_min_m2=c.default_a_min_m2,

@@ -242,12 +242,17 @@ def repeated_cloaks_attack(
     a_max_m2: float = 4e6,
     seed: int = 0,
     cloak: Mapping[str, Any] | None = None,
+    update_s: float = 0.0,
 ) -> RepeatedCloaksResult:
     """Users random-walk over a square; ``askers`` of them ask for a k-cloak every
     ``every_s`` for ``minutes``; an adversary who knows every position intersects the users
     inside each asker's successive regions. ``session_s`` > 0 asks for historical k-anonymity;
     ``cloak`` overrides :class:`~locpriv.core.cloak.types.CloakConfig` fields (the session
-    knobs). Positions reported are the true ones (the attack at its strongest)."""
+    knobs). Each walker draws a new heading every ``every_s``. With ``update_s == 0`` every
+    user reports her true position at each request (the attack at its strongest against
+    the regions); with ``update_s`` > 0 each reports every ``update_s`` seconds at her own
+    phase (fixes up to ``update_s`` old when a request comes, and the walker may have turned
+    since: what margins and dead reckoning must cover), motion simulated in 5 s steps."""
     from locpriv.core.cloak.cloaker import Cloaker
     from locpriv.core.cloak.types import CloakConfig, CloakParams
 
@@ -265,12 +270,29 @@ def repeated_cloaks_attack(
     areas: list[float] = []
     asked = answered = 0
     steps = int(minutes * 60 / every_s)
+    dt = 5.0
+    sub = max(1, round(every_s / dt)) if update_s > 0 else 1
+    phase = rng.uniform(0.0, update_s, users) if update_s > 0 else np.zeros(users)
+    if update_s > 0:
+        cloaker.update_many(ids, xy, 1000.0 - every_s)
     for step in range(steps):
         now = 1000.0 + step * every_s
         heading = rng.uniform(0, 2 * np.pi, users)
-        xy += np.column_stack([np.cos(heading), np.sin(heading)]) * speed_m_s * every_s
-        np.clip(xy, 0.0, side_m, out=xy)
-        cloaker.update_many(ids, xy, now)
+        vel = np.column_stack([np.cos(heading), np.sin(heading)]) * speed_m_s
+        for j in range(sub):
+            t = now - every_s + (j + 1) * every_s / sub
+            xy += vel * (every_s / sub)
+            np.clip(xy, 0.0, side_m, out=xy)
+            if update_s > 0:
+                # users whose report falls in this 5 s step report where they are
+                prev = t - every_s / sub
+                due = np.flatnonzero(
+                    np.floor((t - phase) / update_s) > np.floor((prev - phase) / update_s)
+                )
+                if len(due):
+                    cloaker.update_many([ids[u] for u in due], xy[due], t)
+        if update_s == 0:
+            cloaker.update_many(ids, xy, now)
         for a in range(askers):
             asked += 1
             out = cloaker.request(("q", a, step), ids[a], params, now)

@@ -28,12 +28,17 @@ session_shrink_requests = 2
 session_horizon_s = 300.0
 session_keep_bystanders = true
 session_speed_m_s = 2.0
+session_slack = 1
+session_drift_m_s = 0.5
+session_floor_m = 5.0
+session_adopt = true
 """
 
 
-def test_a_bad_session_key_stops_the_service_naming_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("bad", ["session_rekey_factor = -1.0", "session_slack = -1"])
+def test_a_bad_session_key_stops_the_service_naming_it(tmp_path: Path, bad: str) -> None:
     toml = tmp_path / "locpriv.toml"
-    toml.write_text("[cloak]\nsession_rekey_factor = -1.0\n")
+    toml.write_text(f"[cloak]\n{bad}\n")
     proc = subprocess.run(
         [sys.executable, "-m", "locpriv", "serve", "anonymizer", "--config", str(toml)],
         capture_output=True,
@@ -42,7 +47,7 @@ def test_a_bad_session_key_stops_the_service_naming_it(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode != 0
-    assert "cloak.session_rekey_factor" in proc.stderr + proc.stdout
+    assert f"cloak.{bad.split(maxsplit=1)[0]}" in proc.stderr + proc.stdout
 
 
 @pytest.mark.asyncio

@@ -46,7 +46,7 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -168,6 +168,11 @@ class _Session:
     seed: int
     count: int = 0
     pool: int = 0
+    audits: list[
+        tuple[float, tuple[float, float, float, float], dict[str, tuple[float, float, float]]]
+    ] = field(default_factory=list)
+    """Regions answered from dead-reckoned positions, not yet checked for every member: (time
+    answered, box, member -> her fix (x, y, t) then)."""
 
 
 class Cloaker:
@@ -482,6 +487,9 @@ class Cloaker:
     def _session_attempt(
         self, snap: _Snapshot, i: int, session: _Session, p: CloakParams, now: float
     ) -> tuple[CloakRegion | None, str]:
+        cfg = self.config
+        if session.audits:
+            self._audit(session)
         rows: list[int] = []
         names: list[str] = []
         for uid in session.members:
@@ -503,7 +511,6 @@ class Cloaker:
         want = session.pool - -((session.pool - session.k) * session.count // -steps)
         m = max(session.k, min(want, len(rows)))
         me = rows.index(i)
-        cfg = self.config
         score = None
         if cfg.session_horizon_s > 0:
             score = motion_scores(
@@ -513,13 +520,30 @@ class Cloaker:
                 me,
                 cfg.session_horizon_s,
             )
-        margin = np.minimum(
-            cfg.session_margin_m,
-            cfg.session_speed_m_s * (max(now, snap.time) - snap.t[idx] + cfg.epoch_s),
-        )
+        age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
+        margin = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
         poly, chosen, reason = session_region(
             xy, me, m, p.a_min_m2, p.a_max_m2, rng, margin_m=margin, score=score
         )
+        at, thin = xy, False
+        slack = cfg.session_slack
+        if slack > 0 and len(rows) >= session.k + slack:
+            # thin margins around dead-reckoned positions, k + slack members (statistical)
+            guess, drift = self._thin(snap, idx, xy, age, margin)
+            m_thin = max(session.k + slack, min(m + slack, len(rows)))
+            got = session_region(
+                guess,
+                me,
+                m_thin,
+                p.a_min_m2,
+                p.a_max_m2,
+                np.random.default_rng(session.seed),
+                margin_m=drift,
+                score=score,
+            )
+            if got[0] is not None and (poly is None or got[0].area < poly.area):
+                poly, chosen, reason = got
+                at, margin, thin = guess, drift, True
         session.last = now  # a session lasts while requests keep coming, answered or not
         if poly is None:
             return None, (
@@ -529,22 +553,87 @@ class Cloaker:
         inside = (snap.x >= x0) & (snap.x <= x1) & (snap.y >= y0) & (snap.y <= y1)
         kept = idx[chosen]
         if cfg.session_keep_bystanders:
+            if session.count == 0 and cfg.session_adopt:
+                # the first region: every user it covers with her margin joins the set (each
+                # is in the intersection so far), not only the group it was built around
+                extra = np.setdiff1d(np.flatnonzero(inside), idx)
+                if len(extra):  # appended: the rows of ``chosen`` keep their indices
+                    idx = np.concatenate([idx, extra])
+                    names = names + [self.table.slot_ids[int(snap.slots[j])] or "" for j in extra]
+                    xy = np.column_stack([snap.x[idx], snap.y[idx]])
+                    age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
+                    margin = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
+                    at = xy
+                    if thin:
+                        at, margin = self._thin(snap, idx, xy, age, margin)
             # every member the region covers with her margin stays (the chosen ones do)
             held = (
-                (xy[:, 0] - margin >= x0)
-                & (xy[:, 0] + margin <= x1)
-                & (xy[:, 1] - margin >= y0)
-                & (xy[:, 1] + margin <= y1)
+                (at[:, 0] - margin >= x0)
+                & (at[:, 0] + margin <= x1)
+                & (at[:, 1] - margin >= y0)
+                & (at[:, 1] + margin <= y1)
             )
             held[chosen] = True
             chosen = np.flatnonzero(held)
         session.members = [names[int(c)] for c in chosen]
+        if thin:  # to be checked against each member's next update
+            session.audits.append(
+                (
+                    max(now, snap.time),
+                    (x0, y0, x1, y1),
+                    {
+                        names[int(c)]: (float(xy[c, 0]), float(xy[c, 1]), float(snap.t[idx[c]]))
+                        for c in chosen
+                    },
+                )
+            )
         session.last = now
         session.count += 1
         region = CloakRegion(
             poly, float(poly.area), int(inside.sum()), float(snap.t[kept].min()), snap.time
         )
         return region, ""
+
+    def _thin(self, snap: _Snapshot, idx: I64, xy: F64, age: F64, margin: F64) -> tuple[F64, F64]:
+        """Dead-reckoned positions of snapshot rows ``idx`` (at ``xy``, fixes ``age`` s old) and
+        their thin margins (never above the worst-case ``margin``)."""
+        cfg = self.config
+        v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
+        drift = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * age)
+        return xy + v * age[:, None], drift
+
+    def _audit(self, session: _Session) -> None:
+        """Drop from ``session`` every member whose update since a region was answered from
+        dead-reckoned positions puts her, interpolated to the time it was answered, outside
+        that region less ``session_floor_m`` (what an adversary who knew her true path would
+        deduce: she is not in every region); members not updated since stay pending."""
+        tol = self.config.session_floor_m
+        members = set(session.members)
+        table = self.table
+        left: list[
+            tuple[float, tuple[float, float, float, float], dict[str, tuple[float, float, float]]]
+        ] = []
+        for t_ans, (x0, y0, x1, y1), fixes in session.audits:
+            for uid in list(fixes):
+                slot = table.ids.get(uid)
+                if uid not in members or slot is None:
+                    members.discard(uid)
+                    del fixes[uid]
+                    continue
+                bx, by, bt = fixes[uid]
+                ta = float(table.t[slot])
+                if ta <= t_ans or ta <= bt:
+                    continue  # no update since: still pending
+                w = (t_ans - bt) / (ta - bt)
+                x = bx + w * (float(table.x[slot]) - bx)
+                y = by + w * (float(table.y[slot]) - by)
+                if not (x0 + tol <= x <= x1 - tol and y0 + tol <= y <= y1 - tol):
+                    members.discard(uid)
+                del fixes[uid]
+            if fixes:
+                left.append((t_ans, (x0, y0, x1, y1), fixes))
+        session.audits = left
+        session.members = [u for u in session.members if u in members]
 
     def _shared_attempt(
         self, snap: _Snapshot, i: int, p: CloakParams

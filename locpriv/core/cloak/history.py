@@ -18,7 +18,10 @@ while the members stay put the region does not change (nothing to average). When
 have spread so that their box reaches ``A_max``, no region exists: the request waits (temporal
 cloaking) or fails. The session goes on while requests keep coming (answered or not) and ends
 only after ``session_s`` without one: restarting it at once would hand the attacker a second,
-unrelated set to intersect with. Coordinates are local metres; areas m².
+unrelated set to intersect with. With ``session_slack`` > 0 the cloaker also builds the region
+of ``k + slack`` members at their dead-reckoned positions with thin margins, answers the smaller
+of the two, and audits each member against her next fix (``Cloaker._audit``): a statistical
+guarantee, measured in docs/algorithms.md. Coordinates are local metres; areas m².
 """
 
 from __future__ import annotations

@@ -113,12 +113,32 @@ class CloakConfig:
     """Keep in a session's set every member that its last region covered with her margin, not
     only the ``k`` it was built around: each still lies in all the session's regions, so the
     set keeps more than ``k`` to choose from when some walk away."""
+    session_adopt: bool = True
+    """With ``session_keep_bystanders``: the set starts as every user the first region covers
+    with her margin, not only the group it was built around (each is in the intersection so
+    far; later regions choose among more)."""
     session_rekey_factor: float = 0.0
     """0 (default): a session keeps its set to the end. Above 0, a session whose region would
     exceed this many times the requester's shared region (or none is possible) starts afresh
     from her current leaf: smaller regions, but an adversary who links her requests across the
     restart intersects two unrelated sets (docs/algorithms.md measures how often that narrows
     her below k); for experiments and operators who accept that risk."""
+    session_slack: int = 2
+    """0: every member is kept off the edges by the worst-case margin above, so the
+    ``k`` of a session are inside every region for sure. Above 0, a region may instead cover
+    ``k + session_slack`` members placed where their velocity carries them since their last
+    update (dead reckoning), each kept off the edges by a thin margin sized by her observed
+    motion (:attr:`session_drift_m_s`); whichever region is smaller is answered. A member
+    whose next update shows she may have been outside a region when it was answered leaves the
+    set (the cloaker audits itself as the adversary would), so only more than
+    ``session_slack`` members walking out unseen within one request narrows the set below
+    ``k``: a statistical guarantee (docs/algorithms.md measures it)."""
+    session_drift_m_s: float = 1.0
+    """With ``session_slack`` > 0: how fast, m/s, a member may stray from her dead-reckoned
+    position (turns, stops, starts); her thin margin is ``session_floor_m + drift * (age +
+    epoch_s)``, never more than the worst-case margin."""
+    session_floor_m: float = 5.0
+    """With ``session_slack`` > 0: the least thin margin, metres (fix scatter)."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
@@ -144,11 +164,15 @@ class CloakConfig:
             self.session_speed_m_s,
             self.session_horizon_s,
             self.session_rekey_factor,
+            self.session_slack,
+            self.session_drift_m_s,
+            self.session_floor_m,
         )
         if not all(v >= 0 for v in knobs):  # nan fails too
             raise ConfigError(
-                "session_margin_m, session_speed_m_s, session_horizon_s and"
-                " session_rekey_factor must be >= 0"
+                "session_margin_m, session_speed_m_s, session_horizon_s,"
+                " session_rekey_factor, session_slack, session_drift_m_s and session_floor_m"
+                " must be >= 0"
             )
         if self.session_pool_factor < 1 or self.session_candidate_factor < 1:
             raise ConfigError("session_pool_factor and session_candidate_factor must be >= 1")
