@@ -134,8 +134,12 @@ class StageLog:
     of sending them) plus those of the tasks that ran in other processes, measured inside the
     worker around the task (:func:`timed_task`). ``busy`` = CPU seconds / (wall seconds x
     ``workers``): the share of the cores given to the run that the stage kept busy; a stage run
-    by the parent alone on one thread has ``busy`` <= 1 / workers. ``serial_share``
-    (:meth:`serial_share`) is the share of the wall time spent in stages without tasks:
+    by the parent alone on one thread has ``busy`` <= 1 / workers. A stage's column-wise work
+    run by :func:`locpriv.tabular.threads.map_items` is a *parallel section*
+    (:meth:`parallel_done`): the row adds ``parallel_seconds``, ``parallel_cpu_seconds``,
+    ``parallel_items`` (the fewest items of its sections: the most threads they can use) and
+    ``threads`` (the most threads they ran on). ``serial_share`` (:meth:`serial_share`) is the
+    share of the wall time spent in stages without tasks, less their parallel sections:
     Amdahl's serial fraction at 1 worker.
     """
 
@@ -144,12 +148,13 @@ class StageLog:
         self.rows: list[dict[str, Any]] = []
         self._task_cpu = 0.0
         self._tasks = 0
+        self._par: list[tuple[float, float, int, int]] = []
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         """Time the ``with`` body as stage ``name`` (a repeated name adds a row)."""
         w0, c0 = time.perf_counter(), time.process_time()
-        self._task_cpu, self._tasks = 0.0, 0
+        self._task_cpu, self._tasks, self._par = 0.0, 0, []
         try:
             yield
         finally:
@@ -162,11 +167,13 @@ class StageLog:
                     "cpu_seconds": own + self._task_cpu,
                     "parent_cpu_seconds": own,
                     "tasks": self._tasks,
+                    **self._parallel_fields(),
                 }
             )
 
     def add(self, name: str, seconds: float, cpu_seconds: float) -> None:
-        """Record a stage timed by the caller (wall and parent CPU seconds, no tasks)."""
+        """Record a stage timed by the caller (wall and parent CPU seconds, no tasks; the
+        parallel sections recorded since the previous stage are its own)."""
         self.rows.append(
             {
                 "stage": name,
@@ -174,8 +181,24 @@ class StageLog:
                 "cpu_seconds": cpu_seconds,
                 "parent_cpu_seconds": cpu_seconds,
                 "tasks": 0,
+                **self._parallel_fields(),
             }
         )
+
+    def parallel_done(self, seconds: float, cpu_seconds: float, items: int, threads: int) -> None:
+        """Record a parallel section of the current stage: ``items`` independent items run on
+        ``threads`` threads in ``seconds`` wall and ``cpu_seconds`` CPU seconds (part of the
+        stage's own, not added to them)."""
+        self._par.append((seconds, cpu_seconds, int(items), int(threads)))
+
+    def _parallel_fields(self) -> dict[str, Any]:
+        par, self._par = self._par, []
+        return {
+            "parallel_seconds": sum(p[0] for p in par),
+            "parallel_cpu_seconds": sum(p[1] for p in par),
+            "parallel_items": min((p[2] for p in par), default=0),
+            "threads": max((p[3] for p in par), default=1),
+        }
 
     def tasks_done(self, results: list[tuple[Any, float, int]]) -> list[Any]:
         """Unwrap :func:`timed_task` results, adding the CPU seconds of those run by other
@@ -190,17 +213,25 @@ class StageLog:
         return float(row["cpu_seconds"]) / (wall * self.workers) if wall > 0 else 0.0
 
     def serial_share(self) -> float:
-        """Share of the wall time in stages that ran no task (the parent alone)."""
+        """Share of the wall time in stages that ran no task (the parent alone), less their
+        parallel sections (:meth:`parallel_done`)."""
         total = sum(r["seconds"] for r in self.rows)
-        serial = sum(r["seconds"] for r in self.rows if r["tasks"] == 0)
-        return serial / total if total > 0 else 0.0
+        serial = sum(
+            r["seconds"] - r.get("parallel_seconds", 0.0) for r in self.rows if r["tasks"] == 0
+        )
+        return max(serial, 0.0) / total if total > 0 else 0.0
 
     def serial_cpu_share(self) -> float:
-        """Share of the CPU seconds spent in stages that ran no task: the serial fraction as
-        the work measures it, which other jobs on the machine distort less than wall time."""
+        """Share of the CPU seconds spent in stages that ran no task, less their parallel
+        sections: the serial fraction as the work measures it, which other jobs on the machine
+        distort less than wall time."""
         total = sum(r["cpu_seconds"] for r in self.rows)
-        serial = sum(r["cpu_seconds"] for r in self.rows if r["tasks"] == 0)
-        return serial / total if total > 0 else 0.0
+        serial = sum(
+            r["cpu_seconds"] - r.get("parallel_cpu_seconds", 0.0)
+            for r in self.rows
+            if r["tasks"] == 0
+        )
+        return max(serial, 0.0) / total if total > 0 else 0.0
 
     def report(self) -> dict[str, Any]:
         """The JSON form: ``{"workers", "stages": [...], "seconds", "serial_share",
