@@ -230,10 +230,10 @@ def _spawn(n: int, workers: int, p: int) -> dict[str, Any]:
 
 def projected_speedup(stages: dict[str, Any], workers: int) -> float:
     """Speed-up bound at ``workers`` from a 1-worker stage report: a stage of t equal tasks
-    takes ceil(t / workers) / t of its time (no overheads); in a stage without tasks, its
-    parallel sections (column-wise work on threads, ``parallel_seconds`` over
-    ``parallel_items`` items, measured on one thread) take ceil(i / workers) / i of their time
-    and the rest stays serial."""
+    takes ceil(t / workers) / t of its time (no overheads); in a stage without tasks, each of
+    its parallel sections (column-, group- or block-wise work on threads,
+    ``parallel_by_items``: wall seconds by number of items i, measured on one thread) takes
+    ceil(i / workers) / i of its time and the rest stays serial."""
     total, proj = 0.0, 0.0
     for r in stages["stages"]:
         sec, t = float(r["seconds"]), int(r["tasks"])
@@ -241,9 +241,12 @@ def projected_speedup(stages: dict[str, Any], workers: int) -> float:
         if t > 0:
             proj += sec * -(-t // workers) / t
             continue
-        par, items = float(r.get("parallel_seconds", 0.0)), int(r.get("parallel_items", 0))
-        par = min(par, sec) if items > 0 else 0.0
-        proj += sec - par + (par * -(-items // workers) / items if items > 0 else 0.0)
+        by = {int(i): float(v) for i, v in r.get("parallel_by_items", {}).items()}
+        if not by and int(r.get("parallel_items", 0)) > 0:
+            by = {int(r["parallel_items"]): float(r.get("parallel_seconds", 0.0))}
+        par = sum(by.values())
+        scale = min(1.0, sec / par) if par > 0 else 0.0  # the sections lie inside the stage
+        proj += sec - par * scale + sum(v * scale * -(-i // workers) / i for i, v in by.items())
     return total / proj if proj > 0 else 1.0
 
 

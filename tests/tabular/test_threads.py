@@ -148,3 +148,31 @@ def test_anonymize_is_the_same_for_one_and_two_workers_and_counts_parallel_work(
             assert 1 <= by[name]["threads"] <= w, name
         assert by["encode"]["threads"] == w  # six columns: one thread each, up to w
         assert 0.0 <= stages["serial_share"] <= 1.0
+
+
+def test_pool_statistics_and_pools_are_the_same_on_any_thread_count() -> None:
+    from locpriv.tabular.microagg._kernels.partition_stats import pool_stats, pool_stats_range
+    from locpriv.tabular.microagg.partitioned import _face_distance, _repair_pools, split_blocks
+    from locpriv.tabular.quality._kernels.chunks import group_order
+
+    X, labels = _data(5)
+    g = int(labels.max()) + 1
+    face = np.random.default_rng(6).random(X.shape[0])
+    cen = means_kernel(X, labels, g)[0]
+    err, near = pool_stats(X, labels, cen, face, g)
+    order, start = group_order(labels, g)
+    rerr, rnear = np.empty(g), np.empty(g)
+    pool_stats_range(X, order, start, cen, face, 0, g, rerr, rnear)
+    np.testing.assert_array_equal(rerr, err)  # each group's errors summed in row order
+    np.testing.assert_array_equal(rnear, near)
+    blocks = split_blocks(X, 4096)
+    labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)  # no empty group
+    got = []
+    for t in (1, 3):
+        with kernel_threads(t):
+            f = _face_distance(X, blocks)
+            got.append((f, _repair_pools(X, labels, f, 0.3, 2048, seed=9)))
+    np.testing.assert_array_equal(got[0][0], got[1][0])
+    assert len(got[0][1]) == len(got[1][1]) > 1
+    for a, b in zip(got[0][1], got[1][1], strict=True):
+        np.testing.assert_array_equal(a, b)

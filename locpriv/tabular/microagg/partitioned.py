@@ -46,15 +46,16 @@ from locpriv.tabular.checks import as_codes, check_k, check_matrix
 from locpriv.tabular.microagg._kernels.mdav_blocks import kd_blocks
 from locpriv.tabular.microagg._kernels.neighbours import knn_approx, knn_exact
 from locpriv.tabular.microagg._kernels.partition_stats import canonical as _canonical_kernel
-from locpriv.tabular.microagg._kernels.partition_stats import face_distance as _face_kernel
-from locpriv.tabular.microagg._kernels.partition_stats import group_means as _means_kernel
-from locpriv.tabular.microagg._kernels.partition_stats import pool_stats as _pool_kernel
+from locpriv.tabular.microagg._kernels.partition_stats import face_distance_range as _face_range
+from locpriv.tabular.microagg._kernels.partition_stats import pool_stats_range as _pool_range
 from locpriv.tabular.microagg._kernels.partition_stats import rows_by_bucket as _bucket_kernel
 from locpriv.tabular.microagg.improve import _canonical, improve_partition
 from locpriv.tabular.microagg.mdav import mdav
 from locpriv.tabular.psensitive.kincrease import group_is_p_sensitive, require_feasible
 from locpriv.tabular.psensitive.seeded import seeded_groups
-from locpriv.tabular.quality.metrics import group_means, sse
+from locpriv.tabular.quality._kernels.chunks import group_order, means_range
+from locpriv.tabular.quality.metrics import group_means, ranges, sse
+from locpriv.tabular.threads import map_items
 
 __all__ = [
     "BLOCK_SIZE",
@@ -137,7 +138,8 @@ class StageLog:
     by the parent alone on one thread has ``busy`` <= 1 / workers. A stage's column-wise work
     run by :func:`locpriv.tabular.threads.map_items` is a *parallel section*
     (:meth:`parallel_done`): the row adds ``parallel_seconds``, ``parallel_cpu_seconds``,
-    ``parallel_items`` (the fewest items of its sections: the most threads they can use) and
+    ``parallel_items`` (the fewest items of its sections: the most threads they can use),
+    ``parallel_by_items`` (wall seconds of its sections by their number of items) and
     ``threads`` (the most threads they ran on). ``serial_share`` (:meth:`serial_share`) is the
     share of the wall time spent in stages without tasks, less their parallel sections:
     Amdahl's serial fraction at 1 worker.
@@ -193,10 +195,14 @@ class StageLog:
 
     def _parallel_fields(self) -> dict[str, Any]:
         par, self._par = self._par, []
+        by_items: dict[str, float] = {}
+        for sec, _, items, _ in par:
+            by_items[str(items)] = by_items.get(str(items), 0.0) + sec
         return {
             "parallel_seconds": sum(p[0] for p in par),
             "parallel_cpu_seconds": sum(p[1] for p in par),
             "parallel_items": min((p[2] for p in par), default=0),
+            "parallel_by_items": by_items,
             "threads": max((p[3] for p in par), default=1),
         }
 
@@ -388,7 +394,12 @@ def _face_distance(X: FloatArray, blocks: list[IntpArray]) -> FloatArray:
     starts = np.zeros(len(blocks) + 1, dtype=np.int64)
     starts[1:] = np.cumsum([b.size for b in blocks])
     X = np.ascontiguousarray(X, dtype=np.float64)
-    out: FloatArray = _face_kernel(X, rows, starts, X.min(axis=0), X.max(axis=0))
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    out: FloatArray = np.empty(X.shape[0])
+    # one item per block, on the parent's threads (a record's value depends on its block)
+    map_items(
+        lambda b: _face_range(X, rows, starts, lo, hi, b, b + 1, out), list(range(len(blocks)))
+    )
     return out
 
 
@@ -412,8 +423,16 @@ def _repair_pools(  # noqa: PLR0917
     of their centroids in a rotated basis into blocks of about ``block_size`` records."""
     g = int(labels.max()) + 1
     X = np.ascontiguousarray(X, dtype=np.float64)
-    cen, cnt = _means_kernel(X, labels, g)  # one pass each, sums in row order as bincount's
-    err, near = _pool_kernel(X, labels, cen, face, g)
+    # ranges of groups on the parent's threads, each group's sums in row order (as bincount's)
+    order, start = group_order(labels, g)
+    cen, err, near = np.empty((g, X.shape[1])), np.empty(g), np.empty(g)
+
+    def stats(r: tuple[int, int]) -> None:
+        means_range(X, order, start, r[0], r[1], cen)
+        _pool_range(X, order, start, cen, face, r[0], r[1], err, near)
+
+    map_items(stats, ranges(g))
+    cnt = np.diff(start)
     per = err / cnt
     at_face = np.flatnonzero(near < 2.0 * np.sqrt(per))
     m = min(int(share * g), at_face.size)
