@@ -176,3 +176,21 @@ def test_pool_statistics_and_pools_are_the_same_on_any_thread_count() -> None:
     assert len(got[0][1]) == len(got[1][1]) > 1
     for a, b in zip(got[0][1], got[1][1], strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(("n", "block"), [(30_011, 700), (9000, 100), (500, 1000)])
+def test_split_by_levels_gives_the_kd_tree_leaves_on_any_thread_count(n: int, block: int) -> None:
+    from locpriv.tabular.microagg._kernels.mdav_blocks import kd_blocks
+    from locpriv.tabular.microagg.partitioned import split_blocks
+
+    X = np.random.default_rng(n).random((n, 6))
+    X[:, 2] = np.round(X[:, 2] * 3)  # ties at the medians
+    X[:, 4] = X[:, 1]  # equal widths: the first widest column is cut
+    perm, starts = kd_blocks(X, block)
+    ref = [np.sort(perm[starts[b] : starts[b + 1]]) for b in range(starts.size - 1)]
+    for t in (1, 3):
+        with kernel_threads(t):
+            got = split_blocks(X, block)
+        assert len(got) == len(ref)
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b)

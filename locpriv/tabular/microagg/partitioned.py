@@ -42,6 +42,8 @@ import numpy.typing as npt
 from scipy.spatial import cKDTree
 
 from locpriv.errors import ConfigError, InfeasibleError
+from locpriv.tabular._kernels.block_index import kd_cut as _kd_cut
+from locpriv.tabular._kernels.block_index import kd_width as _kd_width
 from locpriv.tabular.checks import as_codes, check_k, check_matrix
 from locpriv.tabular.microagg._kernels.mdav_blocks import kd_blocks
 from locpriv.tabular.microagg._kernels.neighbours import knn_approx, knn_exact
@@ -312,11 +314,43 @@ def task_seed(seed: int, round_: int, block: int) -> int:
 
 def split_blocks(X: FloatArray, block_size: int) -> list[IntpArray]:
     """Row indices (ascending) of the leaves of a k-d tree over ``X``: median cuts on the widest
-    column until a leaf has at most ``block_size`` records. Depends on ``X`` only."""
-    perm, starts = kd_blocks(np.ascontiguousarray(X, dtype=np.float64), int(block_size))
-    return [
-        np.sort(perm[starts[b] : starts[b + 1]]).astype(np.intp) for b in range(starts.size - 1)
-    ]
+    column until a leaf has at most ``block_size`` records. Depends on ``X`` only.
+
+    The tree of :func:`kd_blocks`, cut level by level on the parent's threads
+    (:func:`~locpriv.tabular.threads.map_items`): the widths of every node's columns (nodes x
+    columns items), then the nodes' cuts (one item each). A node's cut depends on its own
+    records alone, so the leaves are :func:`kd_blocks`' for any thread count."""
+    B = max(int(block_size), 1)
+    XT = np.ascontiguousarray(np.asarray(X, dtype=np.float64).T)
+    d, n = XT.shape
+    perm = np.arange(n, dtype=np.int64)
+    key, tmp = np.empty(n), np.empty(n, dtype=np.int64)
+    level, leaves = [(0, n)], []
+    while level:
+        leaves += [r for r in level if r[1] - r[0] <= B]
+        cut = [r for r in level if r[1] - r[0] > B]
+        if not cut:
+            break
+        widths = map_items(
+            lambda rj: _kd_width(XT, perm, rj[0][0], rj[0][1], rj[1]),
+            [(r, j) for r in cut for j in range(d)],
+        )
+        jw = [_first_widest(widths[i * d : (i + 1) * d]) for i in range(len(cut))]
+        mids = map_items(
+            lambda rj: _kd_cut(XT, perm, rj[0][0], rj[0][1], rj[1], key, tmp),
+            list(zip(cut, jw, strict=True)),
+        )
+        level = [h for r, m in zip(cut, mids, strict=True) for h in ((r[0], m), (m, r[1]))]
+    return [np.sort(perm[lo:hi]).astype(np.intp) for lo, hi in sorted(leaves)]
+
+
+def _first_widest(widths: list[float]) -> int:
+    """The first column of the greatest width, as :func:`kd_blocks` chooses it."""
+    jw, best = 0, -1.0
+    for j, w in enumerate(widths):
+        if w > best:
+            jw, best = j, w
+    return jw
 
 
 def _neighbour_graph(W: FloatArray, seed: int) -> IntArray:
