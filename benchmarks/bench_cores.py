@@ -228,15 +228,17 @@ def _spawn(n: int, workers: int, p: int) -> dict[str, Any]:
     return out
 
 
-def projected_speedup(stages: dict[str, Any], workers: int) -> float:
+def projected_speedup(stages: dict[str, Any], workers: int, clock: str = "seconds") -> float:
     """Speed-up bound at ``workers`` from a 1-worker stage report: a stage of t equal tasks
     takes ceil(t / workers) / t of its time (no overheads); in a stage without tasks, each of
     its parallel sections (column-, group- or block-wise work on threads,
     ``parallel_by_items``: wall seconds by number of items i, measured on one thread) takes
-    ceil(i / workers) / i of its time and the rest stays serial."""
+    ceil(i / workers) / i of its time and the rest stays serial. ``clock="cpu_seconds"``: the
+    same from the CPU seconds (the sections' share of a stage's CPU taken from
+    ``parallel_cpu_seconds``), which other jobs on the machine distort less."""
     total, proj = 0.0, 0.0
     for r in stages["stages"]:
-        sec, t = float(r["seconds"]), int(r["tasks"])
+        sec, t = float(r[clock]), int(r["tasks"])
         total += sec
         if t > 0:
             proj += sec * -(-t // workers) / t
@@ -244,6 +246,10 @@ def projected_speedup(stages: dict[str, Any], workers: int) -> float:
         by = {int(i): float(v) for i, v in r.get("parallel_by_items", {}).items()}
         if not by and int(r.get("parallel_items", 0)) > 0:
             by = {int(r["parallel_items"]): float(r.get("parallel_seconds", 0.0))}
+        wall = sum(by.values())
+        if clock != "seconds" and wall > 0:  # the sections' CPU, split as their wall seconds
+            cpu = float(r.get("parallel_cpu_seconds", 0.0))
+            by = {i: v * cpu / wall for i, v in by.items()}
         par = sum(by.values())
         scale = min(1.0, sec / par) if par > 0 else 0.0  # the sections lie inside the stage
         proj += sec - par * scale + sum(v * scale * -(-i // workers) / i for i, v in by.items())
@@ -255,6 +261,9 @@ def _derive(runs: list[dict[str, Any]]) -> None:
         if r["workers"] == 1 and r.get("stages"):
             r["projected_speedup"] = {
                 str(w): projected_speedup(r["stages"], w) for w in (2, 4, 8, 16)
+            }
+            r["projected_speedup_cpu"] = {
+                str(w): projected_speedup(r["stages"], w, "cpu_seconds") for w in (2, 4, 8, 16)
             }
     base = {(r["n"], r["p"]): r for r in runs if r["workers"] == 1}
     for r in runs:
@@ -328,6 +337,8 @@ def main() -> None:
             if "projected_speedup" in r:
                 proj = ", ".join(f"{w}: {v:.2f}" for w, v in r["projected_speedup"].items())
                 print(f"  projected speed-up from these stages (workers: x): {proj}")
+                cpu = ", ".join(f"{w}: {v:.2f}" for w, v in r["projected_speedup_cpu"].items())
+                print(f"  the same from their CPU seconds: {cpu}")
             for s in r["stages"]["stages"]:
                 par = float(s.get("parallel_seconds", 0.0))
                 on = f"  parallel {par:.3f} s ({s.get('parallel_items', 0)} items)" if par else ""

@@ -214,10 +214,16 @@ def release_classes(released: pd.DataFrame, qi: Columns) -> IntArray:
     # factorisation), then verified: every row must hold its class's first row's values, so
     # equal hashes mean equal rows. A collision (never seen; ~n^2 / 2^65) takes the exact path.
     keys = map_items(lambda c: _column_key(released[c]), cols)
-    h = np.zeros(len(released), dtype=np.uint64)
-    for v in keys:
-        h = (h ^ v) * _HASH_MIX
-        h ^= h >> np.uint64(29)
+    h = np.empty(len(released), dtype=np.uint64)
+
+    def fold(r: tuple[int, int]) -> None:  # rows a..b-1 (a row's hash is its own)
+        x = np.zeros(r[1] - r[0], dtype=np.uint64)
+        for v in keys:
+            x = (x ^ v[r[0] : r[1]]) * _HASH_MIX
+            x ^= x >> np.uint64(29)
+        h[r[0] : r[1]] = x
+
+    map_items(fold, metrics.ranges(len(released)))
     out: IntArray = pd.factorize(h)[0].astype(np.int64)
     seen = np.maximum.accumulate(out)
     first = np.flatnonzero(np.r_[True, out[1:] > seen[:-1]]) if out.size else out

@@ -341,7 +341,7 @@ def split_blocks(X: FloatArray, block_size: int) -> list[IntpArray]:
             list(zip(cut, jw, strict=True)),
         )
         level = [h for r, m in zip(cut, mids, strict=True) for h in ((r[0], m), (m, r[1]))]
-    return [np.sort(perm[lo:hi]).astype(np.intp) for lo, hi in sorted(leaves)]
+    return map_items(lambda r: np.sort(perm[r[0] : r[1]]).astype(np.intp), sorted(leaves))
 
 
 def _first_widest(widths: list[float]) -> int:
