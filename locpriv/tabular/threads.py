@@ -23,6 +23,7 @@ of items.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
 
-__all__ = ["kernel_threads", "map_items", "threads"]
+__all__ = ["kernel_threads", "map_items", "row_ranges", "threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -52,6 +53,20 @@ def kernel_threads(n: int) -> Iterator[int]:
 def threads() -> int:
     """The threads :func:`map_items` uses in this context (1 outside :func:`kernel_threads`)."""
     return _THREADS.get()
+
+
+CHUNK = 4096
+"""Rows (or groups) per item of the row- and group-wise work (at most :data:`MAX_ITEMS`)."""
+MAX_ITEMS = 64
+
+
+def row_ranges(total: int) -> list[tuple[int, int]]:
+    """``0..total`` cut into consecutive ranges of at least :data:`CHUNK` (at most
+    :data:`MAX_ITEMS` of them): the items of row- or group-wise work, whose results never
+    depend on the cut."""
+    parts = max(1, min(MAX_ITEMS, total // CHUNK))
+    cuts = [total * i // parts for i in range(parts + 1)]
+    return list(itertools.pairwise(cuts))
 
 
 def map_items(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:

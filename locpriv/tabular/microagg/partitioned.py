@@ -142,9 +142,10 @@ class StageLog:
     (:meth:`parallel_done`): the row adds ``parallel_seconds``, ``parallel_cpu_seconds``,
     ``parallel_items`` (the fewest items of its sections: the most threads they can use),
     ``parallel_by_items`` (wall seconds of its sections by their number of items) and
-    ``threads`` (the most threads they ran on). ``serial_share`` (:meth:`serial_share`) is the
-    share of the wall time spent in stages without tasks, less their parallel sections:
-    Amdahl's serial fraction at 1 worker.
+    ``threads`` (the most threads they ran on); a section of one item (the first cut of the
+    k-d split) runs on one thread and stays serial: it is only in ``parallel_by_items``.
+    ``serial_share`` (:meth:`serial_share`) is the share of the wall time spent in stages
+    without tasks, less their parallel sections: Amdahl's serial fraction at 1 worker.
     """
 
     def __init__(self, workers: int = 1) -> None:
@@ -196,10 +197,11 @@ class StageLog:
         self._par.append((seconds, cpu_seconds, int(items), int(threads)))
 
     def _parallel_fields(self) -> dict[str, Any]:
-        par, self._par = self._par, []
+        every, self._par = self._par, []
         by_items: dict[str, float] = {}
-        for sec, _, items, _ in par:
+        for sec, _, items, _ in every:
             by_items[str(items)] = by_items.get(str(items), 0.0) + sec
+        par = [p for p in every if p[2] > 1]  # a section of one item runs on one thread
         return {
             "parallel_seconds": sum(p[0] for p in par),
             "parallel_cpu_seconds": sum(p[1] for p in par),
@@ -321,8 +323,14 @@ def split_blocks(X: FloatArray, block_size: int) -> list[IntpArray]:
     columns items), then the nodes' cuts (one item each). A node's cut depends on its own
     records alone, so the leaves are :func:`kd_blocks`' for any thread count."""
     B = max(int(block_size), 1)
-    XT = np.ascontiguousarray(np.asarray(X, dtype=np.float64).T)
-    d, n = XT.shape
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    XT = np.empty((d, n))
+
+    def transpose(r: tuple[int, int]) -> None:
+        XT[:, r[0] : r[1]] = X[r[0] : r[1]].T
+
+    map_items(transpose, ranges(n))
     perm = np.arange(n, dtype=np.int64)
     key, tmp = np.empty(n), np.empty(n, dtype=np.int64)
     level, leaves = [(0, n)], []
@@ -477,12 +485,12 @@ def _repair_pools(  # noqa: PLR0917
     Q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, d)))
     C = np.ascontiguousarray(cen[bad] @ Q)
     per_block = max(2, block_size * m // max(1, int(cnt[bad].sum())))
-    perm, starts = kd_blocks(C, per_block)
+    cells = split_blocks(C, per_block)  # kd_blocks' leaves, cut on the parent's threads
     where = np.full(g, -1, dtype=np.int64)
-    for b in range(starts.size - 1):
-        where[bad[perm[starts[b] : starts[b + 1]]]] = b
-    rows, at = _bucket_kernel(where[labels], starts.size - 1)  # each pool's rows, ascending
-    pools = [rows[at[b] : at[b + 1]] for b in range(starts.size - 1)]
+    for b, cell in enumerate(cells):
+        where[bad[cell]] = b
+    rows, at = _bucket_kernel(where[labels], len(cells))  # each pool's rows, ascending
+    pools = [rows[at[b] : at[b + 1]] for b in range(len(cells))]
     return [idx.astype(np.intp) for idx in pools if idx.size]
 
 

@@ -15,30 +15,18 @@ All functions take ``labels``: an int array of length n with values ``0..g-1`` (
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import numpy.typing as npt
 
 from locpriv.tabular.microagg._kernels.partition_stats import squared_error
 from locpriv.tabular.quality._kernels import chunks
-from locpriv.tabular.threads import map_items
+from locpriv.tabular.threads import map_items, row_ranges
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-CHUNK = 16384
-"""Groups or rows per item of the parallel statistics (at most :data:`MAX_ITEMS` items)."""
-MAX_ITEMS = 64
-
-
-def ranges(total: int) -> list[tuple[int, int]]:
-    """``0..total`` cut into consecutive ranges of about :data:`CHUNK` (the items of a
-    parallel statistic; the results never depend on the cut)."""
-    parts = max(1, min(MAX_ITEMS, total // CHUNK))
-    cuts = [total * i // parts for i in range(parts + 1)]
-    return list(itertools.pairwise(cuts))
+ranges = row_ranges  # the items of the group- and row-wise statistics
 
 
 def _order(labels: IntArray, g: int | None) -> tuple[IntArray, IntArray, IntArray, int]:
