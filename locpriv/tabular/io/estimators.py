@@ -365,7 +365,20 @@ class Microaggregator:
         X_original: FloatArray | None = None,
         names: list[str] | None = None,
     ) -> Self:
-        """Fit on an already scaled distance matrix ``Z`` (e.g. with categorical encodings)."""
+        """Fit on an already scaled distance matrix ``Z`` (e.g. with categorical encodings).
+        The parent's column- and group-wise work (the figures; :mod:`locpriv.tabular.threads`)
+        runs on ``workers`` threads."""
+        with kernel_threads(max(int(self.workers), threads())):
+            return self._fit_scaled(Z, S, X_original=X_original, names=names)
+
+    def _fit_scaled(
+        self,
+        Z: FloatArray,
+        S: npt.ArrayLike | None,
+        *,
+        X_original: FloatArray | None,
+        names: list[str] | None,
+    ) -> Self:
         if not isinstance(self.k, int | np.integer) or isinstance(self.k, bool):
             raise ConfigError(f"k must be an integer, got {self.k!r}")
         if not isinstance(self.p, int | np.integer) or isinstance(self.p, bool):
@@ -427,49 +440,47 @@ class Microaggregator:
                     merged = alt_before - (int(alt.max()) + 1)
             log.add("models", time.perf_counter() - r0, time.process_time() - rc0)
         m0, c0 = time.perf_counter(), time.process_time()
-        # the figures' group and row statistics run on the cores given to the run
-        with kernel_threads(max(int(self.workers), threads())):
-            self.labels_: IntArray = labels
-            self.method_: str = name
-            self.k_used_: int = k_used
-            self.n_groups_: int = int(labels.max()) + 1
-            Xo = X_original if X_original is not None else Z
-            self.centroids_: FloatArray = metrics.group_means(Xo, labels)
-            self.sse_: float = err
-            self.sst_: float = metrics.sst(Z)
-            self.il_: float = 100.0 * err / self.sst_ if self.sst_ > 0 else 0.0
-            self.p_achieved_: list[int] = achieved_p(labels, codes) if codes is not None else []
-            sizes = np.bincount(labels)
-            attr_names = names or [str(j) for j in range(len(self.p_achieved_))]
-            self.report_: dict[str, Any] = {
-                "method": name,
-                "k": k,
-                "p": p,
-                "n": int(n),
-                "groups": self.n_groups_,
-                "min_group_size": int(sizes.min()),
-                "max_group_size": int(sizes.max()),
-                "il_percent": self.il_,
-                "sse": err,
-                "sst": self.sst_,
-                "dm": metrics.discernibility(labels),
-                "avg": metrics.avg_class_size(labels, k),
-                "truta_il": metrics.truta_il_normalised(Z, labels),
-                "p_achieved": dict(zip(attr_names, self.p_achieved_, strict=True)),
-                "group_sizes": {str(s): c for s, c in metrics.size_histogram(labels).items()},
-                "k_used": k_used,
-                "candidates_sse": tried,
-                "models": {
-                    "entropy_l": float(self.entropy_l),
-                    "recursive": list(self.recursive) if self.recursive is not None else None,
-                    "t": self.t,
-                    "ordered": list(check.ordered) if check is not None else [],
-                    "merged_groups": merged,
-                    "grouping": start,
-                    "sse_repaired": model_sse,
-                },
-                "seconds": time.perf_counter() - t0,
-            }
+        self.labels_: IntArray = labels
+        self.method_: str = name
+        self.k_used_: int = k_used
+        self.n_groups_: int = int(labels.max()) + 1
+        Xo = X_original if X_original is not None else Z
+        self.centroids_: FloatArray = metrics.group_means(Xo, labels)
+        self.sse_: float = err
+        self.sst_: float = metrics.sst(Z)
+        self.il_: float = 100.0 * err / self.sst_ if self.sst_ > 0 else 0.0
+        self.p_achieved_: list[int] = achieved_p(labels, codes) if codes is not None else []
+        sizes = np.bincount(labels)
+        attr_names = names or [str(j) for j in range(len(self.p_achieved_))]
+        self.report_: dict[str, Any] = {
+            "method": name,
+            "k": k,
+            "p": p,
+            "n": int(n),
+            "groups": self.n_groups_,
+            "min_group_size": int(sizes.min()),
+            "max_group_size": int(sizes.max()),
+            "il_percent": self.il_,
+            "sse": err,
+            "sst": self.sst_,
+            "dm": metrics.discernibility(labels),
+            "avg": metrics.avg_class_size(labels, k),
+            "truta_il": metrics.truta_il_normalised(Z, labels),
+            "p_achieved": dict(zip(attr_names, self.p_achieved_, strict=True)),
+            "group_sizes": {str(s): c for s, c in metrics.size_histogram(labels).items()},
+            "k_used": k_used,
+            "candidates_sse": tried,
+            "models": {
+                "entropy_l": float(self.entropy_l),
+                "recursive": list(self.recursive) if self.recursive is not None else None,
+                "t": self.t,
+                "ordered": list(check.ordered) if check is not None else [],
+                "merged_groups": merged,
+                "grouping": start,
+                "sse_repaired": model_sse,
+            },
+            "seconds": time.perf_counter() - t0,
+        }
         log.add("metrics", time.perf_counter() - m0, time.process_time() - c0)
         self.report_["stages"] = log.report()  # seconds and cores busy per stage
         if self.conditions_ is not None:
