@@ -28,7 +28,8 @@ measured speed-up S at W workers (it includes imbalance and overheads, not only 
 The 1-worker runs also get ``projected_speedup``: the bound their stage report gives at 2..16
 workers (a stage of t tasks takes ceil(t/W)/t of its time; in stages without tasks the parallel
 sections, column-wise work of i items on threads, take ceil(i/W)/i of theirs and the rest stays
-serial). ``--p 1,2`` also runs the ``--sizes`` with p = 2.
+serial; ``projected_speedup_cpu``: the same from CPU seconds). ``--p 1,2`` also runs the
+``--sizes`` with p = 2.
 
 Writes benchmarks/results/bench_cores.json (``--tag T``: bench_cores_T.json; one file per
 invocation, never merged) and prints a table.
