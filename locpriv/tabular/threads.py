@@ -69,13 +69,22 @@ def row_ranges(total: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(cuts))
 
 
-def map_items(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """``[fn(x) for x in items]``, on :func:`threads` threads when there are several items;
+ITEM_MEMORY = 1 << 30
+"""Bytes of temporaries that the items of one :func:`map_items` call may hold at once (1 GiB):
+items that each need ``item_bytes`` run on at most ``ITEM_MEMORY // item_bytes`` threads, so
+column-wise work on 10^7 rows does not multiply the parent's peak memory by the threads."""
+
+
+def map_items(fn: Callable[[T], R], items: Sequence[T], item_bytes: int = 0) -> list[R]:
+    """``[fn(x) for x in items]``, on :func:`threads` threads when there are several items
+    (at most ``ITEM_MEMORY // item_bytes`` when an item needs ``item_bytes`` of temporaries);
     the results in item order. The wall and CPU seconds are recorded in the current stage log
-    as a parallel section of ``len(items)`` items on ``min(threads, len(items))`` threads."""
+    as a parallel section of ``len(items)`` items on the threads used."""
     from locpriv.tabular.microagg.partitioned import current_stage_log  # no import cycle
 
     t = min(threads(), len(items))
+    if item_bytes > 0:
+        t = min(t, max(1, ITEM_MEMORY // int(item_bytes)))
     w0, c0 = time.perf_counter(), time.process_time()
     if t <= 1:
         out = [fn(x) for x in items]

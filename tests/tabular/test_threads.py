@@ -194,3 +194,16 @@ def test_split_by_levels_gives_the_kd_tree_leaves_on_any_thread_count(n: int, bl
         assert len(got) == len(ref)
         for a, b in zip(got, ref, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+def test_items_with_large_temporaries_run_on_fewer_threads() -> None:
+    from locpriv.tabular.threads import ITEM_MEMORY
+
+    with stage_log() as log, kernel_threads(8):
+        with log.stage("big"):
+            out = map_items(lambda x: x + 1, list(range(10)), item_bytes=ITEM_MEMORY // 2)
+        with log.stage("small"):
+            map_items(lambda x: x + 1, list(range(10)), item_bytes=1024)
+    assert out == list(range(1, 11))
+    big, small = log.report()["stages"]
+    assert big["threads"] == 2 and small["threads"] == 8

@@ -77,8 +77,11 @@ def encode_column(values: npt.NDArray[np.float64], kind: Kind) -> FloatArray:
 def encode(columns: list[KeyColumn], values: list[npt.NDArray[np.float64]]) -> EncodedKeys:
     """Build the joint distance matrix from per-column values (numerical) or codes (one
     column per item of :func:`locpriv.tabular.threads.map_items`, written into the matrix)."""
+    n = len(values[0]) if values else 0
     parts = map_items(
-        lambda cv: encode_column(cv[1], cv[0].kind), list(zip(columns, values, strict=True))
+        lambda cv: encode_column(cv[1], cv[0].kind),
+        list(zip(columns, values, strict=True)),
+        item_bytes=16 * n,  # two n-long temporaries per column (one-hot: its width more)
     )
     return EncodedKeys(Z=join_columns(parts), columns=columns, codes=values)
 
@@ -141,7 +144,8 @@ def encode_written(
     original's codes (nominal), so ``sum((encode(...).Z - encode_written(...))**2)`` is the SSE
     of what is written, in the units of the grouping's distance."""
     items = list(zip(columns, values, written, strict=True))
-    return join_columns(map_items(lambda cvw: written_column(*cvw), items))
+    n = len(values[0]) if values else 0
+    return join_columns(map_items(lambda cvw: written_column(*cvw), items, item_bytes=16 * n))
 
 
 def written_column(

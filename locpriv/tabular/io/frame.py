@@ -159,6 +159,7 @@ def _written_keys(
     done = map_items(
         lambda cv: _written_column(df[cv[0].name], cv[0], cv[1], labels, release),
         list(zip(cols, values, strict=True)),
+        item_bytes=24 * len(df),  # a few n-long temporaries per column
     )
     keys = pd.DataFrame(index=df.index)
     for kc, (col, _) in zip(cols, done, strict=True):
@@ -213,7 +214,7 @@ def release_classes(released: pd.DataFrame, qi: Columns) -> IntArray:
     # one 64-bit hash per row of the columns' values, numbered by first appearance (one hash
     # factorisation), then verified: every row must hold its class's first row's values, so
     # equal hashes mean equal rows. A collision (never seen; ~n^2 / 2^65) takes the exact path.
-    keys = map_items(lambda c: _column_key(released[c]), cols)
+    keys = map_items(lambda c: _column_key(released[c]), cols, item_bytes=16 * len(released))
     h = np.empty(len(released), dtype=np.uint64)
 
     def fold(r: tuple[int, int]) -> None:  # rows a..b-1 (a row's hash is its own)
@@ -227,7 +228,7 @@ def release_classes(released: pd.DataFrame, qi: Columns) -> IntArray:
     out: IntArray = pd.factorize(h)[0].astype(np.int64)
     seen = np.maximum.accumulate(out)
     first = np.flatnonzero(np.r_[True, out[1:] > seen[:-1]]) if out.size else out
-    if all(map_items(lambda v: bool(np.array_equal(v[first][out], v)), keys)):
+    if all(map_items(lambda v: bool(np.array_equal(v[first][out], v)), keys, 24 * out.size)):
         return out
     return _classes_exact(released, cols)  # a 64-bit collision
 
@@ -456,7 +457,8 @@ def audit_pass_through(
     if not columns:
         return []
     # one key column per item, on the threads of map_items (each computed as alone)
-    done = dict(zip(qi, map_items(lambda q: _audit_key(df[q], n), list(qi)), strict=True))
+    todo = map_items(lambda q: _audit_key(df[q], n), list(qi), item_bytes=48 * n)
+    done = dict(zip(qi, todo, strict=True))
     keys = {q: v[0] for q, v in done.items()}
     base = {q: v[1] for q, v in done.items()}
     shared = {q: v[2] for q, v in done.items()}
