@@ -26,7 +26,10 @@ is 1 / serial share) and the Karp-Flatt serial fraction ``(1/S - 1/W) / (1 - 1/W
 measured speed-up S at W workers (it includes imbalance and overheads, not only serial stages).
 
 The 1-worker runs also get ``projected_speedup``: the bound their stage report gives at 2..16
-workers (stages without tasks stay serial; a stage of t tasks takes ceil(t/W)/t of its time).
+workers (a stage of t tasks takes ceil(t/W)/t of its time; in stages without tasks the parallel
+sections, column-wise work of i items on threads, take ceil(i/W)/i of theirs and the rest stays
+serial; ``projected_speedup_cpu``: the same from CPU seconds). ``--p 1,2`` also runs the
+``--sizes`` with p = 2.
 
 Writes benchmarks/results/bench_cores.json (``--tag T``: bench_cores_T.json; one file per
 invocation, never merged) and prints a table.
@@ -180,12 +183,24 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
 
 
 def _serial(stages: dict[str, Any]) -> dict[str, float]:
-    """Wall and CPU seconds of the stages that ran no task (the parent alone), and the parent's
-    own CPU seconds over every stage (serial stages plus sending the tasks)."""
+    """Wall and CPU seconds of the stages that ran no task (the parent alone), less their
+    parallel sections (column-wise work on threads), and the parent's own CPU seconds over
+    every stage (serial stages plus sending the tasks)."""
     rows = stages.get("stages", [])
     return {
-        "serial_seconds": sum(float(r["seconds"]) for r in rows if r["tasks"] == 0),
-        "serial_cpu_seconds": sum(float(r["cpu_seconds"]) for r in rows if r["tasks"] == 0),
+        "serial_seconds": sum(
+            float(r["seconds"]) - float(r.get("parallel_seconds", 0.0))
+            for r in rows
+            if r["tasks"] == 0
+        ),
+        "serial_cpu_seconds": sum(
+            float(r["cpu_seconds"]) - float(r.get("parallel_cpu_seconds", 0.0))
+            for r in rows
+            if r["tasks"] == 0
+        ),
+        "parallel_stage_seconds": sum(
+            float(r.get("parallel_seconds", 0.0)) for r in rows if r["tasks"] == 0
+        ),
         "parent_cpu_seconds": sum(
             float(r.get("parent_cpu_seconds", r["cpu_seconds"] if r["tasks"] == 0 else 0.0))
             for r in rows
@@ -214,14 +229,31 @@ def _spawn(n: int, workers: int, p: int) -> dict[str, Any]:
     return out
 
 
-def projected_speedup(stages: dict[str, Any], workers: int) -> float:
-    """Speed-up bound at ``workers`` from a 1-worker stage report: stages without tasks stay
-    serial, a stage of t equal tasks takes ceil(t / workers) / t of its time (no overheads)."""
+def projected_speedup(stages: dict[str, Any], workers: int, clock: str = "seconds") -> float:
+    """Speed-up bound at ``workers`` from a 1-worker stage report: a stage of t equal tasks
+    takes ceil(t / workers) / t of its time (no overheads); in a stage without tasks, each of
+    its parallel sections (column-, group- or block-wise work on threads,
+    ``parallel_by_items``: wall seconds by number of items i, measured on one thread) takes
+    ceil(i / workers) / i of its time and the rest stays serial. ``clock="cpu_seconds"``: the
+    same from the CPU seconds (the sections' share of a stage's CPU taken from
+    ``parallel_cpu_seconds``), which other jobs on the machine distort less."""
     total, proj = 0.0, 0.0
     for r in stages["stages"]:
-        sec, t = float(r["seconds"]), int(r["tasks"])
+        sec, t = float(r[clock]), int(r["tasks"])
         total += sec
-        proj += sec if t == 0 else sec * -(-t // workers) / t
+        if t > 0:
+            proj += sec * -(-t // workers) / t
+            continue
+        by = {int(i): float(v) for i, v in r.get("parallel_by_items", {}).items()}
+        if not by and int(r.get("parallel_items", 0)) > 0:
+            by = {int(r["parallel_items"]): float(r.get("parallel_seconds", 0.0))}
+        wall = sum(by.values())
+        if clock != "seconds" and wall > 0:  # the sections' CPU, split as their wall seconds
+            cpu = float(r.get("parallel_cpu_seconds", 0.0))
+            by = {i: v * cpu / wall for i, v in by.items()}
+        par = sum(by.values())
+        scale = min(1.0, sec / par) if par > 0 else 0.0  # the sections lie inside the stage
+        proj += sec - par * scale + sum(v * scale * -(-i // workers) / i for i, v in by.items())
     return total / proj if proj > 0 else 1.0
 
 
@@ -230,6 +262,9 @@ def _derive(runs: list[dict[str, Any]]) -> None:
         if r["workers"] == 1 and r.get("stages"):
             r["projected_speedup"] = {
                 str(w): projected_speedup(r["stages"], w) for w in (2, 4, 8, 16)
+            }
+            r["projected_speedup_cpu"] = {
+                str(w): projected_speedup(r["stages"], w, "cpu_seconds") for w in (2, 4, 8, 16)
             }
     base = {(r["n"], r["p"]): r for r in runs if r["workers"] == 1}
     for r in runs:
@@ -273,6 +308,7 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2,4,8,16", help="worker counts, comma-separated")
     ap.add_argument("--big", action="store_true", help="also 10M x 13, p=1 and p=2")
     ap.add_argument("--big-n", type=int, default=10_000_000, help="records of --big (smoke runs)")
+    ap.add_argument("--p", default="1", help="p of the --sizes runs, comma-separated (1,2)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each setting (best kept)")
     ap.add_argument("--tag", default="", help="suffix of the results file")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -283,7 +319,8 @@ def main() -> None:
         return
     cores = os.cpu_count() or 1
     counts = [w for w in (int(v) for v in args.workers.split(",")) if w <= cores]
-    plan = [(int(n), w, 1) for n in args.sizes.split(",") for w in counts]
+    ps = [int(v) for v in args.p.split(",")]
+    plan = [(int(n), w, p) for p in ps for n in args.sizes.split(",") for w in counts]
     if args.big:
         plan += [(args.big_n, max(counts), 1), (args.big_n, max(counts), 2)]
     runs = []
@@ -301,8 +338,15 @@ def main() -> None:
             if "projected_speedup" in r:
                 proj = ", ".join(f"{w}: {v:.2f}" for w, v in r["projected_speedup"].items())
                 print(f"  projected speed-up from these stages (workers: x): {proj}")
+                cpu = ", ".join(f"{w}: {v:.2f}" for w, v in r["projected_speedup_cpu"].items())
+                print(f"  the same from their CPU seconds: {cpu}")
             for s in r["stages"]["stages"]:
-                print(f"  {s['stage']:<20} {s['seconds']:>8.3f} s  busy {100 * s['busy']:.0f} %")
+                par = float(s.get("parallel_seconds", 0.0))
+                on = f"  parallel {par:.3f} s ({s.get('parallel_items', 0)} items)" if par else ""
+                print(
+                    f"  {s['stage']:<20} {s['seconds']:>8.3f} s  CPU {s['cpu_seconds']:>8.3f} s"
+                    f"  busy {100 * s['busy']:.0f} %{on}"
+                )
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "bench_cores" + (f"_{args.tag}" if args.tag else "") + ".json"
     doc = {

@@ -328,8 +328,13 @@ def test_stage_report_times_every_stage_and_the_workers_cpu(tmp_path: Path) -> N
             assert r["busy"] <= 1.2, r
         assert (r["tasks"] > 0) == (r["stage"] in ("blocks", "repair 1 tasks", "repair 2 tasks"))
     assert rep["seconds"] == pytest.approx(sum(r["seconds"] for r in rep["stages"]))
-    serial = sum(r["seconds"] for r in rep["stages"] if r["tasks"] == 0) / rep["seconds"]
+    # the stages without tasks, less their work on the parent's threads (parallel sections)
+    serial = (
+        sum(r["seconds"] - r["parallel_seconds"] for r in rep["stages"] if r["tasks"] == 0)
+        / rep["seconds"]
+    )
     assert rep["serial_share"] == pytest.approx(serial)
+    assert by["face distances"]["parallel_items"] == by["blocks"]["tasks"]  # one item a block
     assert 0.0 <= rep["serial_cpu_share"] <= 1.0
     table = log.table()
     assert "face distances" in table and "serial share" in table

@@ -66,35 +66,11 @@ def _kd_order(XT: FloatArray, nu: int, B: int, perm: IntArray, starts: IntArray)
         jw = 0
         wbest = -1.0
         for j in range(d):
-            mn = np.inf
-            mx = -np.inf
-            for t in range(lo, hi):
-                v = XT[j, perm[t]]
-                mn = min(mn, v)
-                mx = max(mx, v)
-            if mx - mn > wbest:
-                wbest = mx - mn
+            w = kd_width(XT, perm, lo, hi, j)
+            if w > wbest:
+                wbest = w
                 jw = j
-        for t in range(lo, hi):
-            key[t] = XT[jw, perm[t]]
-        mid = (lo + hi) // 2
-        kv = np.partition(key[lo:hi], mid - lo)[mid - lo]
-        # stable three-way split: below kv, then kv (as many as fit left of mid), then above
-        a = lo
-        for t in range(lo, hi):
-            if key[t] < kv:
-                tmp[a] = perm[t]
-                a += 1
-        for t in range(lo, hi):
-            if key[t] == kv:
-                tmp[a] = perm[t]
-                a += 1
-        for t in range(lo, hi):
-            if key[t] > kv:
-                tmp[a] = perm[t]
-                a += 1
-        for t in range(lo, hi):
-            perm[t] = tmp[t]
+        mid = kd_cut(XT, perm, lo, hi, jw, key, tmp)
         st_lo[top] = mid  # right half popped after the left one: leaves in left-to-right order
         st_hi[top] = hi
         top += 1
@@ -102,6 +78,49 @@ def _kd_order(XT: FloatArray, nu: int, B: int, perm: IntArray, starts: IntArray)
         st_hi[top] = mid
         top += 1
     return nb
+
+
+@numba.njit(cache=True, nogil=True)
+def kd_width(XT: FloatArray, perm: IntArray, lo: int, hi: int, j: int) -> float:
+    """Width (max - min) of column ``j`` over the records ``perm[lo:hi]``."""
+    mn = np.inf
+    mx = -np.inf
+    for t in range(lo, hi):
+        v = XT[j, perm[t]]
+        mn = min(mn, v)
+        mx = max(mx, v)
+    return mx - mn
+
+
+@numba.njit(cache=True, nogil=True)
+def kd_cut(  # noqa: PLR0917
+    XT: FloatArray, perm: IntArray, lo: int, hi: int, jw: int, key: FloatArray, tmp: IntArray
+) -> int:
+    """One median cut of :func:`_kd_order`: ``perm[lo:hi]`` reordered so that the records below
+    the median of column ``jw`` come first, then those equal to it, then those above (stable);
+    returns the middle ``(lo + hi) // 2``. Touches ``perm``, ``key`` and ``tmp`` in
+    ``lo:hi`` only, so cuts of disjoint ranges may run at once (``nogil``)."""
+    for t in range(lo, hi):
+        key[t] = XT[jw, perm[t]]
+    mid = (lo + hi) // 2
+    kv = np.partition(key[lo:hi], mid - lo)[mid - lo]
+    # stable three-way split: below kv, then kv (as many as fit left of mid), then above
+    a = lo
+    for t in range(lo, hi):
+        if key[t] < kv:
+            tmp[a] = perm[t]
+            a += 1
+    for t in range(lo, hi):
+        if key[t] == kv:
+            tmp[a] = perm[t]
+            a += 1
+    for t in range(lo, hi):
+        if key[t] > kv:
+            tmp[a] = perm[t]
+            a += 1
+    for t in range(lo, hi):
+        perm[t] = tmp[t]
+    return mid
 
 
 @numba.njit(cache=True)

@@ -51,6 +51,7 @@ from locpriv.tabular.risk.assess import (
     check_bounds,
     parse_bounds,
 )
+from locpriv.tabular.threads import kernel_threads
 
 
 class ProgressBar:
@@ -273,9 +274,10 @@ def run(args: argparse.Namespace) -> int:
             )
             roles = {c: "pass-through" for c in every if c not in qi and c not in rel.drop}
             roles.update((c, "confidential") for c in sensitive)
-            rel.report["pass_through"] = audit_pass_through(
-                df, qi, roles, args.k, column=lambda c: read_columns(args.input, [c])[c]
-            )
+            with kernel_threads(options["workers"]):  # the key columns on the run's cores
+                rel.report["pass_through"] = audit_pass_through(
+                    df, qi, roles, args.k, column=lambda c: read_columns(args.input, [c])[c]
+                )
             report = rel.report
             # the key and confidential columns as written (rows in the release's order)
             written = apply_release(df, replace(rel, drop=[]))

@@ -60,6 +60,7 @@ from locpriv.tabular.psensitive.sec_pk import sec_pk_clustering
 from locpriv.tabular.psensitive.seeded import seeded_groups
 from locpriv.tabular.quality import metrics
 from locpriv.tabular.quality.validate import achieved_p
+from locpriv.tabular.threads import kernel_threads, threads
 
 logger = logging.getLogger(__name__)
 
@@ -364,7 +365,20 @@ class Microaggregator:
         X_original: FloatArray | None = None,
         names: list[str] | None = None,
     ) -> Self:
-        """Fit on an already scaled distance matrix ``Z`` (e.g. with categorical encodings)."""
+        """Fit on an already scaled distance matrix ``Z`` (e.g. with categorical encodings).
+        The parent's column- and group-wise work (the figures; :mod:`locpriv.tabular.threads`)
+        runs on ``workers`` threads."""
+        with kernel_threads(max(int(self.workers), threads())):
+            return self._fit_scaled(Z, S, X_original=X_original, names=names)
+
+    def _fit_scaled(
+        self,
+        Z: FloatArray,
+        S: npt.ArrayLike | None,
+        *,
+        X_original: FloatArray | None,
+        names: list[str] | None,
+    ) -> Self:
         if not isinstance(self.k, int | np.integer) or isinstance(self.k, bool):
             raise ConfigError(f"k must be an integer, got {self.k!r}")
         if not isinstance(self.p, int | np.integer) or isinstance(self.p, bool):

@@ -48,6 +48,7 @@ from locpriv.tabular.quality.validate import (
     table_recursive_ratio,
     table_t,
 )
+from locpriv.tabular.threads import kernel_threads, map_items
 
 IntArray = npt.NDArray[np.int64]
 Columns = str | Sequence[str] | None
@@ -153,40 +154,53 @@ def _written_keys(
 ) -> tuple[pd.DataFrame, list[npt.NDArray[np.float64]] | None]:
     """The released key columns (aligned with ``df``'s rows, in the input's dtypes where the
     release has point values) and, for centroids, the written values / category codes on which
-    the information loss is measured."""
+    the information loss is measured. One column per item of :func:`map_items` (each column's
+    values are computed as alone, so the release is the same for any thread count)."""
+    done = map_items(
+        lambda cv: _written_column(df[cv[0].name], cv[0], cv[1], labels, release),
+        list(zip(cols, values, strict=True)),
+        item_bytes=24 * len(df),  # a few n-long temporaries per column
+    )
     keys = pd.DataFrame(index=df.index)
-    written: list[npt.NDArray[np.float64]] = []
-    for kc, v in zip(cols, values, strict=True):
-        s = df[kc.name]
-        if release == "intervals":
-            lo = pd.Series(v).groupby(labels).transform("min").to_numpy()
-            hi = pd.Series(v).groupby(labels).transform("max").to_numpy()
-            if kc.kind == "numerical":
-                col = [f"[{_exact(a)}, {_exact(b)}]" for a, b in zip(lo, hi, strict=True)]
-            elif kc.kind == "ordinal":
-                cats = np.array(kc.categories, dtype=object)
-                col = [f"[{cats[int(a)]}, {cats[int(b)]}]" for a, b in zip(lo, hi, strict=True)]
-            else:
-                cats = np.array(kc.categories, dtype=object)
-                sets = pd.Series(v).groupby(labels).agg(lambda x: sorted(set(x)))
-                col = ["{" + ", ".join(str(cats[int(c)]) for c in sets[g]) + "}" for g in labels]
-            keys[kc.name] = pd.Series(col, index=df.index, dtype=object)
-            continue
-        rep = group_centroids(v, labels, kc.kind)  # per group
-        if kc.kind == "numerical":
-            if pd.api.types.is_integer_dtype(s.dtype):
-                # one rounded value per group: the group stays one class (k holds)
-                rep = np.rint(rep)
-            w = rep[labels]
-            written.append(w)
-            keys[kc.name] = pd.Series(w, index=df.index).astype(s.dtype)
-        else:
-            w = rep[labels]
-            written.append(w)
-            cats = np.array(kc.categories, dtype=object)
-            ser = pd.Series(cats[w.astype(np.int64)], index=df.index)
-            keys[kc.name] = ser if s.dtype == object else ser.astype(s.dtype)
+    for kc, (col, _) in zip(cols, done, strict=True):
+        keys[kc.name] = col
+    written = [w for _, w in done if w is not None]
     return keys, (written if release == "centroids" else None)
+
+
+def _written_column(
+    s: pd.Series,
+    kc: KeyColumn,
+    v: npt.NDArray[np.float64],
+    labels: IntArray,
+    release: str,
+) -> tuple[pd.Series, npt.NDArray[np.float64] | None]:
+    """One key column of :func:`_written_keys`: the released column and, for centroids, its
+    written values / category codes."""
+    if release == "intervals":
+        lo = pd.Series(v).groupby(labels).transform("min").to_numpy()
+        hi = pd.Series(v).groupby(labels).transform("max").to_numpy()
+        if kc.kind == "numerical":
+            col = [f"[{_exact(a)}, {_exact(b)}]" for a, b in zip(lo, hi, strict=True)]
+        elif kc.kind == "ordinal":
+            cats = np.array(kc.categories, dtype=object)
+            col = [f"[{cats[int(a)]}, {cats[int(b)]}]" for a, b in zip(lo, hi, strict=True)]
+        else:
+            cats = np.array(kc.categories, dtype=object)
+            sets = pd.Series(v).groupby(labels).agg(lambda x: sorted(set(x)))
+            col = ["{" + ", ".join(str(cats[int(c)]) for c in sets[g]) + "}" for g in labels]
+        return pd.Series(col, index=s.index, dtype=object), None
+    rep = group_centroids(v, labels, kc.kind)  # per group
+    if kc.kind == "numerical":
+        if pd.api.types.is_integer_dtype(s.dtype):
+            # one rounded value per group: the group stays one class (k holds)
+            rep = np.rint(rep)
+        w = rep[labels]
+        return pd.Series(w, index=s.index).astype(s.dtype), w
+    w = rep[labels]
+    cats = np.array(kc.categories, dtype=object)
+    ser = pd.Series(cats[w.astype(np.int64)], index=s.index)
+    return (ser if s.dtype == object else ser.astype(s.dtype)), w
 
 
 def release_classes(released: pd.DataFrame, qi: Columns) -> IntArray:
@@ -200,15 +214,21 @@ def release_classes(released: pd.DataFrame, qi: Columns) -> IntArray:
     # one 64-bit hash per row of the columns' values, numbered by first appearance (one hash
     # factorisation), then verified: every row must hold its class's first row's values, so
     # equal hashes mean equal rows. A collision (never seen; ~n^2 / 2^65) takes the exact path.
-    keys = [_column_key(released[c]) for c in cols]
-    h = np.zeros(len(released), dtype=np.uint64)
-    for v in keys:
-        h = (h ^ v) * _HASH_MIX
-        h ^= h >> np.uint64(29)
+    keys = map_items(lambda c: _column_key(released[c]), cols, item_bytes=16 * len(released))
+    h = np.empty(len(released), dtype=np.uint64)
+
+    def fold(r: tuple[int, int]) -> None:  # rows a..b-1 (a row's hash is its own)
+        x = np.zeros(r[1] - r[0], dtype=np.uint64)
+        for v in keys:
+            x = (x ^ v[r[0] : r[1]]) * _HASH_MIX
+            x ^= x >> np.uint64(29)
+        h[r[0] : r[1]] = x
+
+    map_items(fold, metrics.ranges(len(released)))
     out: IntArray = pd.factorize(h)[0].astype(np.int64)
     seen = np.maximum.accumulate(out)
     first = np.flatnonzero(np.r_[True, out[1:] > seen[:-1]]) if out.size else out
-    if all(np.array_equal(v[first][out], v) for v in keys):
+    if all(map_items(lambda v: bool(np.array_equal(v[first][out], v)), keys, 24 * out.size)):
         return out
     return _classes_exact(released, cols)  # a 64-bit collision
 
@@ -291,8 +311,7 @@ def release_figures(
         }
         sst = metrics.sst(Z)
     if written_Z is not None:
-        diff = Z - written_Z
-        err = float(np.einsum("ij,ij->", diff, diff))
+        err = metrics.squared_distances(Z, written_Z)
         out.update(sse=err, sst=sst, il_percent=100.0 * err / sst if sst > 0 else 0.0)
         out["il_basis"] = "written values"
     return out
@@ -437,14 +456,13 @@ def audit_pass_through(
     n = len(df)
     if not columns:
         return []
-    # sorted codes: the dense ranks of a numerical column, one factorisation for both uses
-    keys = {q: _sorted_codes(df[q]) if _numeric(df[q]) else _codes(df[q], False) for q in qi}
-    base = {q: _loo_mode_baseline(v) for q, v in keys.items()}
-    # a record whose key value no other record holds is never guessed (leave-one-out): the
-    # share of the others bounds the accuracy, and spares the count on continuous keys
-    shared = {q: float(np.mean(np.bincount(v)[v] >= 2)) if n else 0.0 for q, v in keys.items()}
-    # the ranks centred once, with their sums of squares (as _correlation computes them)
-    ranks = {q: _centred(keys[q].astype(np.float64)) for q in qi if _numeric(df[q])}
+    # one key column per item, on the threads of map_items (each computed as alone)
+    todo = map_items(lambda q: _audit_key(df[q], n), list(qi), item_bytes=48 * n)
+    done = dict(zip(qi, todo, strict=True))
+    keys = {q: v[0] for q, v in done.items()}
+    base = {q: v[1] for q, v in done.items()}
+    shared = {q: v[2] for q, v in done.items()}
+    ranks = {q: v[3] for q, v in done.items() if v[3] is not None}
     out: list[dict[str, Any]] = []
     for name, role in columns.items():
         s = df[name] if name in df.columns or column is None else column(name)
@@ -495,6 +513,22 @@ def audit_pass_through(
                 )
         out.append(entry)
     return out
+
+
+def _audit_key(
+    s: pd.Series, n: int
+) -> tuple[npt.NDArray[np.int64], float, float, tuple[npt.NDArray[np.float64], float] | None]:
+    """What :func:`audit_pass_through` needs of one key column: its codes (sorted codes, the
+    dense ranks, of a numerical column: one factorisation for both uses), the leave-one-out
+    baseline, the share of records whose value another record holds (a record whose key value
+    no other record holds is never guessed: it bounds the accuracy and spares the count on
+    continuous keys) and, for a numerical column, its ranks centred once with their sum of
+    squares (as :func:`_correlation` computes them)."""
+    numeric = _numeric(s)
+    v = _sorted_codes(s) if numeric else _codes(s, False)
+    shared = float(np.mean(np.bincount(v)[v] >= 2)) if n else 0.0
+    ranks = _centred(v.astype(np.float64)) if numeric else None
+    return v, _loo_mode_baseline(v), shared, ranks
 
 
 @dataclass
@@ -581,6 +615,8 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     with ExitStack() as stack:
         # the stage report covers the whole release: encoding, grouping, released figures
         log = current_stage_log() or stack.enter_context(stage_log())
+        # the parent's column-wise work runs on the cores given to the run
+        stack.enter_context(kernel_threads(workers))
         opts = ReleaseOptions(
             method=method,
             seed=seed,
@@ -742,6 +778,7 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
         # one stage report for the whole call: encoding, grouping, figures, audit, output
         if current_stage_log() is None:
             stack.enter_context(stage_log())
+        stack.enter_context(kernel_threads(workers))
         rel = plan_release(
             df,
             qi,

@@ -42,19 +42,22 @@ import numpy.typing as npt
 from scipy.spatial import cKDTree
 
 from locpriv.errors import ConfigError, InfeasibleError
+from locpriv.tabular._kernels.block_index import kd_cut as _kd_cut
+from locpriv.tabular._kernels.block_index import kd_width as _kd_width
 from locpriv.tabular.checks import as_codes, check_k, check_matrix
 from locpriv.tabular.microagg._kernels.mdav_blocks import kd_blocks
 from locpriv.tabular.microagg._kernels.neighbours import knn_approx, knn_exact
 from locpriv.tabular.microagg._kernels.partition_stats import canonical as _canonical_kernel
-from locpriv.tabular.microagg._kernels.partition_stats import face_distance as _face_kernel
-from locpriv.tabular.microagg._kernels.partition_stats import group_means as _means_kernel
-from locpriv.tabular.microagg._kernels.partition_stats import pool_stats as _pool_kernel
+from locpriv.tabular.microagg._kernels.partition_stats import face_distance_range as _face_range
+from locpriv.tabular.microagg._kernels.partition_stats import pool_stats_range as _pool_range
 from locpriv.tabular.microagg._kernels.partition_stats import rows_by_bucket as _bucket_kernel
 from locpriv.tabular.microagg.improve import _canonical, improve_partition
 from locpriv.tabular.microagg.mdav import mdav
 from locpriv.tabular.psensitive.kincrease import group_is_p_sensitive, require_feasible
 from locpriv.tabular.psensitive.seeded import seeded_groups
-from locpriv.tabular.quality.metrics import group_means, sse
+from locpriv.tabular.quality._kernels.chunks import group_order, means_range
+from locpriv.tabular.quality.metrics import group_means, ranges, sse
+from locpriv.tabular.threads import map_items
 
 __all__ = [
     "BLOCK_SIZE",
@@ -134,9 +137,15 @@ class StageLog:
     of sending them) plus those of the tasks that ran in other processes, measured inside the
     worker around the task (:func:`timed_task`). ``busy`` = CPU seconds / (wall seconds x
     ``workers``): the share of the cores given to the run that the stage kept busy; a stage run
-    by the parent alone on one thread has ``busy`` <= 1 / workers. ``serial_share``
-    (:meth:`serial_share`) is the share of the wall time spent in stages without tasks:
-    Amdahl's serial fraction at 1 worker.
+    by the parent alone on one thread has ``busy`` <= 1 / workers. A stage's column-wise work
+    run by :func:`locpriv.tabular.threads.map_items` is a *parallel section*
+    (:meth:`parallel_done`): the row adds ``parallel_seconds``, ``parallel_cpu_seconds``,
+    ``parallel_items`` (the fewest items of its sections: the most threads they can use),
+    ``parallel_by_items`` (wall seconds of its sections by their number of items) and
+    ``threads`` (the most threads they ran on); a section of one item (the first cut of the
+    k-d split) runs on one thread and stays serial: it is only in ``parallel_by_items``.
+    ``serial_share`` (:meth:`serial_share`) is the share of the wall time spent in stages
+    without tasks, less their parallel sections: Amdahl's serial fraction at 1 worker.
     """
 
     def __init__(self, workers: int = 1) -> None:
@@ -144,12 +153,13 @@ class StageLog:
         self.rows: list[dict[str, Any]] = []
         self._task_cpu = 0.0
         self._tasks = 0
+        self._par: list[tuple[float, float, int, int]] = []
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         """Time the ``with`` body as stage ``name`` (a repeated name adds a row)."""
         w0, c0 = time.perf_counter(), time.process_time()
-        self._task_cpu, self._tasks = 0.0, 0
+        self._task_cpu, self._tasks, self._par = 0.0, 0, []
         try:
             yield
         finally:
@@ -162,11 +172,13 @@ class StageLog:
                     "cpu_seconds": own + self._task_cpu,
                     "parent_cpu_seconds": own,
                     "tasks": self._tasks,
+                    **self._parallel_fields(),
                 }
             )
 
     def add(self, name: str, seconds: float, cpu_seconds: float) -> None:
-        """Record a stage timed by the caller (wall and parent CPU seconds, no tasks)."""
+        """Record a stage timed by the caller (wall and parent CPU seconds, no tasks; the
+        parallel sections recorded since the previous stage are its own)."""
         self.rows.append(
             {
                 "stage": name,
@@ -174,8 +186,29 @@ class StageLog:
                 "cpu_seconds": cpu_seconds,
                 "parent_cpu_seconds": cpu_seconds,
                 "tasks": 0,
+                **self._parallel_fields(),
             }
         )
+
+    def parallel_done(self, seconds: float, cpu_seconds: float, items: int, threads: int) -> None:
+        """Record a parallel section of the current stage: ``items`` independent items run on
+        ``threads`` threads in ``seconds`` wall and ``cpu_seconds`` CPU seconds (part of the
+        stage's own, not added to them)."""
+        self._par.append((seconds, cpu_seconds, int(items), int(threads)))
+
+    def _parallel_fields(self) -> dict[str, Any]:
+        every, self._par = self._par, []
+        by_items: dict[str, float] = {}
+        for sec, _, items, _ in every:
+            by_items[str(items)] = by_items.get(str(items), 0.0) + sec
+        par = [p for p in every if p[2] > 1]  # a section of one item runs on one thread
+        return {
+            "parallel_seconds": sum(p[0] for p in par),
+            "parallel_cpu_seconds": sum(p[1] for p in par),
+            "parallel_items": min((p[2] for p in par), default=0),
+            "parallel_by_items": by_items,
+            "threads": max((p[3] for p in par), default=1),
+        }
 
     def tasks_done(self, results: list[tuple[Any, float, int]]) -> list[Any]:
         """Unwrap :func:`timed_task` results, adding the CPU seconds of those run by other
@@ -190,17 +223,25 @@ class StageLog:
         return float(row["cpu_seconds"]) / (wall * self.workers) if wall > 0 else 0.0
 
     def serial_share(self) -> float:
-        """Share of the wall time in stages that ran no task (the parent alone)."""
+        """Share of the wall time in stages that ran no task (the parent alone), less their
+        parallel sections (:meth:`parallel_done`)."""
         total = sum(r["seconds"] for r in self.rows)
-        serial = sum(r["seconds"] for r in self.rows if r["tasks"] == 0)
-        return serial / total if total > 0 else 0.0
+        serial = sum(
+            r["seconds"] - r.get("parallel_seconds", 0.0) for r in self.rows if r["tasks"] == 0
+        )
+        return max(serial, 0.0) / total if total > 0 else 0.0
 
     def serial_cpu_share(self) -> float:
-        """Share of the CPU seconds spent in stages that ran no task: the serial fraction as
-        the work measures it, which other jobs on the machine distort less than wall time."""
+        """Share of the CPU seconds spent in stages that ran no task, less their parallel
+        sections: the serial fraction as the work measures it, which other jobs on the machine
+        distort less than wall time."""
         total = sum(r["cpu_seconds"] for r in self.rows)
-        serial = sum(r["cpu_seconds"] for r in self.rows if r["tasks"] == 0)
-        return serial / total if total > 0 else 0.0
+        serial = sum(
+            r["cpu_seconds"] - r.get("parallel_cpu_seconds", 0.0)
+            for r in self.rows
+            if r["tasks"] == 0
+        )
+        return max(serial, 0.0) / total if total > 0 else 0.0
 
     def report(self) -> dict[str, Any]:
         """The JSON form: ``{"workers", "stages": [...], "seconds", "serial_share",
@@ -275,11 +316,49 @@ def task_seed(seed: int, round_: int, block: int) -> int:
 
 def split_blocks(X: FloatArray, block_size: int) -> list[IntpArray]:
     """Row indices (ascending) of the leaves of a k-d tree over ``X``: median cuts on the widest
-    column until a leaf has at most ``block_size`` records. Depends on ``X`` only."""
-    perm, starts = kd_blocks(np.ascontiguousarray(X, dtype=np.float64), int(block_size))
-    return [
-        np.sort(perm[starts[b] : starts[b + 1]]).astype(np.intp) for b in range(starts.size - 1)
-    ]
+    column until a leaf has at most ``block_size`` records. Depends on ``X`` only.
+
+    The tree of :func:`kd_blocks`, cut level by level on the parent's threads
+    (:func:`~locpriv.tabular.threads.map_items`): the widths of every node's columns (nodes x
+    columns items), then the nodes' cuts (one item each). A node's cut depends on its own
+    records alone, so the leaves are :func:`kd_blocks`' for any thread count."""
+    B = max(int(block_size), 1)
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    XT = np.empty((d, n))
+
+    def transpose(r: tuple[int, int]) -> None:
+        XT[:, r[0] : r[1]] = X[r[0] : r[1]].T
+
+    map_items(transpose, ranges(n))
+    perm = np.arange(n, dtype=np.int64)
+    key, tmp = np.empty(n), np.empty(n, dtype=np.int64)
+    level, leaves = [(0, n)], []
+    while level:
+        leaves += [r for r in level if r[1] - r[0] <= B]
+        cut = [r for r in level if r[1] - r[0] > B]
+        if not cut:
+            break
+        widths = map_items(
+            lambda rj: _kd_width(XT, perm, rj[0][0], rj[0][1], rj[1]),
+            [(r, j) for r in cut for j in range(d)],
+        )
+        jw = [_first_widest(widths[i * d : (i + 1) * d]) for i in range(len(cut))]
+        mids = map_items(
+            lambda rj: _kd_cut(XT, perm, rj[0][0], rj[0][1], rj[1], key, tmp),
+            list(zip(cut, jw, strict=True)),
+        )
+        level = [h for r, m in zip(cut, mids, strict=True) for h in ((r[0], m), (m, r[1]))]
+    return map_items(lambda r: np.sort(perm[r[0] : r[1]]).astype(np.intp), sorted(leaves))
+
+
+def _first_widest(widths: list[float]) -> int:
+    """The first column of the greatest width, as :func:`kd_blocks` chooses it."""
+    jw, best = 0, -1.0
+    for j, w in enumerate(widths):
+        if w > best:
+            jw, best = j, w
+    return jw
 
 
 def _neighbour_graph(W: FloatArray, seed: int) -> IntArray:
@@ -357,7 +436,12 @@ def _face_distance(X: FloatArray, blocks: list[IntpArray]) -> FloatArray:
     starts = np.zeros(len(blocks) + 1, dtype=np.int64)
     starts[1:] = np.cumsum([b.size for b in blocks])
     X = np.ascontiguousarray(X, dtype=np.float64)
-    out: FloatArray = _face_kernel(X, rows, starts, X.min(axis=0), X.max(axis=0))
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    out: FloatArray = np.empty(X.shape[0])
+    # one item per block, on the parent's threads (a record's value depends on its block)
+    map_items(
+        lambda b: _face_range(X, rows, starts, lo, hi, b, b + 1, out), list(range(len(blocks)))
+    )
     return out
 
 
@@ -381,8 +465,16 @@ def _repair_pools(  # noqa: PLR0917
     of their centroids in a rotated basis into blocks of about ``block_size`` records."""
     g = int(labels.max()) + 1
     X = np.ascontiguousarray(X, dtype=np.float64)
-    cen, cnt = _means_kernel(X, labels, g)  # one pass each, sums in row order as bincount's
-    err, near = _pool_kernel(X, labels, cen, face, g)
+    # ranges of groups on the parent's threads, each group's sums in row order (as bincount's)
+    order, start = group_order(labels, g)
+    cen, err, near = np.empty((g, X.shape[1])), np.empty(g), np.empty(g)
+
+    def stats(r: tuple[int, int]) -> None:
+        means_range(X, order, start, r[0], r[1], cen)
+        _pool_range(X, order, start, cen, face, r[0], r[1], err, near)
+
+    map_items(stats, ranges(g))
+    cnt = np.diff(start)
     per = err / cnt
     at_face = np.flatnonzero(near < 2.0 * np.sqrt(per))
     m = min(int(share * g), at_face.size)
@@ -393,12 +485,12 @@ def _repair_pools(  # noqa: PLR0917
     Q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, d)))
     C = np.ascontiguousarray(cen[bad] @ Q)
     per_block = max(2, block_size * m // max(1, int(cnt[bad].sum())))
-    perm, starts = kd_blocks(C, per_block)
+    cells = split_blocks(C, per_block)  # kd_blocks' leaves, cut on the parent's threads
     where = np.full(g, -1, dtype=np.int64)
-    for b in range(starts.size - 1):
-        where[bad[perm[starts[b] : starts[b + 1]]]] = b
-    rows, at = _bucket_kernel(where[labels], starts.size - 1)  # each pool's rows, ascending
-    pools = [rows[at[b] : at[b + 1]] for b in range(starts.size - 1)]
+    for b, cell in enumerate(cells):
+        where[bad[cell]] = b
+    rows, at = _bucket_kernel(where[labels], len(cells))  # each pool's rows, ascending
+    pools = [rows[at[b] : at[b + 1]] for b in range(len(cells))]
     return [idx.astype(np.intp) for idx in pools if idx.size]
 
 

@@ -18,24 +18,62 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.tabular.microagg._kernels.partition_stats import group_means as _means_kernel
-from locpriv.tabular.microagg._kernels.partition_stats import group_span, squared_error
+from locpriv.tabular.microagg._kernels.partition_stats import squared_error
+from locpriv.tabular.quality._kernels import chunks
+from locpriv.tabular.threads import map_items, row_ranges
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-def group_means(X: FloatArray, labels: IntArray, g: int | None = None) -> FloatArray:
-    """Group means (g × d; ``g`` defaults to ``labels.max() + 1``; an empty group's mean is
-    0). One numba pass over the rows, summing in row order as one ``bincount`` per column
-    would (the same values bit for bit, in a fraction of the time)."""
-    X = np.ascontiguousarray(X, dtype=np.float64)
+ranges = row_ranges  # the items of the group- and row-wise statistics
+
+
+def _order(labels: IntArray, g: int | None) -> tuple[IntArray, IntArray, IntArray, int]:
     lab = np.ascontiguousarray(labels, dtype=np.int64)
     if lab.size and int(lab.min()) < 0:
         raise ValueError("labels must be >= 0")
     g = int(lab.max()) + 1 if g is None else g
-    out: FloatArray = _means_kernel(X, lab, g)[0]
+    order, start = chunks.group_order(lab, g)
+    return lab, order, start, g
+
+
+def group_means(X: FloatArray, labels: IntArray, g: int | None = None) -> FloatArray:
+    """Group means (g × d; ``g`` defaults to ``labels.max() + 1``; an empty group's mean is
+    0). The rows ordered by group (a counting sort), then ranges of groups on the threads of
+    :func:`~locpriv.tabular.threads.map_items`; each group sums its rows in row order, as one
+    ``bincount`` per column would (the same values bit for bit, for any thread count)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    _, order, start, g = _order(labels, g)
+    out: FloatArray = np.empty((g, X.shape[1]))
+    map_items(lambda r: chunks.means_range(X, order, start, r[0], r[1], out), ranges(g))
     return out
+
+
+def group_span(
+    X: FloatArray, labels: IntArray, g: int | None = None
+) -> tuple[FloatArray, FloatArray, IntArray]:
+    """g × d least and greatest values of each group's records (``inf`` / ``-inf`` for an
+    empty group) and the group sizes; ranges of groups on threads, as :func:`group_means`."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    _, order, start, g = _order(labels, g)
+    lo: FloatArray = np.empty((g, X.shape[1]))
+    hi: FloatArray = np.empty((g, X.shape[1]))
+    map_items(lambda r: chunks.span_range(X, order, start, r[0], r[1], lo, hi), ranges(g))
+    return lo, hi, np.diff(start)
+
+
+def squared_distances(A: FloatArray, B: FloatArray) -> float:
+    """``sum((A - B)**2)``: each row's squared distance (its columns in order; ranges of rows
+    on threads), then numpy's pairwise sum of the rows' (one fixed order: the same value for
+    any thread count)."""
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    B = np.ascontiguousarray(B, dtype=np.float64)
+    if A.shape != B.shape:
+        raise ValueError(f"shapes differ: {A.shape} and {B.shape}")
+    e = np.empty(A.shape[0])
+    map_items(lambda r: chunks.row_sq_diff_range(A, B, r[0], r[1], e), ranges(A.shape[0]))
+    return float(np.sum(e))
 
 
 def sse(X: FloatArray, labels: IntArray) -> float:
@@ -47,10 +85,16 @@ def sse(X: FloatArray, labels: IntArray) -> float:
 
 
 def sst(X: FloatArray) -> float:
-    """Total sum of squares about the column means."""
-    X = np.asarray(X, dtype=np.float64)
-    diff = X - X.mean(axis=0)
-    return float(np.einsum("ij,ij->", diff, diff))
+    """Total sum of squares about the column means: each row's squared distance to the means
+    (ranges of rows on threads), then numpy's pairwise sum of the rows' (the same value for
+    any thread count)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] == 0:
+        return 0.0
+    mu = np.ascontiguousarray(X.mean(axis=0))
+    e = np.empty(X.shape[0])
+    map_items(lambda r: chunks.row_sq_range(X, mu, r[0], r[1], e), ranges(X.shape[0]))
+    return float(np.sum(e))
 
 
 def il_percent(X: FloatArray, labels: IntArray) -> float:
@@ -65,8 +109,7 @@ def truta_il(X: FloatArray, labels: IntArray) -> float:
     g = int(labels.max()) + 1
     span = X.max(axis=0) - X.min(axis=0)
     span = np.where(span > 0, span, np.inf)
-    lab = np.ascontiguousarray(labels, dtype=np.int64)
-    gmin, gmax, count = group_span(np.ascontiguousarray(X), lab, g)  # one numba pass
+    gmin, gmax, count = group_span(X, labels, g)
     cnt = count.astype(np.float64)
     return float(np.sum(cnt * np.sum((gmax - gmin) / span, axis=1)))
 

@@ -1,7 +1,8 @@
 """Per-group statistics and face distances of the partitioned method's serial stages.
 
 The parent process runs these between the block tasks (joining leftovers, the repair rounds'
-pool selection), so their time bounds the speed-up on many cores (Amdahl). One pass over the
+pool selection), so their time bounds the speed-up on many cores (Amdahl); the ``_range``
+kernels (``nogil``) run ranges of blocks or groups on the parent's threads. One pass over the
 rows in row order replaces one ``np.bincount`` per column and ``np.minimum.at``; sums are added
 in the same order as ``bincount`` adds them, so the results equal the numpy ones bit for bit
 (the release does not change).
@@ -51,16 +52,23 @@ def pool_stats(X, labels, cen, face, g):  # type: ignore[no-untyped-def]  # prag
     return err, near
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def face_distance(X, rows, starts, lo_all, hi_all):  # type: ignore[no-untyped-def]  # pragma: no cover
     """Each record's distance to the nearest cut face of its block: block b holds the records
     ``rows[starts[b]:starts[b+1]]``; a face of the block's box that lies inside the data's box
-    (``lo_all``, ``hi_all``) is a cut. Serial on purpose: numba's default threading layer
-    (workqueue) aborts the process when two threads launch parallel kernels at once, and this
-    stage takes well under 1 % of a run (see docs/tabular.md, *Using many cores*)."""
-    n, d = X.shape
-    out = np.empty(n)
-    for b in range(starts.size - 1):
+    (``lo_all``, ``hi_all``) is a cut. (:func:`face_distance_range` over every block.)"""
+    out = np.empty(X.shape[0])
+    face_distance_range(X, rows, starts, lo_all, hi_all, 0, starts.size - 1, out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def face_distance_range(X, rows, starts, lo_all, hi_all, b0, b1, out):  # type: ignore[no-untyped-def]  # noqa: PLR0917  # pragma: no cover
+    """:func:`face_distance` of the records of blocks ``b0..b1-1`` into ``out`` (each record's
+    value depends on its block alone: blocks run on threads, the parent's
+    :func:`locpriv.tabular.threads.map_items`)."""
+    d = X.shape[1]
+    for b in range(b0, b1):
         a, z = starts[b], starts[b + 1]
         lo = np.full(d, np.inf)
         hi = np.full(d, -np.inf)
@@ -79,7 +87,27 @@ def face_distance(X, rows, starts, lo_all, hi_all):  # type: ignore[no-untyped-d
                 if hi[j] < hi_all[j]:
                     gap = min(gap, hi[j] - X[i, j])
             out[i] = gap
-    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def pool_stats_range(X, order, start, cen, face, c0, c1, err, near):  # type: ignore[no-untyped-def]  # noqa: PLR0917  # pragma: no cover
+    """:func:`pool_stats` of groups ``c0..c1-1``, their rows reached through ``order`` /
+    ``start`` (ascending within a group, from a stable counting sort): each group's squared
+    errors summed in row order, as :func:`pool_stats` sums them (the same values bit for bit)."""
+    d = X.shape[1]
+    for c in range(c0, c1):
+        total = 0.0
+        lo = np.inf
+        for t in range(start[c], start[c + 1]):
+            i = order[t]
+            e = 0.0
+            for j in range(d):
+                r = X[i, j] - cen[c, j]
+                e += r * r
+            total += e
+            lo = min(lo, face[i])
+        err[c] = total
+        near[c] = lo
 
 
 @numba.njit(cache=True)
