@@ -34,6 +34,7 @@ from locpriv.tabular.io.estimators import (
     row_order,
     with_source_rows,
 )
+from locpriv.tabular.microagg.distributed import WORKER_KINDS
 from locpriv.tabular.microagg.partitioned import (
     BLOCK_SIZE,
     StageLog,
@@ -528,6 +529,7 @@ class ReleaseOptions:
     block_size: int
     scheduler: Any
     workers: int
+    workers_kind: str
     keep_order: bool
     drop: list[str]
     entropy_l: float
@@ -552,6 +554,7 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     block_size: int = BLOCK_SIZE,
     scheduler: Any = None,
     workers: int = 1,
+    workers_kind: str = WORKER_KINDS[0],
     keep_order: bool = False,
     drop: Columns = (),
     columns: Sequence[str] | None = None,
@@ -592,6 +595,7 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
             block_size=block_size,
             scheduler=scheduler,
             workers=workers,
+            workers_kind=workers_kind,
             keep_order=keep_order,
             drop=dropped,
             entropy_l=entropy_l,
@@ -633,6 +637,7 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
         block_size=opts.block_size,
         scheduler=opts.scheduler,
         workers=opts.workers,
+        workers_kind=opts.workers_kind,
         entropy_l=opts.entropy_l,
         recursive=opts.recursive,
         t=opts.t,
@@ -704,6 +709,7 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     block_size: int = BLOCK_SIZE,
     scheduler: Any = None,
     workers: int = 1,
+    workers_kind: str = WORKER_KINDS[0],
     keep_order: bool = False,
     drop: Columns = (),
     warn: Callable[[str], None] | None = None,
@@ -724,8 +730,9 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
 
     ``hierarchies`` maps a confidential column to a :class:`Hierarchy` with protected values:
     the grouping then uses strong ancestors (extended p-sensitive k-anonymity). ``block_size``,
-    ``scheduler`` (a dask.distributed address or ``Client``) and ``workers`` (local processes)
-    concern the ``"partitioned"`` method, the default from 200,000 records (see
+    ``scheduler`` (a dask.distributed address or ``Client``), ``workers`` (local workers) and
+    ``workers_kind`` (``"threads"``, the default, or ``"processes"``) concern the
+    ``"partitioned"`` method, the default from 200,000 records (see
     :class:`Microaggregator`).
 
     Privacy models beyond k and p (= distinct l), each over every confidential attribute:
@@ -758,6 +765,7 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
             block_size=block_size,
             scheduler=scheduler,
             workers=workers,
+            workers_kind=workers_kind,
             keep_order=keep_order,
             drop=drop,
             entropy_l=entropy_l,
