@@ -72,11 +72,26 @@ def encode_column(values: npt.NDArray[np.float64], kind: Kind) -> FloatArray:
     return onehot
 
 
+def _width(values: npt.NDArray[np.float64], kind: Kind) -> int:
+    """Columns of :func:`encode_column`'s part for one attribute."""
+    if kind != "nominal":
+        return 1
+    return max(int(np.max(values)) + 1 if np.size(values) else 0, 1)
+
+
 def encode(columns: list[KeyColumn], values: list[npt.NDArray[np.float64]]) -> EncodedKeys:
-    """Build the joint distance matrix from per-column values (numerical) or codes."""
-    parts = [encode_column(v, c.kind) for c, v in zip(columns, values, strict=True)]
-    Z = np.hstack(parts) if parts else np.zeros((0, 0))
-    return EncodedKeys(Z=np.ascontiguousarray(Z), columns=columns, codes=values)
+    """Build the joint distance matrix from per-column values (numerical) or codes. Each
+    attribute's part is written into the n × d result as it is made (one part alive at a time,
+    not all of them and their ``hstack``: a copy of n × d less at the peak)."""
+    if not columns:
+        return EncodedKeys(Z=np.zeros((0, 0)), columns=columns, codes=values)
+    widths = [_width(v, c.kind) for c, v in zip(columns, values, strict=True)]
+    Z: FloatArray = np.empty((len(values[0]), sum(widths)), dtype=np.float64)
+    at = 0
+    for c, v, w in zip(columns, values, widths, strict=True):
+        Z[:, at : at + w] = encode_column(v, c.kind)
+        at += w
+    return EncodedKeys(Z=Z, columns=columns, codes=values)
 
 
 def group_centroids(values: npt.NDArray[np.float64], labels: IntArray, kind: Kind) -> FloatArray:
@@ -118,19 +133,24 @@ def encode_written(
     the original column's mean and standard deviation (numerical, ordinal) or one-hot over the
     original's codes (nominal), so ``sum((encode(...).Z - encode_written(...))**2)`` is the SSE
     of what is written, in the units of the grouping's distance."""
-    parts: list[FloatArray] = []
-    for c, v_in, w_in in zip(columns, values, written, strict=True):
+    if not columns:
+        return np.zeros((0, 0))
+    # written column by column into the result (one column's temporaries alive at a time)
+    widths = [_width(v, c.kind) for c, v in zip(columns, values, strict=True)]
+    out: FloatArray = np.empty((len(written[0]), sum(widths)), dtype=np.float64)
+    at = 0
+    for c, v_in, w_in, width in zip(columns, values, written, widths, strict=True):
         v = np.asarray(v_in, dtype=np.float64)
         w = np.asarray(w_in, dtype=np.float64)
         if c.kind == "nominal":
             # written categories are modes of original ones: codes < the original's count
-            ncat = max(int(v.max()) + 1 if v.size else 0, 1)
-            onehot = np.zeros((w.size, ncat), dtype=np.float64)
-            onehot[np.arange(w.size), w.astype(np.int64)] = 1.0 / np.sqrt(2.0)
-            parts.append(onehot)
-            continue
-        mu = v.mean() if v.size else 0.0
-        sd = v.std() if v.size else 1.0
-        sd = sd if sd > 0 else 1.0
-        parts.append(((w - mu) / sd)[:, None])
-    return np.hstack(parts) if parts else np.zeros((0, 0))
+            part = out[:, at : at + width]
+            part[...] = 0.0
+            part[np.arange(w.size), w.astype(np.int64)] = 1.0 / np.sqrt(2.0)
+        else:
+            mu = v.mean() if v.size else 0.0
+            sd = v.std() if v.size else 1.0
+            sd = sd if sd > 0 else 1.0
+            out[:, at] = (w - mu) / sd
+        at += width
+    return out

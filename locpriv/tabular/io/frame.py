@@ -180,12 +180,14 @@ def _written_keys(
                 rep = np.rint(rep)
             w = rep[labels]
             written.append(w)
-            keys[kc.name] = pd.Series(w, index=df.index).astype(s.dtype)
+            # no copy: a float64 column of the release IS the written values (copy-on-write
+            # keeps both as they are); other dtypes get their own converted column
+            keys[kc.name] = pd.Series(w, index=df.index, copy=False).astype(s.dtype)
         else:
             w = rep[labels]
             written.append(w)
             cats = np.array(kc.categories, dtype=object)
-            ser = pd.Series(cats[w.astype(np.int64)], index=df.index)
+            ser = pd.Series(cats[w.astype(np.int64)], index=df.index, copy=False)
             keys[kc.name] = ser if s.dtype == object else ser.astype(s.dtype)
     return keys, (written if release == "centroids" else None)
 
@@ -254,11 +256,14 @@ def release_figures(
     written_Z: npt.NDArray[np.float64] | None,
     classes: IntArray | None = None,
     grouping: tuple[IntArray, Mapping[str, Any]] | None = None,
+    overwrite_written: bool = False,
 ) -> dict[str, Any]:
     """The report's figures measured on the released key columns ``keys``: its classes (sizes,
     DM, C_AVG, the p achieved per confidential attribute), Truta's IL of the classes, and the
     information loss ``100·SSE/SST`` of the written values ``written_Z`` against the original
-    ``Z`` (both on the grouping's scale: z-scores, scaled ranks, one-hot/√2).
+    ``Z`` (both on the grouping's scale: z-scores, scaled ranks, one-hot/√2). With
+    ``overwrite_written`` the differences are formed in ``written_Z`` itself (its values are
+    lost; no second n × d matrix), else in a new array.
 
     ``classes``: :func:`release_classes` of ``keys`` when already computed. ``grouping``: the
     grouping's labels and the estimator's report of them, measured on the same ``Z`` and ``S``
@@ -292,8 +297,9 @@ def release_figures(
         }
         sst = metrics.sst(Z)
     if written_Z is not None:
-        diff = Z - written_Z
+        diff = np.subtract(Z, written_Z, out=written_Z if overwrite_written else None)
         err = float(np.einsum("ij,ij->", diff, diff))
+        del diff
         out.update(sse=err, sst=sst, il_percent=100.0 * err / sst if sst > 0 else 0.0)
         out["il_basis"] = "written values"
     return out
@@ -650,8 +656,11 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
         report = dict(est.report_)
         report["partition_groups"] = est.n_groups_
         report["sse_partition"] = est.sse_  # the grouping's objective (group means)
-        written_Z = encode_written(cols, values, written) if written is not None else None
+        # memory: the classes' per-column keys are freed before the written values are encoded
+        # (n x d), whose matrix then holds the differences to Z (no third n x d array)
         classes = release_classes(keys, list(keys.columns))
+        written_Z = encode_written(cols, values, written) if written is not None else None
+        del written
         report.update(
             release_figures(
                 keys,
@@ -662,10 +671,12 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
                 written_Z=written_Z,
                 classes=classes,
                 grouping=(labels, est.report_),
+                overwrite_written=True,
             )
         )
         if written_Z is None:
             report["il_basis"] = "group means (the file holds ranges: see truta_il)"
+        del written_Z  # the differences to Z: not needed any more
         if S is not None:
             report["models"] = {
                 **report["models"],
