@@ -179,6 +179,22 @@ def test_worker_threads_share_the_matrix_and_every_kernel_releases_the_gil(
     assert seen >= 60  # every kernel module was found
 
 
+def test_thread_session_hands_free_heap_pages_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the threads are done (also on an error), the arenas' free pages go back to the
+    system (malloc_trim), so the blocks' buffers do not stay resident into the release."""
+    from locpriv.tabular.microagg import distributed
+
+    distributed.release_free_memory()  # callable here (glibc) and harmless
+    calls: list[int] = []
+    monkeypatch.setattr(distributed, "release_free_memory", lambda: calls.append(1))
+    with distributed.workers_session(2, "threads") as runner:
+        assert runner(pow, lambda i: (i, 2), 5, None) == [0, 1, 4, 9, 16]
+    assert calls == [1]
+    with pytest.raises(ZeroDivisionError), distributed.workers_session(2, "threads") as runner:
+        runner(divmod, lambda i: (1, i), 3, None)
+    assert calls == [1, 1]
+
+
 def test_workers_kind_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from locpriv.tabular.io.frame import anonymize
     from locpriv.tabular.microagg.distributed import workers_session

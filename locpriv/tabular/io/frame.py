@@ -650,12 +650,13 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
         ordered=ordered,
     )
     est.fit_scaled(enc.Z, S, names=sensitive)
-    labels = est.labels_
+    labels, grouping = est.labels_, est.report_
+    report = dict(grouping)
+    report["partition_groups"] = est.n_groups_
+    report["sse_partition"] = est.sse_  # the grouping's objective (group means)
+    del est  # its centroids (g x d, a third of the key matrix at k = 3) are not released
     with log.stage("release"):
         keys, written = _written_keys(df, cols, values, labels, opts.release)
-        report = dict(est.report_)
-        report["partition_groups"] = est.n_groups_
-        report["sse_partition"] = est.sse_  # the grouping's objective (group means)
         # memory: the classes' per-column keys are freed before the written values are encoded
         # (n x d), whose matrix then holds the differences to Z (no third n x d array)
         classes = release_classes(keys, list(keys.columns))
@@ -670,7 +671,7 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
                 k=k,
                 written_Z=written_Z,
                 classes=classes,
-                grouping=(labels, est.report_),
+                grouping=(labels, grouping),
                 overwrite_written=True,
             )
         )

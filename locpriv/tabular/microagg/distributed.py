@@ -25,6 +25,8 @@ installed (the same version); the client keeps the key matrix and writes the out
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -45,6 +47,7 @@ __all__ = [
     "connect",
     "dask_runner",
     "process_runner",
+    "release_free_memory",
     "session",
     "thread_runner",
     "workers_session",
@@ -181,6 +184,20 @@ def process_runner(pool: Any, workers: int | None = None) -> Runner:
     return _PoolRunner(pool, max(1, int(w)))
 
 
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim(0)``, every
+    arena; a no-op elsewhere). Each worker thread allocates in its own malloc arena, which keeps
+    the block tasks' freed buffers mapped after the threads are done (measured: +275 MB of
+    resident memory after 16 threads at 1M x 13, held into the release, the parent's peak)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return
+    trim.argtypes = [ctypes.c_size_t]
+    trim(0)
+
+
 def check_workers_kind(kind: object) -> str:
     """``kind`` if it is one of :data:`WORKER_KINDS`, else a one-line ConfigError."""
     if not isinstance(kind, str) or kind not in WORKER_KINDS:
@@ -207,6 +224,7 @@ def workers_session(workers: int, kind: str = WORKER_KINDS[0]) -> Iterator[Runne
             yield thread_runner(threads, int(workers))
         finally:
             threads.shutdown(wait=True, cancel_futures=True)
+            release_free_memory()
         return
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
     try:
