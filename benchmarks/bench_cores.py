@@ -7,24 +7,31 @@ Usage (from the repository root; needs only numpy, numba, pandas, pyarrow and sc
     PYTHONPATH=. python benchmarks/bench_cores.py --sizes 200000 --workers 1,2   # 2-core machine
     PYTHONPATH=. python benchmarks/bench_cores.py --sizes 1000000 --workers 1,2 --p 1,2 \
         --kinds threads,processes                      # thread vs process workers, one run
+    PYTHONPATH=. python benchmarks/bench_cores.py --big --kinds threads,processes --tag 16core
+                                                       # 16 cores: both kinds at 2..16 workers
 
 Data: 13-D uniform on [0, 1)^d (seed 12345), k = 3, through the Python API
 ``anonymize(df, qi, k=3, method="partitioned", workers=W, workers_kind=K)`` (the issue's
 measurement: the default method from 200k records); the p = 2 runs add one
 confidential attribute with 8 equally likely values. Worker counts above ``os.cpu_count()`` are
-skipped. ``--kinds`` (default ``threads``, the API's default) lists the kinds of local workers
-measured at every count above 1; the ``--big`` runs use the first. Every run records a SHA-256
-of its released frame and of its report without its timings (``release_sha256``,
-``report_sha256``): equal across worker counts and kinds when the release is identical.
+skipped unless ``--oversubscribe`` (a memory model of many workers on a small machine: their
+memory, not their speed). ``--kinds`` (default ``threads``, the API's default) lists the kinds
+of local workers measured at every count above 1; the ``--big`` runs use the first. Every run
+records a SHA-256 of its released frame and of its report without its timings
+(``release_sha256``, ``report_sha256``): equal across worker counts and kinds when the
+release is identical.
 Every run is its own child process (numba kernels loaded by a warm-up call first); it
 reports its wall time, IL, the stage report (``report["stages"]``: seconds and share of cores
 busy per stage, serial share; ``serial_seconds`` / ``serial_cpu_seconds``: the stages without
 tasks, ``parent_cpu_seconds``: the parent's own CPU in every stage) and peak memory: the
-child's own ``VmHWM``, the largest worker's peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss``
-after the pool has exited) and the peak of the sum of the resident memory of the child and all
-its workers (sampled every 0.2 s from /proc by the parent benchmark process, whose CPU is not
-the child's; ``tree_peak_pss_mb`` sums the proportional set
-sizes instead, counting the shared key matrix once).
+child's own ``VmHWM`` (thread workers included: they are the child's threads), the largest
+worker process's peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` after the pool has exited; 0
+for threads; it also counts the pages a child shared with the parent when it was forked, before
+it ran its own program: at 10M the parent's whole size), the largest sampled ``VmRSS`` of any
+worker process (``worker_rss_peak_mb``, its own memory) and the peak of the sum of the
+resident memory of the child and all its workers (sampled every 0.2 s from /proc by the parent
+benchmark process, whose CPU is not the child's; ``tree_peak_pss_mb`` sums the proportional
+set sizes instead, counting the shared key matrix once).
 
 Derived: speed-up and efficiency against the 1-worker run of the same size (same invocation),
 the serial share of the 1-worker run from the stage report (Amdahl: the limit of the speed-up
@@ -118,6 +125,7 @@ class TreeSampler:
         self.every_s = every_s
         self.peak_kb = 0
         self.peak_pss_kb = 0
+        self.peak_each_kb: dict[int, int] = {}  # sampled VmRSS peak of each process
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -126,7 +134,9 @@ class TreeSampler:
             todo, total, pss = [self.root], 0, 0
             while todo:
                 pid = todo.pop()
-                total += _rss_kb(pid)
+                rss = _rss_kb(pid)
+                total += rss
+                self.peak_each_kb[pid] = max(self.peak_each_kb.get(pid, 0), rss)
                 pss += _pss_kb(pid)
                 todo.extend(_children(pid))
             self.peak_kb = max(self.peak_kb, total)
@@ -239,6 +249,8 @@ def _spawn(n: int, workers: int, p: int, kind: str) -> dict[str, Any]:
     out: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     out["tree_peak_mb"] = tree.peak_kb / 1024
     out["tree_peak_pss_mb"] = tree.peak_pss_kb / 1024
+    others = [kb for pid, kb in tree.peak_each_kb.items() if pid != proc.pid]
+    out["worker_rss_peak_mb"] = max(others, default=0) / 1024
     return out
 
 
@@ -294,7 +306,8 @@ def _table(runs: list[dict[str, Any]]) -> str:
             f"{'' if kf is None else f'{kf:.3f}':>6} "
             f"{100 * st.get('serial_cpu_share', float('nan')):>6.1f}% "
             f"{r.get('serial_cpu_seconds', float('nan')):>6.2f} {r['il_percent']:>7.4f} "
-            f"{r['parent_peak_mb']:>9.0f} {r['worker_peak_mb']:>9.0f} {r['tree_peak_mb']:>8.0f} "
+            f"{r['parent_peak_mb']:>9.0f} {r.get('worker_rss_peak_mb', 0.0):>9.0f} "
+            f"{r['tree_peak_mb']:>8.0f} "
             f"{r.get('tree_peak_pss_mb', float('nan')):>7.0f} "
             f"{r.get('release_equal_to_1_worker', '')!s:>4}"
         )
@@ -313,6 +326,11 @@ def main() -> None:
     )
     ap.add_argument("--big", action="store_true", help="also 10M x 13, p=1 and p=2")
     ap.add_argument("--big-p", default="1,2", help="p of the --big runs, comma-separated")
+    ap.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help="keep worker counts above the machine's cores (memory of many workers)",
+    )
     ap.add_argument("--big-n", type=int, default=10_000_000, help="records of --big (smoke runs)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each setting (best kept)")
     ap.add_argument("--tag", default="", help="suffix of the results file")
@@ -323,7 +341,9 @@ def main() -> None:
         print(json.dumps(child(int(n_s), int(w_s), int(p_s), kind)))
         return
     cores = os.cpu_count() or 1
-    counts = [w for w in (int(v) for v in args.workers.split(",")) if w <= cores]
+    counts = [
+        w for w in (int(v) for v in args.workers.split(",")) if w <= cores or args.oversubscribe
+    ]
     kinds = [k for k in args.kinds.split(",") if k]
     ps = [int(v) for v in args.p.split(",")]
     plan = [
