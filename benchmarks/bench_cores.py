@@ -5,20 +5,33 @@ Usage (from the repository root; needs only numpy, numba, pandas, pyarrow and sc
     PYTHONPATH=. python benchmarks/bench_cores.py            # 1M x 13, workers 1,2,4,8,16
     PYTHONPATH=. python benchmarks/bench_cores.py --big      # also 10M x 13, k=3, p=1 and p=2
     PYTHONPATH=. python benchmarks/bench_cores.py --sizes 200000 --workers 1,2   # 2-core machine
+    PYTHONPATH=. python benchmarks/bench_cores.py --sizes 1000000 --workers 1,2 --p 1,2 \
+        --kinds threads,processes                      # thread vs process workers, one run
+    PYTHONPATH=. python benchmarks/bench_cores.py --big --kinds threads,processes --tag 16core
+                                                       # 16 cores: both kinds at 2..16 workers
 
 Data: 13-D uniform on [0, 1)^d (seed 12345), k = 3, through the Python API
-``anonymize(df, qi, k=3, method="partitioned", workers=W)`` (the issue's measurement: the default
-method from 200k records); the p = 2 runs add one
+``anonymize(df, qi, k=3, method="partitioned", workers=W, workers_kind=K)`` (the issue's
+measurement: the default method from 200k records); the p = 2 runs add one
 confidential attribute with 8 equally likely values. Worker counts above ``os.cpu_count()`` are
-skipped. Every run is its own child process (numba kernels loaded by a warm-up call first); it
+skipped unless ``--oversubscribe`` (a memory model of many workers on a small machine: their
+memory, not their speed). ``--kinds`` (default ``threads``, the API's default) lists the kinds
+of local workers measured at every count above 1; the ``--big`` runs use the first. Every run
+records a SHA-256 of its released frame and of its report without its timings
+(``release_sha256``, ``report_sha256``): equal across worker counts and kinds when the
+release is identical.
+Every run is its own child process (numba kernels loaded by a warm-up call first); it
 reports its wall time, IL, the stage report (``report["stages"]``: seconds and share of cores
 busy per stage, serial share; ``serial_seconds`` / ``serial_cpu_seconds``: the stages without
 tasks, ``parent_cpu_seconds``: the parent's own CPU in every stage) and peak memory: the
-child's own ``VmHWM``, the largest worker's peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss``
-after the pool has exited) and the peak of the sum of the resident memory of the child and all
-its workers (sampled every 0.2 s from /proc by the parent benchmark process, whose CPU is not
-the child's; ``tree_peak_pss_mb`` sums the proportional set
-sizes instead, counting the shared key matrix once).
+child's own ``VmHWM`` (thread workers included: they are the child's threads), the largest
+worker process's peak (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` after the pool has exited; 0
+for threads; it also counts the pages a child shared with the parent when it was forked, before
+it ran its own program: at 10M the parent's whole size), the largest sampled ``VmRSS`` of any
+worker process (``worker_rss_peak_mb``, its own memory) and the peak of the sum of the
+resident memory of the child and all its workers (sampled every 0.2 s from /proc by the parent
+benchmark process, whose CPU is not the child's; ``tree_peak_pss_mb`` sums the proportional
+set sizes instead, counting the shared key matrix once).
 
 Derived: speed-up and efficiency against the 1-worker run of the same size (same invocation),
 the serial share of the 1-worker run from the stage report (Amdahl: the limit of the speed-up
@@ -115,6 +128,7 @@ class TreeSampler:
         self.every_s = every_s
         self.peak_kb = 0
         self.peak_pss_kb = 0
+        self.peak_each_kb: dict[int, int] = {}  # sampled VmRSS peak of each process
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -123,7 +137,9 @@ class TreeSampler:
             todo, total, pss = [self.root], 0, 0
             while todo:
                 pid = todo.pop()
-                total += _rss_kb(pid)
+                rss = _rss_kb(pid)
+                total += rss
+                self.peak_each_kb[pid] = max(self.peak_each_kb.get(pid, 0), rss)
                 pss += _pss_kb(pid)
                 todo.extend(_children(pid))
             self.peak_kb = max(self.peak_kb, total)
@@ -139,7 +155,22 @@ class TreeSampler:
         self._thread.join()
 
 
-def child(n: int, workers: int, p: int) -> dict[str, Any]:
+def _sha256_release(out: Any, report: dict[str, Any]) -> tuple[str, str]:
+    """SHA-256 of the released frame (values, columns, dtypes) and of the report without its
+    timings (``seconds`` and the stage log)."""
+    import hashlib
+
+    import pandas as pd
+
+    h = hashlib.sha256()
+    h.update(repr([(str(c), str(t)) for c, t in out.dtypes.items()]).encode())
+    h.update(pd.util.hash_pandas_object(out, index=True).to_numpy().tobytes())
+    rest = {k: v for k, v in report.items() if k not in ("stages", "seconds")}
+    r = hashlib.sha256(json.dumps(rest, sort_keys=True, default=str).encode())
+    return h.hexdigest(), r.hexdigest()
+
+
+def child(n: int, workers: int, p: int, kind: str = "threads") -> dict[str, Any]:
     """One measurement in this (fresh) process."""
     import numpy as np
     import pandas as pd
@@ -158,8 +189,12 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
         df["s"] = np.random.default_rng(SEED + 1).integers(0, 8, n)
         sens = ["s"]
     t0 = time.perf_counter()
-    _, report = anonymize(df, qi, sens, K, p, "partitioned", workers=workers)
+    out, report = anonymize(
+        df, qi, sens, K, p, "partitioned", seed=0, workers=workers, workers_kind=kind
+    )
     wall = time.perf_counter() - t0
+    release_sha, report_sha = _sha256_release(out, report)
+    del out
     # the pool is handed back without waiting; its workers count in RUSAGE_CHILDREN once reaped
     deadline = time.monotonic() + 60.0
     while _workers_left() and time.monotonic() < deadline:
@@ -168,7 +203,10 @@ def child(n: int, workers: int, p: int) -> dict[str, Any]:
         "n": n,
         "p": p,
         "workers": workers,
+        "workers_kind": kind if workers > 1 else "-",
         "seconds": wall,
+        "release_sha256": release_sha,
+        "report_sha256": report_sha,
         "il_percent": report["il_percent"],
         "method": report["method"],
         "groups": report["groups"],
@@ -208,10 +246,10 @@ def _serial(stages: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def _spawn(n: int, workers: int, p: int) -> dict[str, Any]:
+def _spawn(n: int, workers: int, p: int, kind: str) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, __file__, "--child", f"{n},{workers},{p}"]
+    cmd = [sys.executable, __file__, "--child", f"{n},{workers},{p},{kind}"]
     # the memory of the child and its workers is sampled from here, so the sampling (reading
     # /proc/PID/smaps_rollup costs CPU) is not counted in the child's stage report
     with (
@@ -222,10 +260,12 @@ def _spawn(n: int, workers: int, p: int) -> dict[str, Any]:
     ):
         stdout, stderr = proc.communicate()
     if proc.returncode != 0:
-        raise SystemExit(f"child {n},{workers},{p} failed:\n{stderr[-4000:]}")
+        raise SystemExit(f"child {n},{workers},{p},{kind} failed:\n{stderr[-4000:]}")
     out: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     out["tree_peak_mb"] = tree.peak_kb / 1024
     out["tree_peak_pss_mb"] = tree.peak_pss_kb / 1024
+    others = [kb for pid, kb in tree.peak_each_kb.items() if pid != proc.pid]
+    out["worker_rss_peak_mb"] = max(others, default=0) / 1024
     return out
 
 
@@ -277,27 +317,34 @@ def _derive(runs: list[dict[str, Any]]) -> None:
         r["efficiency"] = s / w
         r["karp_flatt"] = (1 / s - 1 / w) / (1 - 1 / w) if w > 1 else None
         r["il_equal_to_1_worker"] = r["il_percent"] == b["il_percent"]
+        r["release_equal_to_1_worker"] = (
+            r["release_sha256"] == b["release_sha256"] and r["report_sha256"] == b["report_sha256"]
+        )
 
 
 def _table(runs: list[dict[str, Any]]) -> str:
     head = (
-        f"{'n':>9} {'p':>2} {'W':>3} {'seconds':>8} {'speedup':>8} {'eff':>5} {'serial':>7} "
+        f"{'n':>9} {'p':>2} {'W':>3} {'kind':>9} {'seconds':>8} {'speedup':>8} {'eff':>5} "
+        f"{'serial':>7} "
         f"{'KF':>6} {'ser.CPU':>7} {'ser.s':>6} {'IL %':>7} {'parent MB':>9} {'worker MB':>9} "
-        f"{'tree MB':>8} {'PSS MB':>7}"
+        f"{'tree MB':>8} {'PSS MB':>7} {'same':>4}"
     )
     lines = [head]
     for r in runs:
         st = r.get("stages") or {}
         kf = r.get("karp_flatt")
         lines.append(
-            f"{r['n']:>9} {r['p']:>2} {r['workers']:>3} {r['seconds']:>8.2f} "
+            f"{r['n']:>9} {r['p']:>2} {r['workers']:>3} {r['workers_kind']:>9} "
+            f"{r['seconds']:>8.2f} "
             f"{r.get('speedup', float('nan')):>8.2f} {r.get('efficiency', float('nan')):>5.2f} "
             f"{100 * st.get('serial_share', float('nan')):>6.1f}% "
             f"{'' if kf is None else f'{kf:.3f}':>6} "
             f"{100 * st.get('serial_cpu_share', float('nan')):>6.1f}% "
             f"{r.get('serial_cpu_seconds', float('nan')):>6.2f} {r['il_percent']:>7.4f} "
-            f"{r['parent_peak_mb']:>9.0f} {r['worker_peak_mb']:>9.0f} {r['tree_peak_mb']:>8.0f} "
-            f"{r.get('tree_peak_pss_mb', float('nan')):>7.0f}"
+            f"{r['parent_peak_mb']:>9.0f} {r.get('worker_rss_peak_mb', 0.0):>9.0f} "
+            f"{r['tree_peak_mb']:>8.0f} "
+            f"{r.get('tree_peak_pss_mb', float('nan')):>7.0f} "
+            f"{r.get('release_equal_to_1_worker', '')!s:>4}"
         )
     return "\n".join(lines)
 
@@ -306,30 +353,55 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="1000000", help="records, comma-separated")
     ap.add_argument("--workers", default="1,2,4,8,16", help="worker counts, comma-separated")
+    ap.add_argument("--p", default="1", help="p of the --sizes runs, comma-separated (1, 2)")
+    ap.add_argument(
+        "--kinds",
+        default="threads",
+        help="kinds of local workers at counts above 1, comma-separated (threads, processes)",
+    )
     ap.add_argument("--big", action="store_true", help="also 10M x 13, p=1 and p=2")
+    ap.add_argument("--big-p", default="1,2", help="p of the --big runs, comma-separated")
+    ap.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help="keep worker counts above the machine's cores (memory of many workers)",
+    )
     ap.add_argument("--big-n", type=int, default=10_000_000, help="records of --big (smoke runs)")
-    ap.add_argument("--p", default="1", help="p of the --sizes runs, comma-separated (1,2)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each setting (best kept)")
     ap.add_argument("--tag", default="", help="suffix of the results file")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        n, w, p = (int(v) for v in args.child.split(","))
-        print(json.dumps(child(n, w, p)))
+        n_s, w_s, p_s, kind = args.child.split(",")
+        print(json.dumps(child(int(n_s), int(w_s), int(p_s), kind)))
         return
     cores = os.cpu_count() or 1
-    counts = [w for w in (int(v) for v in args.workers.split(",")) if w <= cores]
+    counts = [
+        w for w in (int(v) for v in args.workers.split(",")) if w <= cores or args.oversubscribe
+    ]
+    kinds = [k for k in args.kinds.split(",") if k]
     ps = [int(v) for v in args.p.split(",")]
-    plan = [(int(n), w, p) for p in ps for n in args.sizes.split(",") for w in counts]
+    plan = [
+        (int(n), w, p, kind)
+        for n in args.sizes.split(",")
+        for p in ps
+        for w in counts
+        for kind in (kinds if w > 1 else kinds[:1])
+    ]
     if args.big:
-        plan += [(args.big_n, max(counts), 1), (args.big_n, max(counts), 2)]
+        plan += [(args.big_n, max(counts), int(p), kinds[0]) for p in args.big_p.split(",")]
     runs = []
-    for n, w, p in plan:
+    for n, w, p, kind in plan:
         best = min(
-            (_spawn(n, w, p) for _ in range(max(1, args.repeat))), key=lambda r: r["seconds"]
+            (_spawn(n, w, p, kind) for _ in range(max(1, args.repeat))),
+            key=lambda r: r["seconds"],
         )
         runs.append(best)
-        print(f"n={n} p={p} workers={w}: {best['seconds']:.2f} s", file=sys.stderr, flush=True)
+        print(
+            f"n={n} p={p} workers={w} {kind}: {best['seconds']:.2f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     _derive(runs)
     print(_table(runs))
     for r in runs:

@@ -46,6 +46,7 @@ def test_clone_get_params_and_set_params() -> None:
         "block_size": 32768,
         "scheduler": None,
         "workers": 1,
+        "workers_kind": "threads",
         "keep_order": False,
         "entropy_l": 1.0,
         "recursive": None,

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from locpriv.cli import main
+from locpriv.errors import ConfigError
 from locpriv.tabular import mdav
 from locpriv.tabular.io.cli import ProgressBar
 from locpriv.tabular.io.estimators import candidates
@@ -123,19 +124,95 @@ def test_the_result_depends_on_the_seed_only_not_on_the_task_order(tmp_path: Pat
     np.testing.assert_array_equal(c, d)
 
 
-def test_worker_processes_give_the_local_release(tmp_path: Path) -> None:
-    """Blocks run on two spawned worker processes: the same labels as in this process."""
+@pytest.mark.parametrize("kind", ["threads", "processes"])
+@pytest.mark.parametrize("p", [1, 2])
+def test_local_workers_give_the_local_release(tmp_path: Path, kind: str, p: int) -> None:
+    """Blocks run on two worker threads or two spawned worker processes: the same labels as in
+    this process, for k-anonymity and p-sensitivity."""
     from locpriv.tabular.microagg.distributed import workers_session
 
     X, s = _read(_uniform_file(tmp_path))
-    local = partitioned(X, 3, s, 2, block_size=256, seed=7)
+    S = s if p > 1 else None
+    local = partitioned(X, 3, S, p, block_size=256, seed=7)
     seen: list[float] = []
-    with workers_session(2) as runner:
+    with workers_session(2, kind) as runner:
         remote = partitioned(
-            X, 3, s, 2, block_size=256, seed=7, runner=runner, progress=seen.append
+            X, 3, S, p, block_size=256, seed=7, runner=runner, progress=seen.append
         )
     np.testing.assert_array_equal(local, remote)
     assert seen and seen[-1] == pytest.approx(1.0)
+
+
+def test_worker_threads_share_the_matrix_and_every_kernel_releases_the_gil(
+    tmp_path: Path,
+) -> None:
+    """Thread workers read the parent's matrix (no copy until a task takes its rows), and every
+    numba kernel of the block and pool tasks (MDAV, the k-d tree, the neighbour graph, the
+    local search, the p-sensitive heuristic and its nearest-neighbour queries, the SSE and the
+    distinct counts) is compiled with ``nogil=True``, so worker threads run on every core."""
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    from locpriv.tabular.microagg.distributed import LocalRows, workers_session
+
+    X, _ = _read(_uniform_file(tmp_path))
+    with workers_session(3, "threads") as runner, runner.shared(X) as src:  # type: ignore[attr-defined]
+        assert isinstance(src, LocalRows) and src.X is X
+        rows = np.array([5, 0, 17, 17, len(X) - 1], dtype=np.intp)
+        np.testing.assert_array_equal(src.take(rows), X[rows])
+    seen = 0
+    for pkg in (
+        "locpriv.tabular._kernels",
+        "locpriv.tabular.microagg._kernels",
+        "locpriv.tabular.psensitive._kernels",
+        "locpriv.tabular.quality._kernels",
+    ):
+        path = importlib.import_module(pkg).__path__
+        for info in pkgutil.iter_modules(path):
+            mod = importlib.import_module(f"{pkg}.{info.name}")
+            for name, obj in vars(mod).items():
+                if isinstance(obj, CPUDispatcher) and obj.__module__ == mod.__name__:
+                    assert obj.targetoptions.get("nogil") is True, f"{mod.__name__}.{name}"
+                    seen += 1
+    assert seen >= 60  # every kernel module was found
+
+
+def test_thread_session_hands_free_heap_pages_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the threads are done (also on an error), the arenas' free pages go back to the
+    system (malloc_trim), so the blocks' buffers do not stay resident into the release."""
+    from locpriv.tabular.microagg import distributed
+
+    distributed.release_free_memory()  # callable here (glibc) and harmless
+    calls: list[int] = []
+    monkeypatch.setattr(distributed, "release_free_memory", lambda: calls.append(1))
+    with distributed.workers_session(2, "threads") as runner:
+        assert runner(pow, lambda i: (i, 2), 5, None) == [0, 1, 4, 9, 16]
+    assert calls == [1]
+    with pytest.raises(ZeroDivisionError), distributed.workers_session(2, "threads") as runner:
+        runner(divmod, lambda i: (1, i), 3, None)
+    assert calls == [1, 1]
+
+
+def test_workers_kind_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from locpriv.tabular.io.frame import anonymize
+    from locpriv.tabular.microagg.distributed import workers_session
+
+    bad = pytest.raises(ConfigError, match="workers_kind must be one of threads, processes")
+    with bad, workers_session(2, "fibres"):
+        pass  # pragma: no cover
+    with pytest.raises(ConfigError, match="workers must be an integer >= 1"), workers_session(0):
+        pass  # pragma: no cover
+    df = pd.DataFrame(np.random.default_rng(0).random((40, 2)), columns=["a", "b"])
+    with pytest.raises(ConfigError, match="workers_kind must be one of"):
+        anonymize(df, ["a", "b"], k=3, workers_kind="gpu")
+    src = _uniform_file(tmp_path)
+    argv = ["anonymize", str(src), str(tmp_path / "o.csv"), "--qi", ",".join(QI)]
+    with pytest.raises(SystemExit):
+        main([*argv, "--workers-kind", "fibres"])
+    assert "--workers-kind" in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()
 
 
 def test_workers_read_their_blocks_from_shared_memory_or_pickled_alike(
@@ -149,7 +226,7 @@ def test_workers_read_their_blocks_from_shared_memory_or_pickled_alike(
 
     X, s = _read(_uniform_file(tmp_path))
     local = partitioned(X, 3, s, 2, block_size=256, seed=7)
-    with workers_session(2) as runner:
+    with workers_session(2, "processes") as runner:
         with runner.shared(X) as src:  # type: ignore[attr-defined]
             assert isinstance(src, SharedMatrix)
             segment = Path(distributed.SHM_DIR) / src.name.lstrip("/")
@@ -172,13 +249,15 @@ def test_cli_release_does_not_depend_on_the_worker_count(
 ) -> None:
     src = _uniform_file(tmp_path)
     outs = []
-    for workers in ("1", "2"):
-        dst = tmp_path / f"out{workers}.parquet"
+    for workers, kind in (("1", "threads"), ("2", "threads"), ("2", "processes")):
+        dst = tmp_path / f"out{workers}{kind}.parquet"
         argv = ["anonymize", str(src), str(dst), "--qi", ",".join(QI), "--sensitive", "s"]
         argv += ["--k", "3", "--method", "partitioned", "--block-size", "256", "--seed", "5"]
-        assert main([*argv, "--workers", workers]) == 0, capsys.readouterr().err
+        argv += ["--workers", workers, "--workers-kind", kind]
+        assert main(argv) == 0, capsys.readouterr().err
         outs.append(pd.read_parquet(dst))
     pd.testing.assert_frame_equal(outs[0], outs[1])
+    pd.testing.assert_frame_equal(outs[0], outs[2])
 
 
 @needs_census
@@ -294,20 +373,22 @@ def test_progress_bar_draws_each_stage_on_a_tty(tmp_path: Path) -> None:
     assert all("100.0%" in line.rsplit("\r", 1)[-1] for line in lines if line)
 
 
-def test_stage_report_times_every_stage_and_the_workers_cpu(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["threads", "processes"])
+def test_stage_report_times_every_stage_and_the_workers_cpu(tmp_path: Path, kind: str) -> None:
     """Pure bookkeeping: the stage log lists every stage once, counts the tasks and the CPU
-    seconds measured inside the worker processes, and leaves the release unchanged."""
+    seconds measured inside the worker processes (threads: the parent's own CPU), and leaves
+    the release unchanged."""
     from locpriv.tabular.microagg.distributed import workers_session
 
     X, s = _read(_uniform_file(tmp_path))
     plain = partitioned(X, 3, s, 2, block_size=256, seed=7)
-    with workers_session(2) as runner, stage_log() as log:
+    with workers_session(2, kind) as runner, stage_log() as log:
         logged = partitioned(X, 3, s, 2, block_size=256, seed=7, runner=runner)
     np.testing.assert_array_equal(plain, logged)
     rep = log.report()
     names = [r["stage"] for r in rep["stages"]]
     assert names == [
-        "share",  # the key matrix into shared memory, once
+        "share",  # the key matrix into shared memory, once (threads: handed over as is)
         "split",
         "blocks",
         "merge blocks",

@@ -36,7 +36,7 @@ _BK_MIN = 1024  # live records from which the block index is used
 _BK_SEEDS = 4  # blocks visited first: the nearest boxes
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _kd_order(XT: FloatArray, nu: int, B: int, perm: IntArray, starts: IntArray) -> int:
     """Leaf order of a k-d tree over the compact records ``0..nu-1`` into ``perm[:nu]``.
 
@@ -123,7 +123,7 @@ def kd_cut(  # noqa: PLR0917
     return mid
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bk_box(  # noqa: PLR0917
     BT: FloatArray, p0: int, cnt: int, b: int, blo: FloatArray, bhi: FloatArray
 ) -> None:
@@ -140,7 +140,7 @@ def _bk_box(  # noqa: PLR0917
         bhi[j, b] = mx
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _leave_block(  # noqa: PLR0917
     BT: FloatArray, p: int, last: int, blo: FloatArray, bhi: FloatArray, b: int
 ) -> bool:
@@ -160,7 +160,7 @@ def _leave_block(  # noqa: PLR0917
     return edge
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bk_build(XT: FloatArray, nu: int, orig: IntArray, n: int):  # type: ignore[no-untyped-def]
     """Block index of the compact live records ``0..nu-1`` (``orig``: their original indices,
     out of ``n``) and the workspace of its queries: returns ``(ix, ws)``."""
@@ -206,7 +206,7 @@ def _bk_build(XT: FloatArray, nu: int, orig: IntArray, n: int):  # type: ignore[
     return (BT, bidx, pblk, bstart, bcnt, blo, bhi, bpos), ws
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bk_remove(ix, o: int) -> None:  # type: ignore[no-untyped-def]
     """Original record ``o`` leaves the index (swap-remove within its block)."""
     BT, bidx, pblk, bstart, bcnt, blo, bhi, bpos = ix
@@ -224,7 +224,7 @@ def _bk_remove(ix, o: int) -> None:  # type: ignore[no-untyped-def]
         _bk_box(BT, bstart[b], bcnt[b], b, blo, bhi)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bk_bounds(ix, q: FloatArray, mind: FloatArray) -> None:  # type: ignore[no-untyped-def]
     """``mind[b]`` = squared distance from ``q`` to block b's box (inf for an empty block).
 
@@ -246,7 +246,7 @@ def _bk_bounds(ix, q: FloatArray, mind: FloatArray) -> None:  # type: ignore[no-
             mind[b] += g * g
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bk_seeds(mind: FloatArray, take: int, out: IntArray) -> int:
     """The ``take`` blocks of smallest ``mind`` (finite only), nearest first; returns how many."""
     cnt = 0

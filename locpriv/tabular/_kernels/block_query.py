@@ -20,7 +20,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _key_insert(  # noqa: PLR0917
     hd: FloatArray, ht: IntArray, size: int, cap: int, dv: float, key: int
 ) -> int:
@@ -39,13 +39,13 @@ def _key_insert(  # noqa: PLR0917
     return size + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _n_prune_bk(d: int) -> int:
     """Columns of the partial-distance bound in the block queries: about two thirds (at most 8)."""
     return max(1, min(8, (2 * d) // 3))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bk_block_dist(  # noqa: PLR0917
     BT: FloatArray,
     p0: int,
@@ -111,7 +111,7 @@ def _bk_block_dist(  # noqa: PLR0917
     return _survivors(BT, p0, L, q, part, cut, surv, acc)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     ix,
     ws,
@@ -243,7 +243,7 @@ def _bk_query(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     return size
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bk_knn(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     ix,
     ws,

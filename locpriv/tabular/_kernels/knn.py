@@ -18,7 +18,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _lex_insert(  # noqa: PLR0917
     bd: FloatArray, bi: IntArray, bp: IntArray, size: int, cap: int, dv: float, iv: int, pv: int
 ) -> int:
@@ -39,7 +39,7 @@ def _lex_insert(  # noqa: PLR0917
     return size + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _insert_sorted(  # noqa: PLR0917
     hd: FloatArray, ht: IntArray, size: int, cap: int, dv: float, t: int
 ) -> int:
@@ -61,7 +61,7 @@ def _insert_sorted(  # noqa: PLR0917
 _CHUNK = 256
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _shell_build(  # noqa: PLR0917
     dp: FloatArray, nu: int, k: int, orig: IntArray, shell: IntArray, sdp: FloatArray
 ) -> tuple[int, float]:
@@ -93,7 +93,7 @@ def _shell_build(  # noqa: PLR0917
     return nsh, cut
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _shell_head(shell: IntArray, head: int, nsh: int, labels: IntArray) -> int:
     """Skip the shell's leading assigned records: ``shell[head]`` (if ``head < nsh``) is then
     the live record of largest dp, ``head == nsh`` an empty shell."""
@@ -102,7 +102,7 @@ def _shell_head(shell: IntArray, head: int, nsh: int, labels: IntArray) -> int:
     return head
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _shell_furthest(  # noqa: PLR0917
     shell: IntArray,
     sdp: FloatArray,
@@ -137,7 +137,7 @@ def _shell_furthest(  # noqa: PLR0917
     return best_t, best_v
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _chunk_dist(XT: FloatArray, i0: int, L: int, q: FloatArray, acc: FloatArray) -> None:
     """``acc[:L]`` = squared distances of compact records ``i0..i0+L-1`` to ``q`` (SIMD)."""
     # 1-D row slices: the loops over them vectorise (indexing XT[j, i0 + i] does not)
@@ -158,7 +158,7 @@ _GRID_MIN = 2048  # records from which d <= 2 data get a grid index
 _SLACK = 1e-9  # relative slack of the partial-distance bound (rounding error is ~1e-15)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _prune_cols(q: FloatArray, center: FloatArray) -> IntArray:
     """Columns by decreasing ``(q_j - center_j)**2``: where ``q`` lies furthest out, a partial
     distance over few columns already rules out most records."""
@@ -169,13 +169,13 @@ def _prune_cols(q: FloatArray, center: FloatArray) -> IntArray:
     return np.argsort(gap, kind="mergesort").astype(np.int64)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _n_prune(d: int) -> int:
     """Columns of the partial-distance bound: about a third of them, at least one, at most 4."""
     return max(1, min(4, d // 3))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _chunk_pruned(  # noqa: PLR0917
     XT: FloatArray,
     i0: int,
@@ -220,7 +220,7 @@ def _chunk_pruned(  # noqa: PLR0917
     return _survivors(XT, i0, L, q, part, cut, surv, acc)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _survivors(  # noqa: PLR0917
     XT: FloatArray,
     i0: int,
@@ -249,7 +249,7 @@ def _survivors(  # noqa: PLR0917
     return ns
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _knn_range(  # noqa: PLR0917
     XT: FloatArray,
     lo: int,
@@ -281,7 +281,7 @@ def _knn_range(  # noqa: PLR0917
     return _knn_pass(XT, lo, hi, q, self_t, cap, hd, ht, cols, np.inf)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _knn_pass(  # noqa: PLR0917
     XT: FloatArray,
     lo: int,
@@ -318,7 +318,7 @@ def _knn_pass(  # noqa: PLR0917
     return size
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _knn(  # noqa: PLR0917
     XT: FloatArray,
     nu: int,

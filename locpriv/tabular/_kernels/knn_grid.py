@@ -22,7 +22,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _grid_build(  # noqa: PLR0917
     XT: FloatArray,
     lo: FloatArray,
@@ -67,7 +67,7 @@ def _grid_build(  # noqa: PLR0917
     return w
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _grid_index(XT: FloatArray, lo: FloatArray, hi: FloatArray):  # type: ignore[no-untyped-def]
     """The grid of the records ``XT`` (d × n) over the box [lo, hi] when d <= 2 and n is at
     least ``_GRID_MIN`` (about 8 records per cell), else unused empty arrays. Returns
@@ -86,7 +86,7 @@ def _grid_index(XT: FloatArray, lo: FloatArray, hi: FloatArray):  # type: ignore
     return use, G, cellid, slot, cm, cstart, ccnt, w
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _grid_remove(  # noqa: PLR0917
     t: int,
     last: int,
@@ -111,7 +111,7 @@ def _grid_remove(  # noqa: PLR0917
         cellid[t] = cellid[last]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _knn_grid(  # noqa: PLR0917
     XT: FloatArray,
     nu: int,
@@ -197,7 +197,7 @@ def _knn_grid(  # noqa: PLR0917
     return size  # pragma: no cover - the last ring covers the grid
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _grid_pass(  # noqa: PLR0917
     XT: FloatArray,
     nu: int,

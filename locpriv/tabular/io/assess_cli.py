@@ -342,6 +342,7 @@ def run_nested(args: argparse.Namespace, ks: list[int], bounds: dict[str, float]
         block_size=args.block_size,
         scheduler=args.scheduler,
         workers=args.workers or os.cpu_count() or 1,
+        workers_kind=args.workers_kind,
     )
     frames = [(out, qi) for _, out, _ in results]
     shuffled = all(r["order"]["shuffled"] for _, _, r in results)

@@ -43,6 +43,7 @@ from locpriv.tabular.io.frame import (
     release_warnings,
 )
 from locpriv.tabular.io.generalised import GEN_METHODS, parse_hierarchies, plan_generalised
+from locpriv.tabular.microagg.distributed import WORKER_KINDS
 from locpriv.tabular.microagg.partitioned import BLOCK_SIZE, DEFAULT_FROM_N
 from locpriv.tabular.models.spec import PrivacyModels
 from locpriv.tabular.risk.assess import (
@@ -256,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
         "block_size": args.block_size,
         "scheduler": args.scheduler,
         "workers": args.workers or os.cpu_count() or 1,
+        "workers_kind": args.workers_kind,
         "keep_order": args.keep_order,
         "drop": drop,
         "entropy_l": models.entropy_l,
@@ -396,8 +398,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=int,
         default=0,
         help=(
-            "local processes running the partitioned blocks (default 0: one per core; the"
+            "local workers running the partitioned blocks (default 0: one per core; the"
             " release is the same whatever the number)"
+        ),
+    )
+    p.add_argument(
+        "--workers-kind",
+        choices=WORKER_KINDS,
+        default=WORKER_KINDS[0],
+        help=(
+            "threads (default: share the key matrix, a few MB each) or processes (spawned,"
+            " 0.7-1 GB each) for --workers; the release is the same"
         ),
     )
     p.add_argument(

@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from locpriv.tabular.threads import map_items, row_ranges
+from locpriv.tabular.threads import map_items
 
 logger = logging.getLogger(__name__)
 
@@ -74,34 +74,31 @@ def encode_column(values: npt.NDArray[np.float64], kind: Kind) -> FloatArray:
     return onehot
 
 
+def _width(values: npt.NDArray[np.float64], kind: Kind) -> int:
+    """Columns of :func:`encode_column`'s part for one attribute."""
+    if kind != "nominal":
+        return 1
+    return max(int(np.max(values)) + 1 if np.size(values) else 0, 1)
+
+
 def encode(columns: list[KeyColumn], values: list[npt.NDArray[np.float64]]) -> EncodedKeys:
-    """Build the joint distance matrix from per-column values (numerical) or codes (one
-    column per item of :func:`locpriv.tabular.threads.map_items`, written into the matrix)."""
-    n = len(values[0]) if values else 0
-    parts = map_items(
-        lambda cv: encode_column(cv[1], cv[0].kind),
-        list(zip(columns, values, strict=True)),
-        item_bytes=16 * n,  # two n-long temporaries per column (one-hot: its width more)
-    )
-    return EncodedKeys(Z=join_columns(parts), columns=columns, codes=values)
+    """Build the joint distance matrix from per-column values (numerical) or codes. Each
+    attribute's part is made by one item of :func:`locpriv.tabular.threads.map_items` and
+    written into its columns of the n × d result at once (only the parts in flight are alive,
+    not all of them and their ``hstack``: a copy of n × d less at the peak)."""
+    if not columns:
+        return EncodedKeys(Z=np.zeros((0, 0)), columns=columns, codes=values)
+    widths = [_width(v, c.kind) for c, v in zip(columns, values, strict=True)]
+    n = len(values[0])
+    Z: FloatArray = np.empty((n, sum(widths)), dtype=np.float64)
+    at = np.cumsum([0, *widths])
 
+    def fill(j: int) -> None:
+        Z[:, at[j] : at[j + 1]] = encode_column(values[j], columns[j].kind)
 
-def join_columns(parts: list[FloatArray]) -> FloatArray:
-    """``np.hstack(parts)`` as a C-contiguous matrix (``hstack`` of many n x 1 parts copies
-    row by row, ten times slower at 10^6 rows): ranges of rows on the threads of
-    :func:`~locpriv.tabular.threads.map_items`, each part copied into its columns."""
-    if not parts:
-        return np.zeros((0, 0))
-    n = parts[0].shape[0]
-    out = np.empty((n, sum(p.shape[1] for p in parts)), dtype=np.float64)
-    at = np.cumsum([0] + [p.shape[1] for p in parts])
-
-    def copy(r: tuple[int, int]) -> None:
-        for j, part in enumerate(parts):
-            out[r[0] : r[1], at[j] : at[j + 1]] = part[r[0] : r[1]]
-
-    map_items(copy, row_ranges(n))
-    return out
+    # two n-long temporaries per column (one-hot: its width more)
+    map_items(fill, range(len(columns)), item_bytes=16 * n)
+    return EncodedKeys(Z=Z, columns=columns, codes=values)
 
 
 def group_centroids(values: npt.NDArray[np.float64], labels: IntArray, kind: Kind) -> FloatArray:
@@ -143,26 +140,27 @@ def encode_written(
     the original column's mean and standard deviation (numerical, ordinal) or one-hot over the
     original's codes (nominal), so ``sum((encode(...).Z - encode_written(...))**2)`` is the SSE
     of what is written, in the units of the grouping's distance."""
-    items = list(zip(columns, values, written, strict=True))
-    n = len(values[0]) if values else 0
-    return join_columns(map_items(lambda cvw: written_column(*cvw), items, item_bytes=16 * n))
+    if not columns:
+        return np.zeros((0, 0))
+    widths = [_width(v, c.kind) for c, v in zip(columns, values, strict=True)]
+    n = len(written[0])
+    out: FloatArray = np.empty((n, sum(widths)), dtype=np.float64)
+    at = np.cumsum([0, *widths])
 
+    def fill(j: int) -> None:
+        """Column ``j``'s part, written into its columns of ``out`` (one item of map_items)."""
+        v = np.asarray(values[j], dtype=np.float64)
+        w = np.asarray(written[j], dtype=np.float64)
+        if columns[j].kind == "nominal":
+            # written categories are modes of original ones: codes < the original's count
+            part = out[:, at[j] : at[j + 1]]
+            part[...] = 0.0
+            part[np.arange(w.size), w.astype(np.int64)] = 1.0 / np.sqrt(2.0)
+        else:
+            mu = v.mean() if v.size else 0.0
+            sd = v.std() if v.size else 1.0
+            sd = sd if sd > 0 else 1.0
+            out[:, at[j]] = (w - mu) / sd
 
-def written_column(
-    column: KeyColumn, values: npt.NDArray[np.float64], written: npt.NDArray[np.float64]
-) -> FloatArray:
-    """One key column's part of :func:`encode_written` (n x 1, or n x categories for a
-    nominal column)."""
-    v = np.asarray(values, dtype=np.float64)
-    w = np.asarray(written, dtype=np.float64)
-    if column.kind == "nominal":
-        # written categories are modes of original ones: codes < the original's count
-        ncat = max(int(v.max()) + 1 if v.size else 0, 1)
-        onehot = np.zeros((w.size, ncat), dtype=np.float64)
-        onehot[np.arange(w.size), w.astype(np.int64)] = 1.0 / np.sqrt(2.0)
-        return onehot
-    mu = v.mean() if v.size else 0.0
-    sd = v.std() if v.size else 1.0
-    sd = sd if sd > 0 else 1.0
-    out: FloatArray = ((w - mu) / sd)[:, None]
+    map_items(fill, range(len(columns)), item_bytes=16 * n)
     return out

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from locpriv.errors import ConfigError, DataError, InfeasibleError
 from locpriv.tabular.checks import as_codes
 from locpriv.tabular.io.encoding import zscore
+from locpriv.tabular.microagg.distributed import WORKER_KINDS, check_workers_kind
 from locpriv.tabular.microagg.improve import best_partition
 from locpriv.tabular.microagg.mdav import mdav
 from locpriv.tabular.microagg.partitioned import (
@@ -237,9 +238,11 @@ class Microaggregator:
     (Truta & Vinay diagnostics or None), ``p_achieved_`` (per confidential attribute),
     ``report_`` (a JSON-ready dict).
 
-    ``block_size``, ``scheduler`` and ``workers`` concern the ``"partitioned"`` method: records
-    per block, and a dask.distributed scheduler address or ``Client`` that runs the blocks, or
-    a number of local worker processes, used from two blocks on (same result either way; see
+    ``block_size``, ``scheduler``, ``workers`` and ``workers_kind`` concern the
+    ``"partitioned"`` method: records per block, and a dask.distributed scheduler address or
+    ``Client`` that runs the blocks, or a number of local workers, used from two blocks on, of
+    ``workers_kind`` ``"threads"`` (default: threads of this process sharing the key matrix) or
+    ``"processes"`` (spawned processes; same result either way; see
     :mod:`locpriv.tabular.microagg.distributed`).
 
     ``entropy_l``, ``recursive=(c, l)`` and ``t`` add entropy / recursive (c, l)-diversity and
@@ -269,6 +272,7 @@ class Microaggregator:
         block_size: int = BLOCK_SIZE,
         scheduler: Any = None,
         workers: int = 1,
+        workers_kind: str = WORKER_KINDS[0],
         keep_order: bool = False,
         entropy_l: float = 1.0,
         recursive: tuple[float, int] | None = None,
@@ -289,6 +293,7 @@ class Microaggregator:
         self.block_size = block_size
         self.scheduler = scheduler
         self.workers = workers
+        self.workers_kind = workers_kind
         self.keep_order = keep_order
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -384,6 +389,7 @@ class Microaggregator:
         if not isinstance(self.p, int | np.integer) or isinstance(self.p, bool):
             raise ConfigError(f"p must be an integer, got {self.p!r}")
         k, p = int(self.k), int(self.p)
+        check_workers_kind(self.workers_kind)
         n = Z.shape[0]
         if n < k:
             raise InfeasibleError(f"k={k} exceeds the number of records (n_samples={n})")
@@ -414,7 +420,7 @@ class Microaggregator:
                 # one block would leave the pool idle: it pays from two blocks on
                 from locpriv.tabular.microagg.distributed import workers_session
 
-                runner = stack.enter_context(workers_session(int(self.workers)))
+                runner = stack.enter_context(workers_session(int(self.workers), self.workers_kind))
             best, tried = self._run_candidates(Z, codes, k, p, todo, runner)
         err, name, labels, k_used = best
         merged, start = 0, name

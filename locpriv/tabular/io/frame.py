@@ -34,6 +34,7 @@ from locpriv.tabular.io.estimators import (
     row_order,
     with_source_rows,
 )
+from locpriv.tabular.microagg.distributed import WORKER_KINDS
 from locpriv.tabular.microagg.partitioned import (
     BLOCK_SIZE,
     StageLog,
@@ -196,10 +197,12 @@ def _written_column(
             # one rounded value per group: the group stays one class (k holds)
             rep = np.rint(rep)
         w = rep[labels]
-        return pd.Series(w, index=s.index).astype(s.dtype), w
+        # no copy: a float64 column of the release IS the written values (copy-on-write keeps
+        # both as they are); other dtypes get their own converted column
+        return pd.Series(w, index=s.index, copy=False).astype(s.dtype), w
     w = rep[labels]
     cats = np.array(kc.categories, dtype=object)
-    ser = pd.Series(cats[w.astype(np.int64)], index=s.index)
+    ser = pd.Series(cats[w.astype(np.int64)], index=s.index, copy=False)
     return (ser if s.dtype == object else ser.astype(s.dtype)), w
 
 
@@ -277,7 +280,8 @@ def release_figures(
     """The report's figures measured on the released key columns ``keys``: its classes (sizes,
     DM, C_AVG, the p achieved per confidential attribute), Truta's IL of the classes, and the
     information loss ``100·SSE/SST`` of the written values ``written_Z`` against the original
-    ``Z`` (both on the grouping's scale: z-scores, scaled ranks, one-hot/√2).
+    ``Z`` (both on the grouping's scale: z-scores, scaled ranks, one-hot/√2), row by row (no
+    n × d matrix of differences).
 
     ``classes``: :func:`release_classes` of ``keys`` when already computed. ``grouping``: the
     grouping's labels and the estimator's report of them, measured on the same ``Z`` and ``S``
@@ -562,6 +566,7 @@ class ReleaseOptions:
     block_size: int
     scheduler: Any
     workers: int
+    workers_kind: str
     keep_order: bool
     drop: list[str]
     entropy_l: float
@@ -586,6 +591,7 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     block_size: int = BLOCK_SIZE,
     scheduler: Any = None,
     workers: int = 1,
+    workers_kind: str = WORKER_KINDS[0],
     keep_order: bool = False,
     drop: Columns = (),
     columns: Sequence[str] | None = None,
@@ -628,6 +634,7 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
             block_size=block_size,
             scheduler=scheduler,
             workers=workers,
+            workers_kind=workers_kind,
             keep_order=keep_order,
             drop=dropped,
             entropy_l=entropy_l,
@@ -669,20 +676,25 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
         block_size=opts.block_size,
         scheduler=opts.scheduler,
         workers=opts.workers,
+        workers_kind=opts.workers_kind,
         entropy_l=opts.entropy_l,
         recursive=opts.recursive,
         t=opts.t,
         ordered=ordered,
     )
     est.fit_scaled(enc.Z, S, names=sensitive)
-    labels = est.labels_
+    labels, grouping = est.labels_, est.report_
+    report = dict(grouping)
+    report["partition_groups"] = est.n_groups_
+    report["sse_partition"] = est.sse_  # the grouping's objective (group means)
+    del est  # its centroids (g x d, a third of the key matrix at k = 3) are not released
     with log.stage("release"):
         keys, written = _written_keys(df, cols, values, labels, opts.release)
-        report = dict(est.report_)
-        report["partition_groups"] = est.n_groups_
-        report["sse_partition"] = est.sse_  # the grouping's objective (group means)
-        written_Z = encode_written(cols, values, written) if written is not None else None
+        # memory: the classes' per-column keys are freed before the written values are encoded
+        # (n x d), whose matrix then holds the differences to Z (no third n x d array)
         classes = release_classes(keys, list(keys.columns))
+        written_Z = encode_written(cols, values, written) if written is not None else None
+        del written
         report.update(
             release_figures(
                 keys,
@@ -692,11 +704,12 @@ def _plan(  # noqa: PLR0917 - plan_release's body, its arguments checked
                 k=k,
                 written_Z=written_Z,
                 classes=classes,
-                grouping=(labels, est.report_),
+                grouping=(labels, grouping),
             )
         )
         if written_Z is None:
             report["il_basis"] = "group means (the file holds ranges: see truta_il)"
+        del written_Z  # not needed any more
         if S is not None:
             report["models"] = {
                 **report["models"],
@@ -740,6 +753,7 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
     block_size: int = BLOCK_SIZE,
     scheduler: Any = None,
     workers: int = 1,
+    workers_kind: str = WORKER_KINDS[0],
     keep_order: bool = False,
     drop: Columns = (),
     warn: Callable[[str], None] | None = None,
@@ -760,8 +774,9 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
 
     ``hierarchies`` maps a confidential column to a :class:`Hierarchy` with protected values:
     the grouping then uses strong ancestors (extended p-sensitive k-anonymity). ``block_size``,
-    ``scheduler`` (a dask.distributed address or ``Client``) and ``workers`` (local processes)
-    concern the ``"partitioned"`` method, the default from 200,000 records (see
+    ``scheduler`` (a dask.distributed address or ``Client``), ``workers`` (local workers) and
+    ``workers_kind`` (``"threads"``, the default, or ``"processes"``) concern the
+    ``"partitioned"`` method, the default from 200,000 records (see
     :class:`Microaggregator`).
 
     Privacy models beyond k and p (= distinct l), each over every confidential attribute:
@@ -795,6 +810,7 @@ def anonymize(  # noqa: PLR0917 - the documented front: anonymize(df, qi, sensit
             block_size=block_size,
             scheduler=scheduler,
             workers=workers,
+            workers_kind=workers_kind,
             keep_order=keep_order,
             drop=drop,
             entropy_l=entropy_l,

@@ -18,7 +18,7 @@ from locpriv.tabular.microagg._kernels.neighbours import _d2
 # ---- partition state ---------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def build_state(X, lab, G, cap):  # type: ignore[no-untyped-def]
     """Sizes, column sums and member lists of the partition ``lab`` (groups 0..G-1)."""
     n, d = X.shape
@@ -36,7 +36,7 @@ def build_state(X, lab, G, cap):  # type: ignore[no-untyped-def]
     return cnt, S, mem, slot
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def refresh_sums(X, lab, S):  # type: ignore[no-untyped-def]
     """Recompute the column sums (removes the drift of incremental updates)."""
     S[:] = 0.0
@@ -46,7 +46,7 @@ def refresh_sums(X, lab, S):  # type: ignore[no-untyped-def]
             S[g, j] += X[i, j]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _dc(X, i, S, g, cnt):  # type: ignore[no-untyped-def]
     """Squared distance of record ``i`` to the centroid of group ``g``."""
     a = 0.0
@@ -57,7 +57,7 @@ def _dc(X, i, S, g, cnt):  # type: ignore[no-untyped-def]
     return a
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _move(X, lab, cnt, S, mem, slot, i, b):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Move record ``i`` to group ``b``."""
     a = lab[i]
@@ -76,7 +76,7 @@ def _move(X, lab, cnt, S, mem, slot, i, b):  # type: ignore[no-untyped-def]  # n
     lab[i] = b
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def group_sse(X, cnt, S, mem, g):  # type: ignore[no-untyped-def]
     s = 0.0
     for t in range(cnt[g]):
@@ -87,7 +87,7 @@ def group_sse(X, cnt, S, mem, g):  # type: ignore[no-untyped-def]
 # ---- operators ---------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def sweep_records(X, lab, cnt, S, mem, slot, nbr, k, kmax, order, tol, stamp, rseen, clock):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """For each record (in ``order``): the best of moving it to the group of one of its
     neighbours, or swapping it with a member of such a group; applied if it lowers the SSE.
@@ -173,7 +173,7 @@ def sweep_records(X, lab, cnt, S, mem, slot, nbr, k, kmax, order, tol, stamp, rs
     return total, nchg
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _best_cut(X, U, nu, lo_size, hi_size, w, proj, buf):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Sort ``U[:nu]`` by projection on ``w``; the best cut into a prefix and a suffix with
     sizes in ``[lo_size, hi_size]``: returns (SSE of the two parts, prefix size or -1)."""
@@ -216,7 +216,7 @@ def _best_cut(X, U, nu, lo_size, hi_size, w, proj, buf):  # type: ignore[no-unty
     return best, bs
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def best_two_split(X, U, nu, lo_size, hi_size, w, proj, buf, out, iters):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """A good split of the records ``U[:nu]`` into two groups with sizes in
     ``[lo_size, hi_size]``. For fixed sizes the best split is cut by a hyperplane (it maximises
@@ -241,7 +241,7 @@ def best_two_split(X, U, nu, lo_size, hi_size, w, proj, buf, out, iters):  # typ
     return bestv, bests
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def sweep_pairs(X, lab, cnt, S, mem, slot, nbr, k, kmax, gorder, tol, iters, stamp, gseen, clock):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """For each group ``a`` and each group ``b`` holding a neighbour of one of a's members:
     re-split ``a ∪ b`` by :func:`best_two_split`; applied if it lowers the SSE. A pair is
@@ -325,7 +325,7 @@ def sweep_pairs(X, lab, cnt, S, mem, slot, nbr, k, kmax, gorder, tol, iters, sta
     return total, nchg
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def split_large(X, lab, k, iters):  # type: ignore[no-untyped-def]
     """Split every group of ``2k`` or more records in two (sizes >= k) until none is left;
     splitting never raises the SSE. Returns the number of groups (labels stay 0..G-1)."""

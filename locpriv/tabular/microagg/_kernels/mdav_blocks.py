@@ -38,7 +38,7 @@ ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_RBLOCKS, ST_SBLOCKS, ST_POINTS = range(
 _SEEDS = 4  # blocks visited first: the nearest (and furthest) boxes
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def kd_blocks(X, B):  # type: ignore[no-untyped-def]
     """Leaf order of a k-d tree (median cuts on the widest column) and the leaf starts
     (``starts[-1] = n``); the tree is :func:`.block_index._kd_order`'s."""
@@ -50,7 +50,7 @@ def kd_blocks(X, B):  # type: ignore[no-untyped-def]
     return perm, starts[: nb + 1].copy()
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bounds(q, blo, bhi, nact, lo_out, hi_out):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Squared min and max distance from ``q`` to the boxes of slots ``0..nact-1``."""
     for s in range(nact):
@@ -69,7 +69,7 @@ def _bounds(q, blo, bhi, nact, lo_out, hi_out):  # type: ignore[no-untyped-def] 
             hi_out[s] += f * f
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _min_bounds(q, blo, bhi, nact, lo_out):  # type: ignore[no-untyped-def]
     """Squared min distance from ``q`` to the boxes of slots ``0..nact-1``."""
     for s in range(nact):
@@ -83,7 +83,7 @@ def _min_bounds(q, blo, bhi, nact, lo_out):  # type: ignore[no-untyped-def]
             lo_out[s] += g * g
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _select(vals, nact, take, largest, out):  # type: ignore[no-untyped-def]
     """The ``take`` slots with the smallest (or largest) ``vals``, best first, into ``out``;
     returns how many (``min(take, nact)``)."""
@@ -102,7 +102,7 @@ def _select(vals, nact, take, largest, out):  # type: ignore[no-untyped-def]
     return cnt
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def mdav_blocks(X, k, B, stats, S, pmin):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Labels of fixed-size MDAV (same contract as ``mdav_sweep.mdav_kernel``, ``B`` records
     per block)."""
@@ -110,7 +110,7 @@ def mdav_blocks(X, k, B, stats, S, pmin):  # type: ignore[no-untyped-def]  # noq
     return mdav_on_blocks(X, k, perm, bstart, stats, S, pmin)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def mdav_on_blocks(X, k, perm, bstart, stats, S, pmin):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """:func:`mdav_blocks` on the blocks ``kd_blocks(X, B)`` built beforehand (they depend on
     ``X`` and ``B`` only, so runs for several k share them)."""
@@ -293,7 +293,7 @@ def mdav_on_blocks(X, k, perm, bstart, stats, S, pmin):  # type: ignore[no-untyp
     return labels
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _remove(  # type: ignore[no-untyped-def]  # noqa: PLR0917
     XT, idx, pos, pblk, bstart, bcnt, slot_of, slot_blk, blo, bhi, dp, visited,
     labels, m, nact, members, g, s_hi, s_lo,

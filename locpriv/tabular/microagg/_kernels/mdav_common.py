@@ -16,14 +16,14 @@ ST_STOP = 7  # slot of ``stats`` set to 1 when a run stops at a group lacking p 
 N_STATS = ST_STOP + 1  # length of the ``stats`` array every MDAV kernel fills
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _two_sum(a: float, b: float) -> tuple[float, float]:
     s = a + b
     bb = s - a
     return s, (a - (s - bb)) + (b - bb)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _sqdist(XT, i, q):  # type: ignore[no-untyped-def]
     """Squared distance of the live record at position ``i`` to ``q`` (columns in order)."""
     acc = 0.0
@@ -33,13 +33,13 @@ def _sqdist(XT, i, q):  # type: ignore[no-untyped-def]
     return acc
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _before(da, ia, db, ib):  # type: ignore[no-untyped-def]
     """(da, ia) sorts before (db, ib): smaller distance, then lower index."""
     return da < db or (da == db and ia < ib)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _insert(dd, ii, near_d, near_i, cnt, kk):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Insert (dd, original index ii) into the sorted list of the kk nearest; returns its size."""
     if cnt < kk:
@@ -58,7 +58,7 @@ def _insert(dd, ii, near_d, near_i, cnt, kk):  # type: ignore[no-untyped-def]  #
     return cnt
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _chunk_sq(XT, i0, L, q, cols, ncols, acc):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """``acc[:L]`` = sum over ``cols[:ncols]`` (in that order) of ``(XT[j, i] - q[j])**2`` for
     the live records ``i = i0..i0+L-1``.
@@ -110,7 +110,7 @@ def _chunk_sq(XT, i0, L, q, cols, ncols, acc):  # type: ignore[no-untyped-def]  
             acc[i] += t0 * t0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _scan(acc, L, far, kth):  # type: ignore[no-untyped-def]
     """Does any of ``acc[:L]`` reach ``far`` or fall to ``kth``? (vectorised count)"""
     hits = 0
@@ -120,7 +120,7 @@ def _scan(acc, L, far, kth):  # type: ignore[no-untyped-def]
     return hits > 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _fold(acc, L, p0, idx, rp, far, sp, kth, near_d, near_i, cnt, kk):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Fold the squared distances ``acc[:L]`` of positions ``p0..p0+L-1`` into the running
     furthest (``far`` at ``sp``; ties: lowest original index) and the sorted ``kk`` nearest
@@ -138,7 +138,7 @@ def _fold(acc, L, p0, idx, rp, far, sp, kth, near_d, near_i, cnt, kk):  # type: 
     return far, sp, kth, cnt
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def lacks_p(S, members, p, seen):  # type: ignore[no-untyped-def]
     """True when the records ``members`` (original indices) hold fewer than ``p`` distinct
     values in some column of the confidential codes ``S`` (n × m, int64 codes ``>= 0``).
@@ -157,7 +157,7 @@ def lacks_p(S, members, p, seen):  # type: ignore[no-untyped-def]
     return False
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _max_nonneg(a, m):  # type: ignore[no-untyped-def]
     """Max of ``a[:m]`` (all >= 0): compared as int64 bit patterns, which vectorises."""
     b = a[:m].view(np.int64)
@@ -167,7 +167,7 @@ def _max_nonneg(a, m):  # type: ignore[no-untyped-def]
     return np.array([hi]).view(np.float64)[0]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def furthest_from_centroid(XT, idx, pos, labels, m, c, piv, dp, outer, st, spans, stats):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Position of the live record furthest from ``c`` (ties: lowest original index).
 
@@ -245,7 +245,7 @@ def furthest_from_centroid(XT, idx, pos, labels, m, c, piv, dp, outer, st, spans
     return rp
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _r_group(idx, rp, sp, near_i, kk, members):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """r's group into ``members`` (original indices): r (position ``rp``) and its ``kk`` nearest.
     Returns the original index of s (position ``sp``) and whether s is in r's group (only when
@@ -259,7 +259,7 @@ def _r_group(idx, rp, sp, near_i, kk, members):  # type: ignore[no-untyped-def] 
     return s_idx, False
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _stops(S, members, pmin, seen, stats):  # type: ignore[no-untyped-def]
     """With ``pmin > 0``: True, and ``stats[ST_STOP] = 1``, when the group ``members`` lacks
     ``pmin`` distinct values of a column of ``S`` (see :func:`lacks_p`)."""

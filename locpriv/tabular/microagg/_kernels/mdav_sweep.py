@@ -54,7 +54,7 @@ _GUESS = 1.25  # s's kth-neighbour distance is guessed as this times the previou
 ST_ITER, ST_PIVOT, ST_LIST, ST_CCAND, ST_SCAND1, ST_SCAND, ST_SRETRY = range(7)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _around(XT, idx, m, rp, q, allcols, dr, kk, near_d, near_i):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """The full pass: ``dr[:m]`` = squared distances of the live records to ``q`` (the record
     at position ``rp``). Returns the position of the furthest and fills the sorted ``kk``
@@ -73,7 +73,7 @@ def _around(XT, idx, m, rp, q, allcols, dr, kk, near_d, near_i):  # type: ignore
     return sp
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, cand2, part, acc):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Positions (other than ``sp``) of live records that may lie within ``delta`` of ``q``.
 
@@ -123,7 +123,7 @@ def _near_candidates(XT, m, sp, q, cols, dr, ds, delta, cand, cand2, part, acc):
     return n1, n2
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _remove(XT, idx, pos, dp, dr, labels, m, members, g, s_hi, s_lo):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Label the records ``members`` (original indices) ``g`` and swap-remove them."""
     d = XT.shape[0]
@@ -148,7 +148,7 @@ def _remove(XT, idx, pos, dp, dr, labels, m, members, g, s_hi, s_lo):  # type: i
     return m
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def mdav_kernel(X, k, stats, S, pmin):  # type: ignore[no-untyped-def]
     """Labels of fixed-size MDAV for ``X`` (n × d, C-contiguous float64) and ``1 <= k <= n``.
 

@@ -10,7 +10,7 @@ import numpy as np
 # ---- k-nearest-neighbour graph (candidate groups for each record) -----------------------------
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, nogil=True, inline="always")
 def _d2(X, i, o):  # type: ignore[no-untyped-def]
     a = 0.0
     for j in range(X.shape[1]):
@@ -19,7 +19,7 @@ def _d2(X, i, o):  # type: ignore[no-untyped-def]
     return a
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _offer(nd, ni, i, o, dd):  # type: ignore[no-untyped-def]
     """Offer neighbour ``o`` at squared distance ``dd`` to record ``i``'s sorted list."""
     L = nd.shape[1]
@@ -37,7 +37,7 @@ def _offer(nd, ni, i, o, dd):  # type: ignore[no-untyped-def]
     ni[i, t] = o
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def knn_exact(X, L):  # type: ignore[no-untyped-def]
     """The ``L`` nearest other records of every record, by brute force (O(n² d))."""
     n = X.shape[0]
@@ -51,13 +51,15 @@ def knn_exact(X, L):  # type: ignore[no-untyped-def]
     return ni
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def knn_approx(X, L, trees, leaf, seed, refine=True):  # type: ignore[no-untyped-def]  # noqa: PLR0917
     """Approximate ``L`` nearest neighbours: a random-projection forest (records sharing a
     leaf of any of ``trees`` trees are candidates), then (``refine``) one
     neighbours-of-neighbours round.
 
-    Uses numba's own (legacy-API) generator, seeded here with ``seed``.
+    Uses numba's own (legacy-API) generator, seeded here with ``seed``; its state is per thread,
+    so worker threads running this kernel at once (it releases the GIL) do not disturb each
+    other's streams.
     """
     np.random.seed(seed)  # noqa: NPY002
     n, d = X.shape

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def group_means(X, labels, g):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """g x d means of the groups ``labels`` (>= 0) over ``X`` (an empty group's mean is 0) and
     their sizes; the sums run in row order (as ``np.bincount(weights=...)``)."""
@@ -33,7 +33,7 @@ def group_means(X, labels, g):  # type: ignore[no-untyped-def]  # pragma: no cov
     return sums, cnt
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def pool_stats(X, labels, cen, face, g):  # type: ignore[no-untyped-def]  # pragma: no cover
     """Per group: the sum of its records' squared errors about ``cen`` (each record's error
     summed over the columns 0..d-1, then over the records in row order) and the least ``face``
@@ -110,7 +110,7 @@ def pool_stats_range(X, order, start, cen, face, c0, c1, err, near):  # type: ig
         near[c] = lo
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def canonical(labels, g):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Labels ``0..`` numbered in order of each group's first record, for labels in
     ``0..g-1`` (one pass; equals ``improve._canonical``)."""
@@ -126,7 +126,7 @@ def canonical(labels, g):  # type: ignore[no-untyped-def]  # pragma: no cover - 
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def group_span(X, labels, g):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """g x d least and greatest values of each group's records (``inf`` / ``-inf`` for an empty
     group) and the group sizes, in one pass over the rows (replaces ``np.minimum.at`` and
@@ -146,7 +146,7 @@ def group_span(X, labels, g):  # type: ignore[no-untyped-def]  # pragma: no cove
     return lo, hi, cnt
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def squared_error(X, labels, cen):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Sum over the records of the squared distance to their group's row of ``cen`` (each
     record's error summed over the columns 0..d-1, then over the records in row order); one
@@ -163,7 +163,7 @@ def squared_error(X, labels, cen):  # type: ignore[no-untyped-def]  # pragma: no
     return total
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def rows_by_bucket(bucket, count):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Rows ``i`` with ``0 <= bucket[i] < count`` grouped by bucket (a counting sort: stable,
     so each bucket's rows ascend) and the buckets' starts (``starts[count]`` = rows placed);

@@ -7,7 +7,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _dp(v, k):  # type: ignore[no-untyped-def]
     """Shortest path over the sorted values ``v``: returns (cost, size of the last group)."""
     n = v.shape[0]

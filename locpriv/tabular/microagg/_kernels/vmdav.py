@@ -10,7 +10,7 @@ from locpriv.tabular.microagg._kernels.neighbours import _d2
 # ---- V-MDAV ------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def vmdav_kernel(X, k, gamma):  # type: ignore[no-untyped-def]
     """V-MDAV (Solanas & Martínez-Ballesté 2006) in O(n² d / k): returns labels."""
     n, d = X.shape

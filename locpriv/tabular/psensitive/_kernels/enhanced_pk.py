@@ -33,7 +33,7 @@ IntArray = npt.NDArray[np.int64]
 _TOP = 32  # tuples kept per cluster in the pSEC rounds
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _less(hd: IntArray, hf: FloatArray, hc: IntArray, i: int, j: int) -> bool:
     """Heap order: larger Div, then smaller IL increase, then earlier cluster."""
     if hd[i] != hd[j]:
@@ -43,14 +43,14 @@ def _less(hd: IntArray, hf: FloatArray, hc: IntArray, i: int, j: int) -> bool:
     return bool(hc[i] < hc[j])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _swap(hd: IntArray, hf: FloatArray, hc: IntArray, i: int, j: int) -> None:
     hd[i], hd[j] = hd[j], hd[i]
     hf[i], hf[j] = hf[j], hf[i]
     hc[i], hc[j] = hc[j], hc[i]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _push(  # noqa: PLR0917
     hd: IntArray, hf: FloatArray, hc: IntArray, n: int, d: int, f: float, c: int
 ) -> int:
@@ -64,7 +64,7 @@ def _push(  # noqa: PLR0917
     return n + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _pop(hd: IntArray, hf: FloatArray, hc: IntArray, n: int) -> int:
     """Remove the top (read it before); returns the new size."""
     n -= 1
@@ -83,7 +83,7 @@ def _pop(hd: IntArray, hf: FloatArray, hc: IntArray, n: int) -> int:
     return n
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _epk_kernel(  # noqa: PLR0917
     num: FloatArray,
     inv: FloatArray,
@@ -242,7 +242,7 @@ def _epk_kernel(  # noqa: PLR0917
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _fill_top(  # noqa: PLR0917
     c: int,
     rows: IntArray,

@@ -25,7 +25,7 @@ LEAST_IL = 1  # smallest IL of the cluster with the tuple: the index of the best
 ALL_KEYS = 2  # Div and IL increase of every candidate, into ``out_div`` / ``out_key``
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _scan(  # noqa: PLR0917
     mode: int,
     c: int,
@@ -100,7 +100,7 @@ def _scan(  # noqa: PLR0917
     return best
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _least_increase(  # noqa: PLR0917
     x: int,
     clusters: IntArray,
@@ -145,7 +145,7 @@ def _least_increase(  # noqa: PLR0917
     return best
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _hom(c: int, nd: IntArray, p: int) -> int:
     """Definition 12 times r (0 iff the cluster is p-sensitive)."""
     tot = 0
@@ -154,7 +154,7 @@ def _hom(c: int, nd: IntArray, p: int) -> int:
     return tot
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _add(  # noqa: PLR0917
     c: int,
     x: int,
@@ -208,7 +208,7 @@ def _add(  # noqa: PLR0917
                 nd[c, a] = y + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _members(c: int, head: IntArray, nxt: IntArray) -> IntArray:
     """Rows of cluster ``c``, ascending."""
     cnt = 0

@@ -26,7 +26,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _hom(XT: FloatArray, i: int, gmin: FloatArray, gmax: FloatArray, inv: FloatArray) -> float:
     """Increase of sum_j (max_j - min_j)/range_j when record i (column of XT) joins a group."""
     acc = 0.0
@@ -39,7 +39,7 @@ def _hom(XT: FloatArray, i: int, gmin: FloatArray, gmax: FloatArray, inv: FloatA
     return acc
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _epk_kernel(  # noqa: PLR0917
     X: FloatArray,
     S: IntArray,

@@ -24,7 +24,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _seeded_kernel(  # noqa: PLR0917
     X: FloatArray,
     S: IntArray,

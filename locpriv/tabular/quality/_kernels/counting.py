@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def distinct_counts(labels, S, g):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """g × m distinct values of each column of ``S`` per group ``labels`` (0..g-1)."""
     n, m = S.shape
