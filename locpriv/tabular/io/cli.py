@@ -408,7 +408,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=WORKER_KINDS[0],
         help=(
             "threads (default: share the key matrix, a few MB each) or processes (spawned,"
-            " 0.7-1 GB each) for --workers; the release is the same"
+            " about 420 MB each) for --workers; the release is the same"
         ),
     )
     p.add_argument(

@@ -13,7 +13,7 @@ core: blocks are independent, and the release does not depend on where they ran.
   (:class:`SharedMatrix`): a task carries only its row indices (8 bytes a record instead of
   8·d) and the worker reads its records from the shared pages, so the parent no longer pickles
   each block (it falls back to pickling where ``/dev/shm`` lacks the room). Each process holds
-  its own interpreter, libraries and numba kernels (0.7-1.0 GB measured at 1M x 13).
+  its own interpreter, libraries and numba kernels (about 420 MB of its own, measured at 1M x 13).
 
 :func:`dask_runner` is a :class:`~locpriv.tabular.microagg.partitioned.Runner`: each block's records
 are scattered to the cluster and its task (:func:`~locpriv.tabular.microagg.partitioned.group_block`
