@@ -4,10 +4,11 @@ to client ids.
 Under the shipped mosquitto ACL (``pattern read {prefix}/v1/reply/%c``) a client reads only
 ``reply/<its own client id>``. A machine that wants a fresh reply topic ``reply/<X>`` (Protocol
 3's DS hop, Protocol 4's DS answers and token requests; so that DS cannot link a session's
-queries by topic) gets it here: :class:`ReplyEndpoints` opens a short-lived connection whose MQTT client
-id is ``X``, with the same URL and credentials, subscribes it to ``reply/<X>``, hands what
-arrives to ``deliver`` and closes it on unsubscription. Every other filter (the client's own
-reply topic, discovery cells, Protocol 4's peer reply topics) goes to the main connection.
+queries by topic) gets it here: :class:`ReplyEndpoints` opens a short-lived connection whose
+MQTT client id is ``X``, with the same URL and credentials, subscribes it to ``reply/<X>``,
+hands what arrives to ``deliver`` and closes it on unsubscription. Every other filter (the
+client's own reply topic, discovery cells, Protocol 4's peer reply topics) goes to the main
+connection.
 ``X`` must never be shown to anyone but the service asked: whoever knows it can CONNECT with
 it and take the connection over (docs/peer.md §2, "Reply topics").
 

@@ -230,3 +230,32 @@ async def test_an_insider_cannot_take_over_or_spoil_p4_replies(
         assert alice.stats["reply_no_token"] >= 20 * QUERIES
         assert alice.stats["invalid"] >= 1
         assert len(answers) == QUERIES
+
+
+@pytest.mark.asyncio
+async def test_an_app_cannot_publish_into_a_reply_topic(deployment: tuple[Deployment, str]) -> None:
+    """Only the services write ``reply/+`` now (P4 peers answer under ``peer/cell/``): mallory's
+    publication into bob's reply topic is dropped by the broker, while the same message into a
+    P4 reply topic bob subscribed to reaches him (the control)."""
+    dep, _ = deployment
+    creds = {
+        u: {"password": dep.passwords[u], "ca_file": str(dep.ca_file)} for u in ("bob", "mallory")
+    }
+    control = TOPICS.peer_reply("g1600_1_2", "control")
+    rep = PeerReply(
+        correlation_id="c1", responder=TokenWallet().pseudonym(0), lat=41.39, lon=2.17, t=1.0
+    )
+    async with (
+        connect(dep.app_url("bob"), **creds["bob"]) as bob,
+        connect(dep.app_url("mallory"), **creds["mallory"]) as mallory,
+    ):
+        await bob.subscribe(TOPICS.reply(bob.client_id), qos=1)
+        await bob.subscribe(control, qos=1)
+        await mallory.publish(TOPICS.reply(bob.client_id), encode(rep), qos=1)
+        await mallory.publish(control, encode(rep), qos=1)
+        got: list[str] = []
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2.0):
+                async for item in bob.messages():
+                    got.append(item.topic)
+        assert got == [control]
