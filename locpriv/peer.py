@@ -9,10 +9,14 @@
 ...         print(answer.pois, answer.group_size, answer.area_m2, answer.rounds)
 
 While the client is open it also answers neighbours' requests (the responder, under
-``config.responder``). Each query's two fresh reply topics are read on short-lived connections
-of their own whose client ids are those topics' last segments
-(:class:`~locpriv.transport.endpoints.ReplyEndpoints`), as a broker ACL that binds reply topics
-to client ids requires; ``password`` and ``ca_file`` (PEM, for ``mqtts``) apply to all of them.
+``config.responder``). Each query's peer replies arrive on a fresh topic under its discovery
+cell (``peer/cell/{cell}/r/{random}``), read on the main connection: the request names that
+topic to every device of the cell, so no connection may be bound to it (a client id named in a
+request could be taken over by any login). DS's answer and the issuer's come on fresh
+``reply/p4-{random}`` topics read on short-lived connections of their own whose client ids are
+those topics' last segments (:class:`~locpriv.transport.endpoints.ReplyEndpoints`), as a broker
+ACL that binds reply topics to client ids requires; only DS (or the issuer) sees them.
+``password`` and ``ca_file`` (PEM, for ``mqtts``) apply to every connection.
 ``user_id`` never leaves the device: the MQTT client id, reply topics,
 correlation ids and the requester/responder pseudonym are random. Times are Unix seconds from
 ``clock`` (default :func:`time.time`); noise from ``rng`` (default: seeded from OS entropy).

@@ -38,6 +38,13 @@ def _ok(user: str | None, topic: str, *, write: bool, cid: str = "c-alice") -> b
         ("alice", T.status("ds"), False, True),
         ("alice", T.status("ds"), True, False),
         ("alice", T.peer_cell("g100_1_2"), False, True),
+        ("alice", T.peer_reply("g100_1_2", "x"), False, True),
+        ("alice", T.peer_reply("g100_1_2", "x"), True, True),
+        ("alice", T.reply("c-bob"), True, False),  # only services answer on reply topics
+        ("alice", T.reply("c-alice"), True, False),
+        ("locpriv-ds", T.reply("c-alice"), True, True),
+        ("locpriv-issuer", T.reply("c-alice"), True, True),
+        ("locpriv-anonymizer", T.reply("c-alice"), True, True),
         ("alice", "$SYS/broker/clients", False, False),
         ("locpriv-ds", T.ds_query, False, True),
         ("locpriv-ds", T.svc_ds_query, False, True),

@@ -16,7 +16,7 @@ from locpriv.core.grouping import Group, select_group
 from locpriv.core.noise import GaussianMechanism, offset_lonlat, perturb
 from locpriv.core.poi import POIIndex, load_pois, refine
 from locpriv.errors import GroupInfeasible, RemoteError, RequestTimeout
-from locpriv.protocols.effects import Done, Effect, Failed, Send
+from locpriv.protocols.effects import Done, Effect, Failed, Send, Subscribe
 from locpriv.protocols.p4.machine import PeerMachine
 from locpriv.protocols.p4.types import (
     PeerAnswer,
@@ -245,7 +245,7 @@ def _averaging_error(reuse: bool, devices: int = 100, requests: int = 100) -> fl
             now = 10.0 * r  # one request every 10 s, within the reuse ttl
             req = PeerRequest(
                 correlation_id=f"c{r}",
-                reply_to=topics.reply("observer"),
+                reply_to=topics.peer_reply(m.grid.cell_of(LON0, LAT0), "observer"),
                 requester="observer",
                 lat=LAT0,
                 lon=LON0,
@@ -338,7 +338,7 @@ def test_responder_policy() -> None:
         m.receive(
             PeerRequest(
                 correlation_id="a",
-                reply_to=topics.reply("r"),
+                reply_to=topics.peer_reply(m.grid.cell_of(LON0, LAT0), "r"),
                 requester="r",
                 lat=LAT0,
                 lon=LON0,
@@ -354,7 +354,7 @@ def test_responder_policy() -> None:
     def req(who: str, cid: str, lon: float = LON0, reply_to: str | None = None) -> list[Effect]:
         r = PeerRequest(
             correlation_id=cid,
-            reply_to=reply_to or topics.reply(who),
+            reply_to=reply_to or topics.peer_reply(m.grid.cell_of(lon, LAT0), who),
             requester=who,
             lat=LAT0,
             lon=lon,
@@ -378,9 +378,91 @@ def test_responder_policy() -> None:
     )
     off.set_location(LON0, LAT0, 0.0)
     r = PeerRequest(
-        correlation_id="z", reply_to=topics.reply("r"), requester="r", lat=LAT0, lon=LON0, t=0.0
+        correlation_id="z",
+        reply_to=topics.peer_reply(off.grid.cell_of(LON0, LAT0), "r"),
+        requester="r",
+        lat=LAT0,
+        lon=LON0,
+        t=0.0,
     )
     assert off.receive(r, 0.0) == [] and off.stats["opted_out"] == 1
+
+
+def test_requests_name_a_reply_topic_under_their_own_cell() -> None:
+    """A query's peer reply topic is ``peer/cell/<cell of the request's point>/r/<random>``,
+    fresh per query, subscribed before the broadcast and unsubscribed when the window closes;
+    it names no connection (the DS answer alone comes on a ``reply/`` topic)."""
+    topics = Topics()
+    m = PeerMachine(config(), rng=np.random.default_rng(11))
+    m.set_location(LON0, LAT0, 0.0)
+    seen: list[str] = []
+    for j in range(3):
+        _, effects = m.start_query(NearestQuery(category="cafe", n=1), float(j))
+        subs = [e.topic for e in effects if isinstance(e, Subscribe)]
+        sends = [e for e in effects if isinstance(e, Send)]
+        reply_to = {e.message.reply_to for e in sends if isinstance(e.message, PeerRequest)}
+        assert len(reply_to) == 1 and len(sends) == 9
+        (topic,) = reply_to
+        req = sends[0].message
+        assert isinstance(req, PeerRequest)
+        assert topics.peer_reply_cell(topic) == m.grid.cell_of(req.lon, req.lat)
+        assert not topics.is_reply(topic) and topic in subs
+        assert sends[0].topic == topics.peer_cell(m.grid.cell_of(req.lon, req.lat))
+        assert not matches(f"{topics.root}/peer/cell/+", topic)
+        seen.append(topic)
+        (ds_topic,) = [t for t in subs if t not in (topic, m.cell_topic)]
+        assert topics.is_reply(ds_topic)
+    assert len(set(seen)) == 3
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda t, cell, other: t.reply("p4-x"),  # the old form: a connection's client id
+        lambda t, cell, other: t.peer_reply(other, "x"),  # another cell
+        lambda t, cell, other: t.peer_cell(cell),  # the discovery topic itself
+        lambda t, cell, other: f"{t.peer_cell(cell)}/r/x/y",
+        lambda t, cell, other: f"{t.peer_cell(cell)}/q/x",
+        lambda t, cell, other: f"{t.peer_cell(cell)}/r",
+        lambda t, cell, other: Topics("other").peer_reply(cell, "x"),  # another deployment
+        lambda t, cell, other: t.ds_query,
+        lambda t, cell, other: t.issuer_keys,
+        lambda t, cell, other: f"x/{t.peer_reply(cell, 'x')}",
+    ],
+)
+def test_responder_answers_only_into_the_requests_cell(make: object) -> None:
+    """Sans-I/O: a request whose ``reply_to`` is not ``peer/cell/<the cell of its point>/r/<id>``
+    gets no reply (``bad_reply_to``), whatever else it asks; the right form gets one, on it."""
+    topics = Topics()
+    m = PeerMachine(config(), rng=np.random.default_rng(12))
+    m.set_location(LON0, LAT0, 0.0)
+    cell = m.grid.cell_of(LON0, LAT0)
+    other = m.grid.block(LON0, LAT0)[1]
+    assert other != cell
+
+    def request(reply_to: str, cid: str) -> PeerRequest:
+        return PeerRequest(
+            correlation_id=cid, reply_to=reply_to, requester="r", lat=LAT0, lon=LON0, t=1.0
+        )
+
+    bad = make(topics, cell, other)  # type: ignore[operator]
+    assert m.receive(request(bad, "bad"), 1.0) == []
+    assert m.stats["bad_reply_to"] == 1 and m.stats["replied"] == 0
+    good = topics.peer_reply(cell, "x")
+    (send,) = [e for e in m.receive(request(good, "good"), 1.0) if isinstance(e, Send)]
+    assert send.topic == good and isinstance(send.message, PeerReply)
+    assert m.stats["replied"] == 1
+
+
+def test_peer_reply_topic_validator() -> None:
+    t = Topics("a/b")
+    assert t.peer_reply_cell(t.peer_reply("g1_2_3", "r0")) == "g1_2_3"
+    for bad in (t.peer_cell("g1_2_3"), t.reply("x"), f"{t.root}/peer/cell//r/x", "", t.root):
+        assert t.peer_reply_cell(bad) is None
+    with pytest.raises(ValueError):
+        t.peer_reply("g1", "a/b")
+    with pytest.raises(ValueError):
+        t.peer_reply("g+", "x")
 
 
 def test_reply_is_the_reused_perturbed_point_and_never_the_true_one() -> None:

@@ -266,7 +266,7 @@ def test_responders_ignore_uncertified_requests() -> None:
     assert own is not None
     req = PeerRequest(
         correlation_id="x1",
-        reply_to=TOPICS.reply("p4-x"),
+        reply_to=TOPICS.peer_reply(target.grid.cell_of(own.lon, own.lat), "x"),
         requester=TokenWallet().pseudonym(PERIOD),
         lat=own.lat,
         lon=own.lon,

@@ -6,14 +6,17 @@ same rules as the mosquitto ACL (deploy/acl) for the password-file deployment
 (deploy/amqtt-broker-auth.yaml), decided by :func:`allowed` (pure):
 
 * every login (apps, and the services): publish on ``loc|p1/query|p2/query|p3/cloak/+/<own
-  user name>``, ``issue/<own user name>``, ``ds/query``, ``peer/cell/#``, ``reply/+``; receive
+  user name>``, ``issue/<own user name>``, ``ds/query``, ``peer/cell/#``; receive
   ``config``, ``reply/<own client id>``, ``peer/cell/#``, ``status/+``;
-* ``ds_user``: also receives ``ds/query`` and ``svc/ds/query``, publishes on ``svc/reply/+``,
-  ``errors/ds`` and ``status/ds``;
-* ``issuer_user``: also receives ``issue/+``;
+* ``ds_user``: also receives ``ds/query`` and ``svc/ds/query``, publishes on ``reply/+``,
+  ``svc/reply/+``, ``errors/ds`` and ``status/ds``;
+* ``issuer_user``: also receives ``issue/+``, publishes on ``reply/+``;
 * ``anonymizer_user`` (a standalone anonymizer; the in-broker one needs no login): receives
-  locations, requests, ``svc/reply/+``, ``status/+``; publishes ``svc/ds/query``,
+  locations, requests, ``svc/reply/+``, ``status/+``; publishes ``reply/+``, ``svc/ds/query``,
   ``errors/anonymizer``, ``config``, ``status/+``.
+
+Only the services publish on ``reply/+``: Protocol 4's peer replies travel on
+``peer/cell/<cell>/r/<id>`` (docs/peer.md).
 
 Subscriptions are all granted (as mosquitto acknowledges a denied one) and every delivery is
 checked (amqtt's ``RECEIVE``), so a ``#`` subscription gets only what its login may read.
@@ -46,7 +49,6 @@ _APP_WRITE = (
     "issue/{u}",
     "ds/query",
     "peer/cell/#",
-    "reply/+",
 )
 _APP_READ = ("config", "reply/{c}", "peer/cell/#", "status/+")
 _SERVICE_READ = {
@@ -62,9 +64,9 @@ _SERVICE_READ = {
     ),
 }
 _SERVICE_WRITE = {
-    "ds": ("svc/reply/+", "errors/ds", "status/ds"),
-    "issuer": (),
-    "anonymizer": ("svc/ds/query", "errors/anonymizer", "config", "status/+"),
+    "ds": ("reply/+", "svc/reply/+", "errors/ds", "status/ds"),
+    "issuer": ("reply/+",),
+    "anonymizer": ("reply/+", "svc/ds/query", "errors/anonymizer", "config", "status/+"),
 }
 
 

@@ -3,11 +3,14 @@ to client ids.
 
 Under the shipped mosquitto ACL (``pattern read {prefix}/v1/reply/%c``) a client reads only
 ``reply/<its own client id>``. A machine that wants a fresh reply topic ``reply/<X>`` (Protocol
-3's DS hop, Protocol 4's per-query topics; so that DS and peers cannot link a session's queries
-by topic) gets it here: :class:`ReplyEndpoints` opens a short-lived connection whose MQTT client
-id is ``X``, with the same URL and credentials, subscribes it to ``reply/<X>``, hands what
-arrives to ``deliver`` and closes it on unsubscription. Every other filter (the client's own
-reply topic, discovery cells) goes to the main connection.
+3's DS hop, Protocol 4's DS answers and token requests; so that DS cannot link a session's
+queries by topic) gets it here: :class:`ReplyEndpoints` opens a short-lived connection whose
+MQTT client id is ``X``, with the same URL and credentials, subscribes it to ``reply/<X>``,
+hands what arrives to ``deliver`` and closes it on unsubscription. Every other filter (the
+client's own reply topic, discovery cells, Protocol 4's peer reply topics) goes to the main
+connection.
+``X`` must never be shown to anyone but the service asked: whoever knows it can CONNECT with
+it and take the connection over (docs/peer.md §2, "Reply topics").
 
 Cost: one broker connection per fresh topic (see docs/operations.md, "Costs of fresh reply
 topics"); closing happens in the background so that an answer is never delayed by it.

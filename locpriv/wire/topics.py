@@ -16,11 +16,13 @@ topic                       payload                               QoS    retaine
 ``ds/query``                DSQuery (apps: P3's second hop, P4)   1      no
 ``svc/ds/query``            DSQuery (mediator -> DS only)         1      no
 ``reply/{client_id}``       replies: CloakReply, QueryAnswer,     1      no
-                            ErrorReply, PeerReply
+                            ErrorReply, IssueAnswer
 ``svc/reply/{client_id}``   QueryAnswer/ErrorReply (DS ->         1      no
                             mediator only), with a ``mac``
 ``errors/{service}``        ErrorReply for unparseable requests   1      no
 ``peer/cell/{cell}``        PeerRequest (Protocol 4 discovery)    0      no
+``peer/cell/{c}/r/{id}``    PeerReply (Protocol 4, per query;     1      no
+                            ``{c}``: the request's cell)
 ``status/{service}``        "online"/"offline" (last will)        1      yes
 ``issue/{user}``            IssueRequest (device -> issuer)       1      no
 ``issuer/key``              IssuerKeys (issuer -> all)            1      yes
@@ -40,8 +42,12 @@ app flood of the public ``ds/query`` is a separate lane at DS, and no app reads 
 answers to the mediator. Those answers also carry a MAC (:class:`locpriv.protocols.seal.
 AnswerMac`): the mediator relays only what DS produced for the query it sent.
 
-Protocol 4 uses a fresh ``reply/p4-<random>`` per query and purpose (peer replies, DS
-answer); ``{cell}`` is ``g{side_m}_{row}_{col}`` from :mod:`locpriv.core.cells` (docs/peer.md).
+Protocol 4: a requester's peers answer on ``peer/cell/{cell}/r/{random}`` (:meth:`Topics.
+peer_reply`), under the cell its request is centred on, which it reads on its main connection
+(no connection's client id is named by it, so knowing the topic lets nobody take a connection
+over); DS answers it on a fresh ``reply/p4-<random>`` read on a connection of its own (DS alone
+sees that topic). ``{cell}`` is ``g{side_m}_{row}_{col}`` from :mod:`locpriv.core.cells`
+(docs/peer.md).
 """
 
 from __future__ import annotations
@@ -217,6 +223,27 @@ class Topics:
     def peer_cell(self, cell: str) -> str:
         """Protocol 4 discovery topic of one spatial cell."""
         return f"{self.root}/peer/cell/{_segment(cell, 'cell')}"
+
+    def peer_reply(self, cell: str, reply_id: str) -> str:
+        """A Protocol 4 requester's reply topic for one query, ``peer/cell/{cell}/r/{reply_id}``:
+        ``cell`` is the cell of the request's (perturbed) point, ``reply_id`` fresh random.
+
+        Two levels below the cell's discovery topic, so ``peer/cell/+`` does not match it
+        (``peer/cell/#`` does: every login of the deployment may read it, docs/peer.md)."""
+        return f"{self.peer_cell(cell)}/r/{_segment(reply_id, 'reply id')}"
+
+    def peer_reply_cell(self, topic: str) -> str | None:
+        """The cell of a :meth:`peer_reply` topic, or None when ``topic`` is not exactly
+        ``{prefix}/v1/peer/cell/<one segment>/r/<one segment>``."""
+        prefix = f"{self.root}/peer/cell/"
+        if not topic.startswith(prefix):
+            return None
+        parts = topic[len(prefix) :].split("/")
+        if len(parts) != 3 or parts[1] != "r":
+            return None
+        if not (_SEGMENT.fullmatch(parts[0]) and _SEGMENT.fullmatch(parts[2])):
+            return None
+        return parts[0]
 
     def issue(self, user_id: str) -> str:
         """Where ``user_id`` asks the issuer for a Protocol 4 token (blinded; the broker's ACL

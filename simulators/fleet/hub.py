@@ -7,7 +7,8 @@ executes their effects over the shard's broker connection:
   device of the shard listens on the cell, and a request arriving on it is fanned out to those
   devices after a vectorised pre-filter on their published (perturbed) points; each machine
   still applies its own responder policy;
-* per-query reply topics are received through one ``reply/+`` subscription
+* per-query reply topics (peers': ``peer/cell/{cell}/r/{id}``; DS's: ``reply/{id}``) are
+  received through the wildcards ``peer/cell/+/r/+`` and ``reply/+``
   (``FleetOptions.p4_reply_wildcard``) or subscribed one by one; topics are unsubscribed by one
   task, one at a time, each bounded to 2 s;
 * effects are queued and executed by ``FleetOptions.publishers`` tasks (the dispatcher never
@@ -104,6 +105,7 @@ class PeerHub:
         self.transport = transport
         if self.opts.p4_reply_wildcard:
             await transport.subscribe(f"{self.topics.root}/reply/+", qos=1)
+            await transport.subscribe(f"{self.topics.root}/peer/cell/+/r/+", qos=1)
 
     def workers(self) -> list[asyncio.Task[None]]:
         """Start the deadline timer, the unsubscriber and the publisher tasks."""
@@ -159,8 +161,12 @@ class PeerHub:
                 self.diag["peer_effect_errors"] += 1
                 log.debug("peer effect failed: %s", exc)
 
+    def _is_cell(self, topic: str) -> bool:
+        """A discovery cell topic (shared by the shard's devices), not a per-query one."""
+        return "/peer/cell/" in topic and self.topics.peer_reply_cell(topic) is None
+
     async def subscribe(self, uid: int, topic: str, qos: int) -> None:
-        if "/peer/cell/" in topic:
+        if self._is_cell(topic):
             members = self.cell_members.setdefault(topic, set())
             first = not members
             members.add(uid)
@@ -172,7 +178,7 @@ class PeerHub:
                 await self.transport.subscribe(topic, qos=qos)
 
     async def unsubscribe(self, uid: int, topic: str) -> None:
-        if "/peer/cell/" in topic:
+        if self._is_cell(topic):
             members = self.cell_members.get(topic)
             if members is not None:
                 members.discard(uid)

@@ -59,9 +59,10 @@ class FleetOptions:
     log_level: int = logging.WARNING
     """Logging level of the worker processes."""
     p4_reply_wildcard: bool = True
-    """Receive the devices' per-query P4 reply topics through one ``reply/+`` subscription
-    instead of two subscribe/unsubscribe round trips per query (amqtt 0.12 handles that churn
-    badly under load). Every shard then also sees other clients' replies and ignores them."""
+    """Receive the devices' per-query P4 reply topics through the ``reply/+`` and
+    ``peer/cell/+/r/+`` subscriptions instead of two subscribe/unsubscribe round trips per
+    query (amqtt 0.12 handles that churn badly under load). Every shard then also sees other
+    clients' replies and ignores them."""
     publishers: int = 64
     """Tasks per shard publishing peer-machine effects (replies, unsubscriptions)."""
     bounds: ProfileBounds = field(default_factory=ProfileBounds)

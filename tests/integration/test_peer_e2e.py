@@ -229,7 +229,10 @@ async def test_static_device_replies_with_one_point(amqtt_url: str, topics: Topi
         fleet(amqtt_url, topics, 1, seed=4, responder=policy) as (_, where),
         connect(amqtt_url) as observer,
     ):
-        reply_to = topics.reply("observer")
+        from locpriv.core.cells import CellGrid
+
+        side = PeerConfig(k=K, a_min_m2=A_MIN, a_max_m2=A_MAX).side_m
+        reply_to = topics.peer_reply(CellGrid(side).cell_of(*where[0]), "observer")
         await observer.subscribe(reply_to)
         got: list[tuple[float, float]] = []
 
@@ -240,8 +243,6 @@ async def test_static_device_replies_with_one_point(amqtt_url: str, topics: Topi
                     got.append((msg.lon, msg.lat))
 
         task = asyncio.create_task(collect())
-        from locpriv.core.cells import CellGrid
-
         cfg = PeerConfig(k=K, a_min_m2=A_MIN, a_max_m2=A_MAX)
         lon, lat = where[0]
         for r in range(30):

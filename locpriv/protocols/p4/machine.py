@@ -2,9 +2,13 @@
 
 Requester, per query (``start_query``):
 
-1. subscribe to two fresh random reply topics (one for peers, one for DS, so DS and peers cannot
-   link the two by topic) and publish a :class:`PeerRequest` carrying the device's *perturbed*
-   point to the 3×3 block of discovery cells around it (:mod:`locpriv.core.cells`);
+1. subscribe to two fresh random reply topics, one for peers and one for DS, so DS and peers
+   cannot link the two by topic: peers answer on ``peer/cell/{cell}/r/{random}``
+   (:meth:`~locpriv.wire.topics.Topics.peer_reply`, ``cell`` that of the device's perturbed
+   point), which the driver reads on its main connection; DS on ``reply/p4-{random}``, read on
+   a connection of its own; then publish a :class:`PeerRequest` carrying the perturbed point
+   and the peers' reply topic to the 3×3 block of discovery cells around it
+   (:mod:`locpriv.core.cells`);
 2. collect :class:`PeerReply` messages for ``window_s`` seconds, dropping and counting invalid,
    unsolicited, duplicated (per responder, per point), stale and implausibly far ones;
 3. choose ``k-1`` replies with :func:`locpriv.core.grouping.select_group` (A_min < A < A_max, least
@@ -24,8 +28,10 @@ one login contributes at most the issuer's ``per_login`` points to a group.
 
 Responder (``receive(PeerRequest)``): answers with the device's current perturbed point under
 :class:`ResponderPolicy` (opt-out, maximum distance, token buckets per requester pseudonym and
-overall: :mod:`locpriv.protocols.p4.responder`); it never replies to itself and only to topics
-under ``{root}/reply/``.
+overall: :mod:`locpriv.protocols.p4.responder`); it never replies to itself, and only on a
+``reply_to`` of the form ``peer/cell/{cell}/r/{id}`` whose ``cell`` is the cell of the request's
+point, the cell the request was published around (``bad_reply_to`` otherwise): a request cannot
+make peers publish anywhere else.
 
 The perturbed point is one :class:`~locpriv.core.noise.PerturbedPoint` shared by requests and
 replies (the averaging defence); the device listens on the cell of that perturbed point.
@@ -235,7 +241,7 @@ class PeerMachine:
             true_lat=self._true[1],
             own_lon=own[0],
             own_lat=own[1],
-            peer_topic=self.topics.reply(f"p4-{self._token()}"),
+            peer_topic=self.topics.peer_reply(self.grid.cell_of(*own), self._token()),
             ds_topic=self.topics.reply(f"p4-{self._token()}"),
             started=now,
             deadline=now + self.config.window_s,
@@ -310,8 +316,8 @@ class PeerMachine:
         if not self.config.responder.enabled:
             self.stats["opted_out"] += 1
             return []
-        if not self.topics.is_reply(req.reply_to):
-            self.stats["bad_reply_to"] += 1
+        if self.topics.peer_reply_cell(req.reply_to) != self.grid.cell_of(req.lon, req.lat):
+            self.stats["bad_reply_to"] += 1  # only into the request's own cell: no reflection
             return []
         own, effects = self._refresh(now)
         if own is None:
