@@ -1,7 +1,7 @@
 """Memory of a release through the pandas front (issue 23: 10M x 13 within 8 GB): the key
 matrix is built column by column, the released float columns are the written values (no copy),
-the written values' differences to the key matrix are formed in place, and a whole
-``anonymize`` call holds a bounded number of n x d copies. Every change keeps the release
+the information loss sums the squared differences row by row (no n x d matrix of them), and a
+whole ``anonymize`` call holds a bounded number of n x d copies. Every change keeps the release
 bit for bit (the reference implementations here are the former code)."""
 
 from __future__ import annotations
