@@ -32,17 +32,19 @@ import pytest
 from _deploy import Deployment
 from _svc_helpers import wait_until
 from test_peer_e2e import POIS
-from test_peer_tokens_deploy import ISSUER, PERIOD_S, deployment, serving
+from test_peer_tokens_deploy import (
+    PERIOD_S,
+    certified_peers,
+    deployment,
+    p4_services,
+    serving,
+)
 
-from locpriv.config import ServiceConfig
 from locpriv.core.noise import offset_lonlat
 from locpriv.core.poi import refine
 from locpriv.errors import DecodeError
 from locpriv.peer import PeerClient
 from locpriv.protocols.p4.tokens import TokenWallet, period_of
-from locpriv.protocols.p4.types import PeerConfig
-from locpriv.service.ds import DSService
-from locpriv.service.issuer import IssuerService
 from locpriv.transport import Transport, connect
 from locpriv.wire.messages import NearestQuery, PeerReply, PeerRequest, decode, encode
 from locpriv.wire.topics import Topics
@@ -158,23 +160,8 @@ async def test_an_insider_cannot_take_over_or_spoil_p4_replies(
     deployment: tuple[Deployment, str], tmp_path: Path
 ) -> None:
     dep, issuer_password = deployment
-    config = ServiceConfig()
-    issuer = IssuerService(
-        dep.plain_url(ISSUER),
-        config,
-        key_dir=tmp_path / "keys",
-        period_s=PERIOD_S,
-        password=issuer_password,
-    )
-    ds = DSService(dep.plain_url("locpriv-ds"), config, password=dep.passwords["locpriv-ds"])
-    peer_config = PeerConfig(
-        k=4,
-        a_min_m2=20_000.0,
-        a_max_m2=5_000_000.0,
-        window_s=1.0,
-        pseudonym_ttl_s=PERIOD_S,
-        require_tokens=True,
-    )
+    issuer, ds = p4_services(dep, issuer_password, tmp_path)
+    peer_config = certified_peers(4, window_s=1.0)
     users = ("alice", "bob", "carol", "dave", "erin", "fay", "gus")
     rng = np.random.default_rng(8)
     period = period_of(time.time(), PERIOD_S)

@@ -91,6 +91,35 @@ def with_issuer(dep: Deployment) -> str:
     return password
 
 
+def p4_services(
+    dep: Deployment, issuer_password: str, tmp_path: Path
+) -> tuple[IssuerService, DSService]:
+    """The issuer (keys under ``tmp_path``) and DS of the shipped deployment, each under its
+    own service login."""
+    config = ServiceConfig()
+    issuer = IssuerService(
+        dep.plain_url(ISSUER),
+        config,
+        key_dir=tmp_path / "keys",
+        period_s=PERIOD_S,
+        password=issuer_password,
+    )
+    ds = DSService(dep.plain_url("locpriv-ds"), config, password=dep.passwords["locpriv-ds"])
+    return issuer, ds
+
+
+def certified_peers(k: int, window_s: float) -> PeerConfig:
+    """Devices that count only certified replies, one pseudonym a token period."""
+    return PeerConfig(
+        k=k,
+        a_min_m2=20_000.0,
+        a_max_m2=5_000_000.0,
+        window_s=window_s,
+        pseudonym_ttl_s=PERIOD_S,
+        require_tokens=True,
+    )
+
+
 @pytest.fixture(scope="module")
 def deployment() -> Iterator[tuple[Deployment, str]]:
     from conftest import _require_mosquitto
@@ -126,25 +155,10 @@ async def test_tokens_on_the_shipped_deployment(
     deployment: tuple[Deployment, str], tmp_path: Path
 ) -> None:
     dep, issuer_password = deployment
-    config = ServiceConfig()
-    issuer = IssuerService(
-        dep.plain_url(ISSUER),
-        config,
-        key_dir=tmp_path / "keys",
-        period_s=PERIOD_S,
-        password=issuer_password,
-    )
-    ds = DSService(dep.plain_url("locpriv-ds"), config, password=dep.passwords["locpriv-ds"])
+    issuer, ds = p4_services(dep, issuer_password, tmp_path)
     rng = np.random.default_rng(3)
     users = ("alice", "bob", "carol", "dave", "erin")
-    peer_config = PeerConfig(
-        k=3,
-        a_min_m2=20_000.0,
-        a_max_m2=5_000_000.0,
-        window_s=0.5,
-        pseudonym_ttl_s=PERIOD_S,
-        require_tokens=True,
-    )
+    peer_config = certified_peers(3, window_s=0.5)
     period = period_of(time.time(), PERIOD_S)
     async with serving(ds), serving(issuer), contextlib.AsyncExitStack() as stack:
         peers = []
@@ -211,23 +225,8 @@ async def test_one_login_over_the_wire_holds_at_most_two_members(
     is refused) and answers alice's requests with 30 replies under fresh pseudonyms, 2 of them
     certified: alice's group of k = 5 holds at most 2 of her points, the rest are honest."""
     dep, issuer_password = deployment
-    config = ServiceConfig()
-    issuer = IssuerService(
-        dep.plain_url(ISSUER),
-        config,
-        key_dir=tmp_path / "keys",
-        period_s=PERIOD_S,
-        password=issuer_password,
-    )
-    ds = DSService(dep.plain_url("locpriv-ds"), config, password=dep.passwords["locpriv-ds"])
-    peer_config = PeerConfig(
-        k=5,
-        a_min_m2=20_000.0,
-        a_max_m2=5_000_000.0,
-        window_s=1.0,
-        pseudonym_ttl_s=PERIOD_S,
-        require_tokens=True,
-    )
+    issuer, ds = p4_services(dep, issuer_password, tmp_path)
+    peer_config = certified_peers(5, window_s=1.0)
     users = ("alice", "bob", "carol", "dave", "erin", "fay", "gus")
     rng = np.random.default_rng(4)
     period = period_of(time.time(), PERIOD_S)
