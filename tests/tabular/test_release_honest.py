@@ -17,7 +17,7 @@ from pycanon import anonymity
 
 from locpriv.cli import main
 from locpriv.errors import ConfigError, DataError
-from locpriv.tabular import anonymize
+from locpriv.tabular import anonymize, generalise
 from locpriv.tabular.io.estimators import Microaggregator
 from locpriv.tabular.io.frame import (
     _loo_mode_accuracy,
@@ -211,6 +211,11 @@ def test_audit_flags_near_unique_and_key_predicting_columns() -> None:
         anonymize(df, "age", k=5, drop="nope")
     with pytest.raises(ConfigError, match="column 'age' to drop is a key"):
         anonymize(df, ["age", "income"], k=5, drop="age")
+    # the generalisation front checks --drop the same way (frame.check_drop)
+    with pytest.raises(DataError, match="column 'nope' to drop not found"):
+        generalise(df, ["age"], k=5, method="mondrian", drop="nope")
+    with pytest.raises(ConfigError, match="column 's' to drop is a key or confidential"):
+        generalise(df, ["age"], ["s"], k=5, method="mondrian", drop="s")
 
 
 def test_leave_one_out_accuracy_against_a_plain_count() -> None:

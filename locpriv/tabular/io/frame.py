@@ -139,6 +139,21 @@ def check_frame(
         raise ConfigError(f"p={p} needs at least one confidential attribute (sensitive)")
 
 
+def check_drop(
+    dropped: Sequence[str],
+    every: Sequence[str],
+    qi: Sequence[str],
+    sensitive: Sequence[str],
+) -> None:
+    """Raise a one-line DataError / ConfigError when a column to drop is not among ``every``
+    (the input's columns) or is a key or confidential attribute."""
+    for name in dropped:
+        if name not in every:
+            raise DataError(f"column {name!r} to drop not found in the input")
+        if name in qi or name in sensitive:
+            raise ConfigError(f"column {name!r} to drop is a key or confidential attribute")
+
+
 def _exact(x: float) -> str:
     """A bound as written: short (``%g``) where that is exact, else the shortest exact repr, so
     an interval always holds its group's values."""
@@ -610,12 +625,7 @@ def plan_release(  # noqa: PLR0917 - the documented front's parameters
     for name in [*ordinal, *nominal]:
         if name not in qi:
             raise ConfigError(f"categorical column {name!r} is not a key attribute")
-    every = list(df.columns) if columns is None else list(columns)
-    for name in dropped:
-        if name not in every:
-            raise DataError(f"column {name!r} to drop not found in the input")
-        if name in qi or name in sensitive:
-            raise ConfigError(f"column {name!r} to drop is a key or confidential attribute")
+    check_drop(dropped, list(df.columns) if columns is None else list(columns), qi, sensitive)
     if release not in ("centroids", "intervals"):
         raise ConfigError(f"release must be 'centroids' or 'intervals', got {release!r}")
     with ExitStack() as stack:

@@ -54,7 +54,14 @@ from locpriv.tabular.generalisation.optimal import optimal
 from locpriv.tabular.generalisation.release import GeneralisedRelease
 from locpriv.tabular.generalisation.samarati import samarati
 from locpriv.tabular.io.estimators import row_order
-from locpriv.tabular.io.frame import Columns, Release, as_columns, check_frame, finish_release
+from locpriv.tabular.io.frame import (
+    Columns,
+    Release,
+    as_columns,
+    check_drop,
+    check_frame,
+    finish_release,
+)
 from locpriv.tabular.microagg.partitioned import current_stage_log, stage_log
 from locpriv.tabular.models.spec import ModelCheck, PrivacyModels
 from locpriv.tabular.quality import loss as losses
@@ -300,12 +307,7 @@ def plan_generalised(
         if method not in GEN_METHODS:
             raise ConfigError(f"method must be one of {', '.join(GEN_METHODS)}; got {method!r}")
         check_frame(df, qi, sensitive, models.k, 1)  # l may exceed k here; ModelCheck checks l
-        every = list(df.columns) if columns is None else list(columns)
-        for name in dropped:
-            if name not in every:
-                raise DataError(f"column {name!r} to drop not found in the input")
-            if name in qi or name in sensitive:
-                raise ConfigError(f"column {name!r} to drop is a key or confidential attribute")
+        check_drop(dropped, list(df.columns) if columns is None else list(columns), qi, sensitive)
         hmap = dict(hierarchies or {})
         for name in hmap:
             if name not in qi:
