@@ -1,40 +1,32 @@
 #!/usr/bin/env bash
-# Set up a development environment: Debian's mosquitto and its command-line clients and Debian's
-# chromium (headless, for the demo map's and the HTML risk report's tests; each only if missing) and .venv with locpriv[dev].
+# Set up a development environment: Debian's mosquitto and its command-line clients, for the tests
+# also Debian's chromium (headless) and systemd (systemd-analyze), each only if missing, and .venv
+# with locpriv[dev].
 # Idempotent: safe to run again. Usage: bash scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+apt_install() {  # apt_install WHY PACKAGE...: Debian packages, with sudo unless root
+  echo "setup: installing Debian's ${*:2} ($1)" >&2
+  local sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${@:2}" >/dev/null
+}
+
 if [ ! -x /usr/sbin/mosquitto ] || ! command -v mosquitto_pub >/dev/null 2>&1; then
-  echo "setup: installing Debian's mosquitto and mosquitto-clients" >&2
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo_cmd apt-get update -qq
-  $sudo_cmd apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null
+  apt_install "the broker of the services and the tests" mosquitto mosquitto-clients
 fi
 
-# headless Chromium for tests/simulators/test_sim_map.py (the demo map) and
-# tests/tabular/test_assess_cli.py (the HTML risk report); the demo does not need it
-# (scripts/demo.sh sets LOCPRIV_SETUP_BROWSER=0)
-if [ "${LOCPRIV_SETUP_BROWSER:-1}" != 0 ] && ! command -v chromium >/dev/null 2>&1; then
-  echo "setup: installing Debian's chromium (headless browser for tests/simulators/test_sim_map.py and tests/tabular/test_assess_cli.py)" >&2
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo_cmd apt-get update -qq
-  $sudo_cmd apt-get install -y -qq --no-install-recommends chromium >/dev/null
-fi
-
-# systemd-analyze for tests/integration/test_deploy.py (systemd's own check of the shipped
-# units); test-only like Chromium, so the demo skips it too
-if [ "${LOCPRIV_SETUP_BROWSER:-1}" != 0 ] && ! command -v systemd-analyze >/dev/null 2>&1; then
-  echo "setup: installing Debian's systemd (systemd-analyze verify of deploy/systemd in the tests)" >&2
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo_cmd apt-get update -qq
-  $sudo_cmd apt-get install -y -qq --no-install-recommends systemd >/dev/null
+# Test-only packages (the demo skips them: scripts/demo.sh sets LOCPRIV_SETUP_BROWSER=0)
+if [ "${LOCPRIV_SETUP_BROWSER:-1}" != 0 ]; then
+  # headless Chromium for the demo map and the HTML risk report tests
+  command -v chromium >/dev/null 2>&1 ||
+    apt_install "headless browser for tests/simulators/test_sim_map.py and tests/tabular/test_assess_cli.py" chromium
+  # systemd-analyze: systemd's own check of the shipped units in tests/integration/test_deploy.py
+  command -v systemd-analyze >/dev/null 2>&1 ||
+    apt_install "systemd-analyze verify of deploy/systemd in the tests" systemd
 fi
 
 python=${PYTHON:-python3}
