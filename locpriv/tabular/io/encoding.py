@@ -68,8 +68,7 @@ def encode_column(values: npt.NDArray[np.float64], kind: Kind) -> FloatArray:
         return zscore(v[:, None])
     if kind == "ordinal":
         return zscore(v[:, None])  # codes are ranks 0..c-1; scaled rank distance
-    ncat = int(v.max()) + 1 if v.size else 0
-    onehot = np.zeros((v.size, max(ncat, 1)), dtype=np.float64)
+    onehot = np.zeros((v.size, _width(v, kind)), dtype=np.float64)
     onehot[np.arange(v.size), v.astype(np.int64)] = 1.0 / np.sqrt(2.0)
     return onehot
 
