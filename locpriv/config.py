@@ -20,15 +20,17 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     session_s_bound = 14400.0          # longest historical-k-anonymity session a request may ask
     session_margin_m = 100.0           # session regions keep members this far from the edges
     session_speed_m_s = 3.0            # ... or speed x age of the member's last update, if less
-    session_pool_factor = 3            # a session's set starts with this many x k members ...
+    session_pool_factor = 2            # a session's set starts with this many x k members ...
     session_shrink_requests = 10       # ... and narrows to k over this many answered requests
     session_candidate_factor = 16      # first members chosen among this many x k (motion-ranked)
-    session_horizon_s = 600.0          # members ranked by forecast distance over this; 0: now
+    session_horizon_s = 1800.0         # members ranked by expected distance over this; 0: now
+    session_forecast_s = 300.0         # ... trusting straight-line forecasts this long
     session_keep_bystanders = true     # members a region covers with margin stay in the set
     session_rekey_factor = 0.0         # >0: restart a session past this x the shared region
     session_slack = 2                  # >0: or k + this many members, thin margins, self-audit
     session_drift_m_s = 1.0            # thin margin: floor + this x age of the member's update
     session_floor_m = 5.0              # ... (m); also the self-audit's tolerance
+    session_risk = 0.0001              # thinner margins for members who stayed put, within this
     session_adopt = true               # everyone the first region covers joins the set
                                        # (smaller regions, linkable restarts: see algorithms.md)
     default_k = 10
@@ -139,15 +141,17 @@ class CloakSection(_Section):
     session_s_bound: float = Field(4 * 3600.0, ge=0)
     session_margin_m: float = Field(100.0, ge=0)
     session_speed_m_s: float = Field(3.0, ge=0, le=1000)
-    session_pool_factor: int = Field(3, ge=1, le=100)
+    session_pool_factor: int = Field(2, ge=1, le=100)
     session_shrink_requests: int = Field(10, ge=1, le=10_000)
     session_candidate_factor: int = Field(16, ge=1, le=100)
-    session_horizon_s: float = Field(600.0, ge=0, le=86_400)
+    session_horizon_s: float = Field(1800.0, ge=0, le=86_400)
+    session_forecast_s: float = Field(300.0, ge=0, le=86_400)
     session_keep_bystanders: bool = True
     session_rekey_factor: float = Field(0.0, ge=0, le=1e6)
     session_slack: int = Field(2, ge=0, le=1000)
     session_drift_m_s: float = Field(1.0, ge=0, le=1000)
     session_floor_m: float = Field(5.0, ge=0, le=10_000)
+    session_risk: float = Field(1e-4, gt=0, lt=1)
     session_adopt: bool = True
     default_k: int = Field(10, ge=1)
     default_a_min_m2: float = Field(1e4, ge=0)
@@ -279,11 +283,13 @@ class ServiceConfig(_Section):
             session_shrink_requests=c.session_shrink_requests,
             session_candidate_factor=c.session_candidate_factor,
             session_horizon_s=c.session_horizon_s,
+            session_forecast_s=c.session_forecast_s,
             session_keep_bystanders=c.session_keep_bystanders,
             session_rekey_factor=c.session_rekey_factor,
             session_slack=c.session_slack,
             session_drift_m_s=c.session_drift_m_s,
             session_floor_m=c.session_floor_m,
+            session_risk=c.session_risk,
             session_adopt=c.session_adopt,
             default=CloakParams(
                 k=c.default_k,

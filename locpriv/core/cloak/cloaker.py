@@ -52,7 +52,12 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
-from locpriv.core.cloak.history import motion_groups, motion_scores, session_region
+from locpriv.core.cloak.history import (
+    motion_groups,
+    motion_scores,
+    session_region,
+    still_margins,
+)
 from locpriv.core.cloak.partition import (
     Partition,
     build_partition,
@@ -519,6 +524,7 @@ class Cloaker:
                 snap.still_s[idx],
                 me,
                 cfg.session_horizon_s,
+                cfg.session_forecast_s,
             )
         age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
         margin = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
@@ -529,7 +535,7 @@ class Cloaker:
         slack = cfg.session_slack
         if slack > 0 and len(rows) >= session.k + slack:
             # thin margins around dead-reckoned positions, k + slack members (statistical)
-            guess, drift = self._thin(snap, idx, xy, age, margin)
+            guess, drift = self._thin(snap, idx, xy, age, margin, session.k, me)
             m_thin = max(session.k + slack, min(m + slack, len(rows)))
             got = session_region(
                 guess,
@@ -565,7 +571,7 @@ class Cloaker:
                     margin = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
                     at = xy
                     if thin:
-                        at, margin = self._thin(snap, idx, xy, age, margin)
+                        at, margin = self._thin(snap, idx, xy, age, margin, session.k, me)
             # every member the region covers with her margin stays (the chosen ones do)
             held = (
                 (at[:, 0] - margin >= x0)
@@ -594,13 +600,33 @@ class Cloaker:
         )
         return region, ""
 
-    def _thin(self, snap: _Snapshot, idx: I64, xy: F64, age: F64, margin: F64) -> tuple[F64, F64]:
+    def _thin(  # noqa: PLR0917
+        self, snap: _Snapshot, idx: I64, xy: F64, age: F64, margin: F64, k: int, me: int
+    ) -> tuple[F64, F64]:
         """Dead-reckoned positions of snapshot rows ``idx`` (at ``xy``, fixes ``age`` s old) and
-        their thin margins (never above the worst-case ``margin``)."""
+        their thin margins (never above the worst-case ``margin``): ``floor + drift * age``,
+        thinner for members who had stayed put for long (:func:`still_margins`, ``k`` the
+        session's). Row ``me``, the requester, keeps her fix and her worst-case margin: the
+        region must hold her, not only probably (her request usually brings a fresh fix)."""
         cfg = self.config
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
-        drift = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * age)
-        return xy + v * age[:, None], drift
+        standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * age)
+        # how long each had stayed put when she sent her fix (0: she was moving)
+        stayed = np.maximum(snap.still_s[idx] - (snap.time - snap.t[idx]), 0.0)
+        drift = still_margins(
+            age,
+            stayed,
+            standard,
+            k=k,
+            slack=cfg.session_slack,
+            risk=cfg.session_risk,
+            speed_m_s=cfg.session_speed_m_s,
+            floor_m=cfg.session_floor_m,
+        )
+        guess = xy + v * age[:, None]
+        guess[me] = xy[me]
+        drift[me] = margin[me]
+        return guess, drift
 
     def _audit(self, session: _Session) -> None:
         """Drop from ``session`` every member whose update since a region was answered from

@@ -21,7 +21,11 @@ only after ``session_s`` without one: restarting it at once would hand the attac
 unrelated set to intersect with. With ``session_slack`` > 0 the cloaker also builds the region
 of ``k + slack`` members at their dead-reckoned positions with thin margins, answers the smaller
 of the two, and audits each member against her next fix (``Cloaker._audit``): a statistical
-guarantee, measured in docs/algorithms.md. Coordinates are local metres; areas m².
+guarantee, measured in docs/algorithms.md. Members are ranked by :func:`motion_scores` (where
+their straight-line forecasts put them for the next minutes, and how long each has stayed put:
+stays tend to last), and a member who had stayed put for long gets a thinner margin
+(:func:`still_margins`, under a per-request risk budget). Coordinates are local metres; areas
+m².
 """
 
 from __future__ import annotations
@@ -32,50 +36,110 @@ import numpy as np
 import shapely
 from numpy.typing import NDArray
 
-__all__ = ["GRID_MIN_M", "TURN_SPEED_M_S", "motion_groups", "motion_scores", "session_region"]
+__all__ = [
+    "GRID_MIN_M",
+    "WANDER_SPEED_M_S",
+    "motion_groups",
+    "motion_scores",
+    "moving_time",
+    "session_region",
+    "still_margins",
+]
 
 GRID_MIN_M = 10.0
 """Least cell side of a session's grid, metres (cells are ``max(sqrt(A_min) / 4, this)``)."""
 
-TURN_SPEED_M_S = 0.7
-"""How fast, m/s, a user's position is assumed to drift from the straight-line forecast of her
-last two reports (turns, stops, starts), for a user who has not stayed put; a user who has
-stayed put for ``tau`` seconds drifts ``TURN_SPEED_M_S * h * h / (tau + h)`` in ``h`` s."""
+WANDER_SPEED_M_S = 1.2
+"""How fast, m/s, a user is assumed to stray from her straight-line forecast while she moves
+(turns, a new trip: about a walking pace); how long she moves comes from :func:`moving_time`."""
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 
-def motion_scores(
+def moving_time(still_s: F64, h: float) -> F64:
+    """Expected seconds, of the next ``h``, that each user spends moving, for users who have
+    stayed put for ``still_s`` seconds (0: moving now).
+
+    Stays are taken to end with hazard ``1 / (tau + t)`` after lasting ``tau + t`` seconds (the
+    longer someone has stayed, the longer she tends to stay: she is still put ``h`` seconds on
+    with probability ``tau / (tau + h)``), and a user who leaves keeps moving: the expectation
+    is ``h - tau * ln(1 + h / tau)``, ``h`` for a user moving now, about ``h² / (2 tau)`` for one
+    who has stayed far longer than ``h``.
+    """
+    tau = np.maximum(np.asarray(still_s, dtype=np.float64), 0.0)
+    if h <= 0:
+        return np.zeros_like(tau)
+    safe = np.maximum(tau, 1e-9)
+    return np.where(tau > 0, h - safe * np.log1p(h / safe), h)
+
+
+def motion_scores(  # noqa: PLR0917
     xy: F64,
     v: F64,
     still_s: F64,
     requester: int,
     horizon_s: float,
+    forecast_s: float = 300.0,
 ) -> F64:
     """How far, metres, each row is expected to stray from the requester over the next
     ``horizon_s`` seconds (lower is a better session member); the requester scores -1.
 
     ``xy`` (m, 2) positions, ``v`` (m, 2) velocities in m/s (nan: unknown, taken as 0),
     ``still_s`` (m,) how long each row has stayed put. The score is the mean, over the
-    horizons 0, h/4, h/2 and h, of the L-infinity distance between the straight-line forecasts
-    of the row and the requester plus the row's drift (:data:`TURN_SPEED_M_S`): users who walk
-    the same way as the requester or, for a requester who stays put, users who have stayed put
-    for long, score lowest. ``horizon_s == 0`` gives the distance now.
+    horizons 0, h/4, h/2 and h, of the L-infinity distance between the row and the requester
+    as their straight-line forecasts place them (trusted for ``forecast_s`` seconds: trips
+    end and turn; beyond it the forecast stays where it got) plus how far the row wanders
+    meanwhile, :data:`WANDER_SPEED_M_S` times her expected time moving (:func:`moving_time`):
+    users who walk the same way as the requester for the next minutes, and users who have
+    stayed put for long (likely to stay for the rest of a session), score lowest.
+    ``horizon_s == 0`` gives the distance now.
     """
     vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
     rel = xy - xy[requester]
     dv = vv - vv[requester]
-    tau = np.maximum(np.asarray(still_s, dtype=np.float64), 0.0)
     hs = (0.0, horizon_s / 4, horizon_s / 2, horizon_s) if horizon_s > 0 else (0.0,)
     score = np.zeros(len(xy))
     for h in hs:
-        p = rel + dv * h
-        drift = TURN_SPEED_M_S * h * h / (tau + h) if h > 0 else 0.0
-        score += np.maximum(np.abs(p[:, 0]), np.abs(p[:, 1])) + drift
+        p = rel + dv * min(h, max(forecast_s, 0.0))
+        wander = WANDER_SPEED_M_S * moving_time(still_s, h)
+        score += np.maximum(np.abs(p[:, 0]), np.abs(p[:, 1])) + wander
     score /= len(hs)
     score[requester] = -1.0
     return score
+
+
+def still_margins(
+    age_s: F64,
+    still_s: F64,
+    standard_m: F64,
+    *,
+    k: int,
+    slack: int,
+    risk: float,
+    speed_m_s: float,
+    floor_m: float,
+) -> F64:
+    """Thin margins, metres, of members who had stayed put before their last fix: never more
+    than their ``standard_m`` margins, less for those who had stayed long.
+
+    ``age_s`` how old each member's fix is (s), ``still_s`` how long she had stayed put when she
+    sent it (s, 0: moving). A member outside a region she was counted in is one who left her
+    place since her fix, more than ``margin / speed_m_s`` seconds ago; with stays that end
+    with hazard ``1 / (tau + t)`` (:func:`moving_time`) that happens with probability ``w /
+    (tau + w)`` for a departure window of ``w`` seconds. Each margin keeps it at most ``p =
+    (risk / C(k + slack, slack + 1)) ** (1 / (slack + 1))``, so that more than ``slack`` of the
+    ``k + slack`` members of a thin region have walked out unseen with probability at most
+    ``risk`` per request (independent departures): ``floor_m + speed_m_s * max(0, age - p tau
+    / (1 - p))``.
+    """
+    age = np.asarray(age_s, dtype=np.float64)
+    tau = np.maximum(np.asarray(still_s, dtype=np.float64), 0.0)
+    std = np.asarray(standard_m, dtype=np.float64)
+    p = (risk / math.comb(k + slack, slack + 1)) ** (1.0 / (slack + 1))
+    p = min(max(p, 0.0), 0.5)
+    bound = floor_m + speed_m_s * np.maximum(age - p * tau / (1.0 - p), 0.0)
+    return np.where(tau > 0, np.minimum(std, bound), std)
 
 
 def motion_groups(xy: F64, v: F64, horizon_s: float, size: int) -> I64:

@@ -87,7 +87,7 @@ class CloakConfig:
     session_margin_m: float = 100.0
     """Most distance kept between a session's members and its region's edges, metres: about what
     a user covers between two location updates (members move while the region holds)."""
-    session_pool_factor: int = 3
+    session_pool_factor: int = 2
     """A session's anonymity set starts as a group of ``session_pool_factor * k`` to twice that
     many users that move alike, of the requester's leaf for ``session_candidate_factor * k``
     (neither depends on who asks, so the first region is not centred on her; with
@@ -103,12 +103,18 @@ class CloakConfig:
     """A session's first members are a group of the requester's leaf of the partition for
     ``session_candidate_factor * k`` (reciprocal): the leaf split into groups that move alike
     (:func:`locpriv.core.cloak.history.motion_groups`)."""
-    session_horizon_s: float = 600.0
-    """How far ahead, seconds, session members are chosen to stay near the requester: groups
-    are split on where users are and where their straight-line forecasts put them this far
-    ahead, and later regions keep the members whose forecasts stay nearest hers
-    (:func:`locpriv.core.cloak.history.motion_scores`), so a walker keeps those walking her
-    way and a user who stays put keeps those who have stayed put; 0 ranks by distance now."""
+    session_horizon_s: float = 1800.0
+    """How far ahead, seconds, session members are chosen to stay near the requester (about
+    a session's length): groups are split on where users are and where their straight-line
+    forecasts put them this far ahead, and later regions keep the members expected to stay
+    nearest her (:func:`locpriv.core.cloak.history.motion_scores`: forecasts for
+    :attr:`session_forecast_s`, and how long each member has stayed put, since stays tend to
+    last), so a walker keeps those walking her way and everyone prefers members who have
+    stayed put for long; 0 ranks by distance now."""
+    session_forecast_s: float = 300.0
+    """How long, seconds, a member's straight-line forecast (from her last two reports) is
+    trusted when ranking session members: trips end and turn; beyond it she is taken to stay
+    where the forecast got her, wandering as :attr:`session_horizon_s` describes."""
     session_keep_bystanders: bool = True
     """Keep in a session's set every member that its last region covered with her margin, not
     only the ``k`` it was built around: each still lies in all the session's regions, so the
@@ -139,6 +145,12 @@ class CloakConfig:
     epoch_s)``, never more than the worst-case margin."""
     session_floor_m: float = 5.0
     """With ``session_slack`` > 0: the least thin margin, metres (fix scatter)."""
+    session_risk: float = 1e-4
+    """With ``session_slack`` > 0: the per-request probability budget that more than
+    ``session_slack`` of a thin region's members who had stayed put have left their place
+    unseen; it sizes their thin margins (:func:`locpriv.core.cloak.history.still_margins`):
+    a member who had stayed put for an hour keeps about ``session_floor_m``, one who just
+    stopped the ordinary thin margin. In (0, 1)."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
@@ -167,13 +179,16 @@ class CloakConfig:
             self.session_slack,
             self.session_drift_m_s,
             self.session_floor_m,
+            self.session_forecast_s,
         )
         if not all(v >= 0 for v in knobs):  # nan fails too
             raise ConfigError(
                 "session_margin_m, session_speed_m_s, session_horizon_s,"
-                " session_rekey_factor, session_slack, session_drift_m_s and session_floor_m"
-                " must be >= 0"
+                " session_rekey_factor, session_slack, session_drift_m_s, session_floor_m and"
+                " session_forecast_s must be >= 0"
             )
+        if not 0 < self.session_risk < 1:  # nan fails too
+            raise ConfigError("session_risk must be in (0, 1)")
         if self.session_pool_factor < 1 or self.session_candidate_factor < 1:
             raise ConfigError("session_pool_factor and session_candidate_factor must be >= 1")
         if self.session_shrink_requests < 1:
