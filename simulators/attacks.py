@@ -243,6 +243,9 @@ def repeated_cloaks_attack(
     seed: int = 0,
     cloak: Mapping[str, Any] | None = None,
     update_s: float = 0.0,
+    dwell_share: float = 0.0,
+    dwell_scale_s: float = 300.0,
+    walk_s: float = 300.0,
 ) -> RepeatedCloaksResult:
     """Users random-walk over a square; ``askers`` of them ask for a k-cloak every
     ``every_s`` for ``minutes``; an adversary who knows every position intersects the users
@@ -252,7 +255,14 @@ def repeated_cloaks_attack(
     user reports her true position at each request (the attack at its strongest against
     the regions); with ``update_s`` > 0 each reports every ``update_s`` seconds at her own
     phase (fixes up to ``update_s`` old when a request comes, and the walker may have turned
-    since: what margins and dead reckoning must cover), motion simulated in 5 s steps."""
+    since: what margins and dead reckoning must cover), motion simulated in 5 s steps.
+
+    ``dwell_share`` > 0 makes users alternate stays and walks (motion in 5 s steps): that share
+    starts in a stay, which has already lasted a heavy-tailed time; a stay that has lasted
+    ``tau`` seconds ends within the next ``dt`` with probability ``dt / (tau +
+    dwell_scale_s)`` (the longer someone has stayed, the longer she tends to stay, yet she may
+    leave at any moment, right after a fix too: what margins sized by stillness must survive);
+    a walk ends with probability ``dt / walk_s``."""
     from locpriv.core.cloak.cloaker import Cloaker
     from locpriv.core.cloak.types import CloakConfig, CloakParams
 
@@ -271,9 +281,17 @@ def repeated_cloaks_attack(
     asked = answered = 0
     steps = int(minutes * 60 / every_s)
     dt = 5.0
-    sub = max(1, round(every_s / dt)) if update_s > 0 else 1
+    fine = update_s > 0 or dwell_share > 0
+    sub = max(1, round(every_s / dt)) if fine else 1
     phase = rng.uniform(0.0, update_s, users) if update_s > 0 else np.zeros(users)
-    if update_s > 0:
+    staying = np.zeros(users, dtype=bool)
+    stayed = np.zeros(users)
+    if dwell_share > 0:
+        staying = rng.random(users) < dwell_share
+        # how long each stay has lasted: Pareto (survival s / (s + t)), at most 8 hours
+        u0 = rng.uniform(1e-9, 1.0, users)
+        stayed = np.minimum(dwell_scale_s * (1.0 / u0 - 1.0), 28_800.0)
+    if fine:
         cloaker.update_many(ids, xy, 1000.0 - every_s)
     for step in range(steps):
         now = 1000.0 + step * every_s
@@ -281,7 +299,16 @@ def repeated_cloaks_attack(
         vel = np.column_stack([np.cos(heading), np.sin(heading)]) * speed_m_s
         for j in range(sub):
             t = now - every_s + (j + 1) * every_s / sub
-            xy += vel * (every_s / sub)
+            step_s = every_s / sub
+            if dwell_share > 0:
+                u = rng.random(users)
+                leave = staying & (u < step_s / (stayed + dwell_scale_s))
+                stop = ~staying & (u < step_s / walk_s)
+                staying = (staying & ~leave) | stop
+                stayed = np.where(staying & ~stop, stayed + step_s, 0.0)
+                xy += np.where(staying[:, None], 0.0, vel * step_s)
+            else:
+                xy += vel * step_s
             np.clip(xy, 0.0, side_m, out=xy)
             if update_s > 0:
                 # users whose report falls in this 5 s step report where they are
@@ -320,15 +347,22 @@ def session_area_bound(
     *,
     margin_m: float = 0.0,
     a_min_m2: float = 0.0,
+    pool: NDArray[np.bool_] | None = None,
+    online: bool = False,
 ) -> list[float]:
-    """What any historical-k cloak must pay for one session, by an oracle that knows every
-    future position: the region areas (m²) of the fixed set of ``k`` users (the requester and
-    the ``k - 1`` whose mean L-infinity distance from her over the session is least) whose box,
-    grown by ``margin_m`` on every side and at least ``a_min_m2``, each region must cover.
-    ``positions`` gives, per request, the x and y arrays (metres) of every user. Every region
-    of a session whose intersection keeps ``k`` users covers ``k`` fixed users, so no
-    scheme that sees only the past does better than this (ranking by the median or the maximum
-    distance instead gives larger figures on the city simulator)."""
+    """What a historical-k cloak pays for one session when a fixed set of ``k`` users (the
+    requester and ``k - 1`` others) must be in every region: the region areas (m²), their box
+    grown by ``margin_m`` on every side and at least ``a_min_m2``, per request. ``positions``
+    gives, per request, the x and y arrays (metres) of every user.
+
+    By default an oracle that knows every future position keeps the ``k - 1`` whose mean
+    L-infinity distance from the requester over the session is least: every region of a
+    session whose intersection keeps ``k`` users covers ``k`` fixed users, so no scheme that
+    sees only the past does much better (ranking by the median or the maximum distance gives
+    larger figures on the city simulator). ``pool`` (a flag per user) restricts the others to
+    those flagged; ``online`` chooses them by their distance at the first request only (an
+    online scheme told, say, who never moves, committing at once, with no first region or
+    shrinking to pay for)."""
     frames = [
         (np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)) for x, y in positions
     ]
@@ -337,7 +371,9 @@ def session_area_bound(
     xs = np.stack([f[0] for f in frames])
     ys = np.stack([f[1] for f in frames])
     linf = np.maximum(np.abs(xs - xs[:, [requester]]), np.abs(ys - ys[:, [requester]]))
-    cost = linf.mean(axis=0)
+    cost = linf[0].copy() if online else linf.mean(axis=0)
+    if pool is not None:
+        cost[~np.asarray(pool, dtype=bool)] = np.inf
     cost[requester] = -1.0
     chosen = np.argsort(cost, kind="stable")[:k]
     w = np.ptp(xs[:, chosen], axis=1) + 2 * margin_m
