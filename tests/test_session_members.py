@@ -195,6 +195,15 @@ def test_session_area_bound_keeps_the_users_who_stay_nearest() -> None:
     assert areas == [pytest.approx((30.0 + 20.0) * (15.0 + 20.0))] * 10
     assert session_area_bound(frames, 0, 3, a_min_m2=1e4) == [1e4] * 10
     assert session_area_bound([], 0, 3) == []
+    # restricted to a pool (rows 1 and 3-4 here), or chosen by the first request only
+    pool = np.zeros(53, dtype=bool)
+    pool[[1, 3, 4]] = True
+    chosen_by_first = session_area_bound(frames, 0, 2, pool=pool, online=True)
+    x0, y0 = frames[0]
+    near = int(np.argmin(np.maximum(np.abs(x0[[1, 3, 4]]), np.abs(y0[[1, 3, 4]]))))
+    j = [1, 3, 4][near]
+    expect = [abs(float(x[j] - x[0])) * abs(float(y[j] - y[0])) for x, y in frames]
+    assert chosen_by_first == pytest.approx(expect)
 
 
 @pytest.mark.parametrize("users", [1000, 4000])
