@@ -14,15 +14,22 @@
   populations, shared regions and sessions, against what a blind placement gives;
 * repeated cloaks, cloaking core - 2,000 users random-walk over 4 km x 4 km, 100 ask k = 5
   every minute for 30 minutes; intersection attack success, region area, answered share;
-  without sessions, with the previous session design (worst-case margins, the first group
-  only) and the shipped one; then over conditions (1,000-4,000 users, 0.7-3 m/s, k 5-10,
+  without sessions, with worst-case margins and the first group only, and the shipped
+  sessions; then over conditions (1,000-4,000 users, 0.7-3 m/s, k 5-10,
   30-60 min), with fixes at every request and every 30 s (stale fixes, walkers turning);
+* repeated cloaks, people who stay and leave - the same attack on users who alternate
+  heavy-tailed stays and walks (a stay may end at any moment, right after a fix too), fixes
+  every 30 s, over densities, stay lengths, k and session lengths;
 * repeated cloaks, city simulator - the ``city_sessions`` scenario on the virtual clock
-  (2,000 pedestrians on a street grid, 100 users asking by P1 or P3 every minute for 30-60
-  minutes, reports every 30 s); the same figures through the real protocol machines, also
-  with the previous session design; also
-  sessions re-keyed at 3x the shared region (opt-in: the attack's success across restarts)
-  and the oracle's bound (the least median area any historical-k cloak can pay there);
+  (2,000 pedestrians on a street grid, 30 % of them never moving, 100 users asking by P1 or
+  P3 every minute for 30-60 minutes, reports every 30 s) on five seeds (one seed's median
+  moves by ~10 % when coordinates move by a micrometre: ties on streets), in worker
+  processes; the same figures through the real protocol machines, also with worst-case
+  margins and no adoption and with sessions re-keyed at 3x the shared region (opt-in: the
+  attack's success across restarts) on the first seed; and the bounds: an oracle that knows every
+  future position (the least median area any historical-k cloak can pay) and one that knows
+  only who never moves and keeps, from the first request, the k - 1 of them nearest the
+  requester;
 * P4 broker tracking - a day of dwell-and-move devices; how long the broker follows one
   device under one identity, and its position error;
 * P4 accuracy with and without keyed noise - the ``demo`` scenario, P4 only, on the virtual
@@ -36,8 +43,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -59,22 +68,31 @@ from simulators.workload import Distribution
 OUT = Path(__file__).resolve().parent / "results" / "bench_privacy.json"
 
 
-def _city_scenario(session_s: float, quick: bool) -> Any:
+CITY_SEEDS = (23, 24, 25, 26, 27)
+"""The city's seeds: one seed's median area moves by ~10 % when every coordinate moves by a
+micrometre (users on one street share a coordinate, and the partition's ties follow), so
+figures are given per seed and as their mean."""
+
+
+def _city_scenario(session_s: float, quick: bool, seed: int = CITY_SEEDS[0]) -> Any:
     sc = load_scenario("city_sessions")
     profile = dict(sc.workload.profile)
     profile["session_s"] = Distribution.parse(session_s)
-    sc = sc.replace(workload=dataclasses.replace(sc.workload, profile=profile))
+    sc = sc.replace(seed=seed, workload=dataclasses.replace(sc.workload, profile=profile))
     if quick:
         sc = sc.replace(users=800, duration_s=2400.0)
     return sc
 
 
-PREVIOUS_SESSIONS: dict[str, Any] = {"session_slack": 0, "session_adopt": False}
-"""The session design before thin margins and adoption (worst-case margins, the group only)."""
+WORST_CASE_SESSIONS: dict[str, Any] = {"session_slack": 0, "session_adopt": False}
+"""Sessions without thin regions and adoption: every member kept off the edges by the
+worst-case margin, the set the first group only (what those two parts buy)."""
 
 
-def _city(session_s: float, quick: bool, cloak: dict[str, Any] | None = None) -> dict[str, Any]:
-    sc = _city_scenario(session_s, quick)
+def _city(
+    session_s: float, quick: bool, cloak: dict[str, Any] | None = None, seed: int = CITY_SEEDS[0]
+) -> dict[str, Any]:
+    sc = _city_scenario(session_s, quick, seed)
     cfg = VirtualConfig()
     if cloak:
         w, h = sc.extent_m()
@@ -94,29 +112,87 @@ def _city(session_s: float, quick: bool, cloak: dict[str, Any] | None = None) ->
     return {**s["attacks"]["intersection"], "answered_rate": float(np.mean(answered))}
 
 
-def _city_bound(quick: bool, undefended_m2: float) -> dict[str, Any]:
-    """The oracle's fixed-set areas on the city's sessions (see session_area_bound), with no
-    margin, the mean margin the default speed bound gives at 30 s updates (48 m) and 93 m."""
-    b = build(_city_scenario(600.0, quick))
+def _city_job(job: tuple[str, int, float, dict[str, Any] | None, bool]) -> dict[str, Any]:
+    name, seed, session_s, cloak, quick = job
+    return {"design": name, "seed": seed, **_city(session_s, quick, cloak, seed)}
+
+
+def _city_all(quick: bool) -> dict[str, Any]:
+    """The city on every seed without and with sessions (and, on the first seed, the older
+    designs), in worker processes (one virtual run is single-threaded)."""
+    seeds = CITY_SEEDS[:2] if quick else CITY_SEEDS
+    jobs: list[tuple[str, int, float, dict[str, Any] | None, bool]] = []
+    for seed in seeds:
+        jobs += [("before", seed, 0.0, None, quick), ("after", seed, 600.0, None, quick)]
+    jobs += [
+        ("worst_case_sessions", seeds[0], 600.0, WORST_CASE_SESSIONS, quick),
+        ("rekeyed_3x", seeds[0], 600.0, {"session_rekey_factor": 3.0}, quick),
+    ]
+    with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as ex:
+        rows = list(ex.map(_city_job, jobs))
+    out: dict[str, Any] = {"seeds": {}}
+    for r in rows:
+        out["seeds"].setdefault(str(r.pop("seed")), {})[r.pop("design")] = r
+    for per in out["seeds"].values():
+        base = per["before"]["area_m2_median"]
+        for r in per.values():
+            r["area_ratio"] = r["area_m2_median"] / base
+    after = [per["after"] for per in out["seeds"].values()]
+    out["after_mean"] = {
+        key: float(np.mean([r[key] for r in after]))
+        for key in ("area_ratio", "answered_rate", "success_rate")
+    }
+    out["after_max_area_ratio"] = float(max(r["area_ratio"] for r in after))
+    out["after_min_answered_rate"] = float(min(r["answered_rate"] for r in after))
+    out["after_max_success_rate"] = float(max(r["success_rate"] for r in after))
+    out["bounds"] = {
+        seed: _city_bound(quick, int(seed), per["before"]["area_m2_median"])
+        for seed, per in out["seeds"].items()
+    }
+    return out
+
+
+def _city_bound(quick: bool, seed: int, undefended_m2: float) -> dict[str, Any]:
+    """The oracles' fixed-set areas on the city's sessions (see session_area_bound): the one
+    that knows the future, with no margin, the mean margin the default speed bound gives at
+    30 s updates (48 m) and 93 m; and the one that knows only who never moves and keeps, from
+    each session's first request, the k - 1 of them nearest the requester (20 m margins, about
+    the thin ones)."""
+    b = build(_city_scenario(600.0, quick, seed))
     times: dict[int, list[float]] = {}
     for e in b.workload.events:
         times.setdefault(e.user, []).append(e.t_s)
     out: dict[str, Any] = {}
-    for margin in (0.0, 48.0, 93.0):
+    still = b.trajectories.static
+    for name, margin, online in (
+        ("margin_0m", 0.0, False),
+        ("margin_48m", 48.0, False),
+        ("margin_93m", 93.0, False),
+        ("static_anchors_20m", 20.0, True),
+    ):
         areas: list[float] = []
         for user, ts in times.items():
             if len(ts) >= 5:
                 frames = [b.trajectories.at(t) for t in ts]
                 k = b.workload.profiles[user].k
-                areas += session_area_bound(frames, user, k, margin_m=margin, a_min_m2=1e4)
+                areas += session_area_bound(
+                    frames,
+                    user,
+                    k,
+                    margin_m=margin,
+                    a_min_m2=1e4,
+                    pool=still if online else None,
+                    online=online,
+                )
         med = float(np.median(areas))
-        out[f"margin_{margin:g}m"] = {"area_m2_median": med, "ratio": med / undefended_m2}
+        out[name] = {"area_m2_median": med, "ratio": med / undefended_m2}
     return out
 
 
 def _conditions(quick: bool) -> dict[str, Any]:
     """Random walkers over densities, speeds, k and session lengths, with fixes at every
-    request and every 30 s (stale): no sessions, the previous sessions, the shipped ones."""
+    request and every 30 s (stale); then people who alternate stays and walks, fixes every
+    30 s: no sessions, worst-case margins with the first group only, the shipped sessions."""
     conds: list[dict[str, Any]] = [
         {},
         {"users": 1000},
@@ -125,20 +201,28 @@ def _conditions(quick: bool) -> dict[str, Any]:
         {"speed_m_s": 3.0},
         {"k": 10, "minutes": 60.0},
     ]
+    stays: list[dict[str, Any]] = [
+        {"dwell_share": 0.5},
+        {"dwell_share": 0.5, "dwell_scale_s": 60.0},
+        {"dwell_share": 0.8},
+        {"dwell_share": 0.5, "users": 4000},
+        {"dwell_share": 0.5, "k": 10, "minutes": 60.0},
+    ]
+    runs = [(c, u) for u in (0.0, 30.0) for c in (conds[:2] if quick else conds)]
+    runs += [(c, 30.0) for c in (stays[:2] if quick else stays)]
     out: dict[str, Any] = {}
-    for update_s in (0.0, 30.0):
-        for c in conds[:2] if quick else conds:
-            kw = {**c, "update_s": update_s, "askers": 40 if quick else 100}
-            base = repeated_cloaks_attack(session_s=0.0, **kw)
-            row: dict[str, Any] = {"undefended_area_m2_median": base.area_m2_median}
-            for name, over in (("previous", PREVIOUS_SESSIONS), ("after", {})):
-                r = repeated_cloaks_attack(session_s=3600.0, cloak=over, **kw)
-                row[name] = {
-                    **dataclasses.asdict(r),
-                    "area_ratio": r.area_m2_median / base.area_m2_median,
-                }
-            key = ",".join(f"{a}={b:g}" for a, b in c.items()) or "default"
-            out[f"{key},fixes={'30s' if update_s else 'fresh'}"] = row
+    for c, update_s in runs:
+        kw = {**c, "update_s": update_s, "askers": 40 if quick else 100}
+        base = repeated_cloaks_attack(session_s=0.0, **kw)
+        row: dict[str, Any] = {"undefended_area_m2_median": base.area_m2_median}
+        for name, over in (("worst_case", WORST_CASE_SESSIONS), ("after", {})):
+            r = repeated_cloaks_attack(session_s=3600.0, cloak=over, **kw)
+            row[name] = {
+                **dataclasses.asdict(r),
+                "area_ratio": r.area_m2_median / base.area_m2_median,
+            }
+        key = ",".join(f"{a}={b:g}" for a, b in c.items()) or "default"
+        out[f"{key},fixes={'30s' if update_s else 'fresh'}"] = row
     return out
 
 
@@ -213,21 +297,14 @@ def main() -> int:
         name: dataclasses.asdict(repeated_cloaks_attack(session_s=s))
         for name, s in (("before", 0.0), ("after", 600.0))
     }
-    result["repeated_cloaks_core"]["previous_sessions"] = dataclasses.asdict(
-        repeated_cloaks_attack(session_s=600.0, cloak=PREVIOUS_SESSIONS)
+    result["repeated_cloaks_core"]["worst_case_sessions"] = dataclasses.asdict(
+        repeated_cloaks_attack(session_s=600.0, cloak=WORST_CASE_SESSIONS)
     )
     result["repeated_cloaks_core"]["rekeyed_3x"] = dataclasses.asdict(
         repeated_cloaks_attack(session_s=600.0, cloak={"session_rekey_factor": 3.0})
     )
     result["repeated_cloaks_conditions"] = _conditions(q)
-    result["repeated_cloaks_city"] = {
-        name: _city(s, q) for name, s in (("before", 0.0), ("after", 600.0))
-    }
-    result["repeated_cloaks_city"]["previous_sessions"] = _city(600.0, q, PREVIOUS_SESSIONS)
-    result["repeated_cloaks_city"]["rekeyed_3x"] = _city(600.0, q, {"session_rekey_factor": 3.0})
-    result["repeated_cloaks_city"]["oracle_bound"] = _city_bound(
-        q, result["repeated_cloaks_city"]["before"]["area_m2_median"]
-    )
+    result["repeated_cloaks_city"] = _city_all(q)
     result["broker_tracking"] = {
         name: dataclasses.asdict(broker_tracking_attack(devices=10 if q else 30, defended=d))
         for name, d in (("before", False), ("after", True))
@@ -236,11 +313,13 @@ def main() -> int:
         name: _p4_accuracy(keyed, q) for name, keyed in (("unkeyed", False), ("keyed", True))
     }
     result["seconds"] = time.perf_counter() - t0
-    sd, rc, cc = (
+    sd, rc, city = (
         result["static_device"],
         result["repeated_cloaks_core"],
         result["repeated_cloaks_city"],
     )
+    first = next(iter(city["seeds"]))
+    cc = city["seeds"][first]  # the first seed's runs, for the summary rows
     bt, pa = result["broker_tracking"], result["p4_accuracy"]
     rows = [
         (
@@ -255,13 +334,17 @@ def main() -> int:
         ),
         ("core: median area (m²)", rc["before"]["area_m2_median"], rc["after"]["area_m2_median"]),
         (
-            "city: intersection attack success",
+            f"city (seed {first}): attack success",
             cc["before"]["success_rate"],
             cc["after"]["success_rate"],
         ),
-        ("city: median area (m²)", cc["before"]["area_m2_median"], cc["after"]["area_m2_median"]),
         (
-            "city: answered share (P1, P3)",
+            f"city (seed {first}): median area (m²)",
+            cc["before"]["area_m2_median"],
+            cc["after"]["area_m2_median"],
+        ),
+        (
+            f"city (seed {first}): answered (P1, P3)",
             cc["before"]["answered_rate"],
             cc["after"]["answered_rate"],
         ),
@@ -285,23 +368,34 @@ def main() -> int:
     for name, r in (("core", rc), ("city", cc)):
         ratio = r["rekeyed_3x"]["area_m2_median"] / r["before"]["area_m2_median"]
         print(f"{name:40} {r['rekeyed_3x']['success_rate']:12.3f} {ratio:12.2f}")
-    print(f"\n{'sessions (narrowed/ratio/answered)':40} {'previous':>18} {'shipped':>18}")
+    print(f"\n{'sessions (narrowed/ratio/answered)':40} {'worst-case':>18} {'shipped':>18}")
     for name, r in (("core", rc), ("city", cc)):
         base = r["before"]["area_m2_median"]
         cells = [
             f"{r[d]['success_rate']:.2f}/{r[d]['area_m2_median'] / base:.1f}"
             f"/{r[d]['answered_rate']:.3f}"
-            for d in ("previous_sessions", "after")
+            for d in ("worst_case_sessions", "after")
         ]
         print(f"{name:40} {cells[0]:>18} {cells[1]:>18}")
     for key, row in result["repeated_cloaks_conditions"].items():
         cells = [
             f"{row[d]['success_rate']:.2f}/{row[d]['area_ratio']:.1f}/{row[d]['answered_rate']:.3f}"
-            for d in ("previous", "after")
+            for d in ("worst_case", "after")
         ]
         print(f"{'walkers ' + key:40} {cells[0]:>18} {cells[1]:>18}")
-    for key, b in cc["oracle_bound"].items():
-        print(f"{'city oracle bound, ' + key:40} {b['area_m2_median']:12.0f} {b['ratio']:12.2f}")
+    print(f"\n{'city by seed (narrowed/ratio/answered)':40} {'shipped':>18} {'bounds':>18}")
+    for seed, per in city["seeds"].items():
+        a, b = per["after"], city["bounds"][seed]
+        cell = f"{a['success_rate']:.2f}/{a['area_ratio']:.2f}/{a['answered_rate']:.3f}"
+        bounds = f"{b['margin_48m']['ratio']:.2f}/{b['static_anchors_20m']['ratio']:.2f}"
+        print(f"{'city seed ' + seed:40} {cell:>18} {bounds:>18}")
+    m = city["after_mean"]
+    print(
+        f"{'city, mean of the seeds':40}"
+        f" {m['success_rate']:.2f}/{m['area_ratio']:.2f}/{m['answered_rate']:.3f}"
+        f"  (largest ratio {city['after_max_area_ratio']:.2f})"
+    )
+    print("(bounds: future-knowing oracle, 48 m margins / who-never-moves anchors, 20 m)")
     print(f"\n{'wandering device (best error, σ)':40} {'before':>12} {'defended':>12}")
     for key, row in result["wandering_device"].items():
         print(f"{key:40} {row['before']['best_sigma']:12.3f} {row['after']['best_sigma']:12.3f}")
