@@ -213,8 +213,12 @@ def _conditions(quick: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for c, update_s in runs:
         kw = {**c, "update_s": update_s, "askers": 40 if quick else 100}
-        base = repeated_cloaks_attack(session_s=0.0, **kw)
-        row: dict[str, Any] = {"undefended_area_m2_median": base.area_m2_median}
+        base = repeated_cloaks_attack(session_s=0.0, oracle_margin_m=20.0, **kw)
+        row: dict[str, Any] = {
+            "undefended_area_m2_median": base.area_m2_median,
+            # the future-knowing oracle on the same walks, 20 m margins (about the thin ones)
+            "oracle_20m_ratio": base.oracle_area_m2_median / base.area_m2_median,
+        }
         for name, over in (("worst_case", WORST_CASE_SESSIONS), ("after", {})):
             r = repeated_cloaks_attack(session_s=3600.0, cloak=over, **kw)
             row[name] = {
@@ -382,7 +386,8 @@ def main() -> int:
             f"{row[d]['success_rate']:.2f}/{row[d]['area_ratio']:.1f}/{row[d]['answered_rate']:.3f}"
             for d in ("worst_case", "after")
         ]
-        print(f"{'walkers ' + key:40} {cells[0]:>18} {cells[1]:>18}")
+        oracle = f"oracle {row['oracle_20m_ratio']:.1f}"
+        print(f"{'walkers ' + key:40} {cells[0]:>18} {cells[1]:>18} {oracle:>12}")
     print(f"\n{'city by seed (narrowed/ratio/answered)':40} {'shipped':>18} {'bounds':>18}")
     for seed, per in city["seeds"].items():
         a, b = per["after"], city["bounds"][seed]

@@ -226,6 +226,9 @@ class RepeatedCloaksResult:
     answered_rate: float
     """Share of requests answered with a region."""
     area_m2_median: float
+    oracle_area_m2_median: float = math.nan
+    """With ``oracle_margin_m``: the median area the future-knowing oracle pays on the same
+    walks (:func:`session_area_bound` per asker, that margin, at least ``a_min_m2``)."""
 
 
 def repeated_cloaks_attack(
@@ -246,6 +249,7 @@ def repeated_cloaks_attack(
     dwell_share: float = 0.0,
     dwell_scale_s: float = 300.0,
     walk_s: float = 300.0,
+    oracle_margin_m: float | None = None,
 ) -> RepeatedCloaksResult:
     """Users random-walk over a square; ``askers`` of them ask for a k-cloak every
     ``every_s`` for ``minutes``; an adversary who knows every position intersects the users
@@ -262,7 +266,8 @@ def repeated_cloaks_attack(
     ``tau`` seconds ends within the next ``dt`` with probability ``dt / (tau +
     dwell_scale_s)`` (the longer someone has stayed, the longer she tends to stay, yet she may
     leave at any moment, right after a fix too: what margins sized by stillness must survive);
-    a walk ends with probability ``dt / walk_s``."""
+    a walk ends with probability ``dt / walk_s``. ``oracle_margin_m``: also what the oracle
+    that knows every future position pays on the same walks (``oracle_area_m2_median``)."""
     from locpriv.core.cloak.cloaker import Cloaker
     from locpriv.core.cloak.types import CloakConfig, CloakParams
 
@@ -278,6 +283,7 @@ def repeated_cloaks_attack(
     )
     regions: list[list[frozenset[int]]] = [[] for _ in range(askers)]
     areas: list[float] = []
+    frames: list[tuple[F64, F64]] = []
     asked = answered = 0
     steps = int(minutes * 60 / every_s)
     dt = 5.0
@@ -320,6 +326,8 @@ def repeated_cloaks_attack(
                     cloaker.update_many([ids[u] for u in due], xy[due], t)
         if update_s == 0:
             cloaker.update_many(ids, xy, now)
+        if oracle_margin_m is not None:
+            frames.append((xy[:, 0].copy(), xy[:, 1].copy()))
         for a in range(askers):
             asked += 1
             out = cloaker.request(("q", a, step), ids[a], params, now)
@@ -331,12 +339,21 @@ def repeated_cloaks_attack(
             regions[a].append(frozenset(np.flatnonzero(inside).tolist()))
             areas.append(out.region.area_m2)
     res = intersection_attack([r for r in regions if r], k)
+    oracle = math.nan
+    if oracle_margin_m is not None:
+        paid = [
+            x
+            for a in range(askers)
+            for x in session_area_bound(frames, a, k, margin_m=oracle_margin_m, a_min_m2=a_min_m2)
+        ]
+        oracle = float(np.median(paid)) if paid else math.nan
     return RepeatedCloaksResult(
         sessions=int(res["sessions"]),
         success_rate=res["success_rate"],
         candidates_mean=res["candidates_mean"],
         answered_rate=answered / asked if asked else math.nan,
         area_m2_median=float(np.median(areas)) if areas else math.nan,
+        oracle_area_m2_median=oracle,
     )
 
 
