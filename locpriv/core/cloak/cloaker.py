@@ -613,15 +613,10 @@ class Cloaker:
         standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * age)
         # how long each had stayed put when she sent her fix (0: she was moving)
         stayed = np.maximum(snap.still_s[idx] - (snap.time - snap.t[idx]), 0.0)
+        slack, risk, speed = cfg.session_slack, cfg.session_risk, cfg.session_speed_m_s
+        floor = cfg.session_floor_m
         drift = still_margins(
-            age,
-            stayed,
-            standard,
-            k=k,
-            slack=cfg.session_slack,
-            risk=cfg.session_risk,
-            speed_m_s=cfg.session_speed_m_s,
-            floor_m=cfg.session_floor_m,
+            age, stayed, standard, k=k, slack=slack, risk=risk, speed_m_s=speed, floor_m=floor
         )
         guess = xy + v * age[:, None]
         guess[me] = xy[me]
