@@ -110,7 +110,11 @@ class _Snapshot:
         safe = np.where(ok, dt, 1.0)
         self.vx = np.where(ok, (self.x - table.px[self.slots]) / safe, np.nan)
         self.vy = np.where(ok, (self.y - table.py[self.slots]) / safe, np.nan)
-        self.still_s = now - table.still_t[self.slots]
+        # how long she had stayed put when she sent her latest fix (0: she was moving), and
+        # as of now, taking her to stay put until a fix says otherwise (0 for a mover, not
+        # her fix's age)
+        self.stayed_s = np.maximum(self.t - table.still_t[self.slots], 0.0)
+        self.still_s = np.where(self.stayed_s > 0, now - table.still_t[self.slots], 0.0)
         self.n = len(self.slots)
         # index into the snapshot by table slot (-1: not in snapshot)
         self.index_of_slot = np.full(len(table.x), -1, dtype=np.int64)
@@ -611,12 +615,17 @@ class Cloaker:
         cfg = self.config
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
         standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * age)
-        # how long each had stayed put when she sent her fix (0: she was moving)
-        stayed = np.maximum(snap.still_s[idx] - (snap.time - snap.t[idx]), 0.0)
         slack, risk, speed = cfg.session_slack, cfg.session_risk, cfg.session_speed_m_s
         floor = cfg.session_floor_m
         drift = still_margins(
-            age, stayed, standard, k=k, slack=slack, risk=risk, speed_m_s=speed, floor_m=floor
+            age,
+            snap.stayed_s[idx],
+            standard,
+            k=k,
+            slack=slack,
+            risk=risk,
+            speed_m_s=speed,
+            floor_m=floor,
         )
         guess = xy + v * age[:, None]
         guess[me] = xy[me]
