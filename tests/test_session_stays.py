@@ -8,17 +8,20 @@ rather than inspecting the code; the pure pieces get property tests.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy.typing import NDArray
 
 from locpriv.core.cloak.cloaker import Cloaker, CloakParams
 from locpriv.core.cloak.history import moving_time, still_margins
 from locpriv.core.cloak.types import CloakConfig
 from simulators.attacks import repeated_cloaks_attack
 
+F64 = NDArray[np.float64]
 SIDE_M = 2000.0
 PARAMS = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
 
@@ -53,7 +56,7 @@ def _stay_town(
     *,
     stale: bool,
     leavers: float = 0.0,
-    cloak: dict[str, float] | None = None,
+    cloak: dict[str, Any] | None = None,
 ) -> tuple[list[list[float]], list[frozenset[int]], list[bool]]:
     """200 users who never move and 400 who alternate pauses (0-10 min) and walks (1.3 m/s)
     on 2 km x 2 km, known to the anonymizer for an hour before 60 of those who never move ask
@@ -131,12 +134,13 @@ def test_a_requester_who_stays_put_keeps_neighbours_who_stay_put(seed: int) -> N
     assert all(inside_own)
 
 
-def test_thin_margins_of_members_who_stayed_put_hold_when_some_leave() -> None:
+def test_thin_margins_of_members_who_stayed_put_cost_less() -> None:
     """Fixes every 30 s; members who had stayed put for an hour get margins near the 5 m floor
-    (the standard thin margin grows 1 m/s with a fix's age), and some of them leave right after
-    a fix (2 % of those who never moved, each minute): no session is narrowed below k and every
-    region holds its requester, and the regions are smaller than with the standard thin
-    margins for everyone (``session_risk`` near 0)."""
+    (the standard thin margin grows 1 m/s with a fix's age) while some of them leave right
+    after a fix (2 % of those who never moved, each minute): no session is narrowed below k,
+    every region holds its requester, and the regions are smaller than with the standard thin
+    margins for everyone (``session_risk`` near 0). At stays of an hour the floor is within
+    the budget, so this town cannot tell a budget from none: the next test can."""
     areas, kept, inside_own = _stay_town(2, stale=True, leavers=0.02)
     assert all(len(s) >= PARAMS.k for s in kept)
     assert all(inside_own)
@@ -145,6 +149,34 @@ def test_thin_margins_of_members_who_stayed_put_hold_when_some_leave() -> None:
     late = float(np.median([x for a in areas for x in a[10:]]))
     late_std = float(np.median([x for a in areas_std for x in a[10:]]))
     assert late < late_std
+
+
+def test_margins_without_a_risk_budget_are_seen_by_the_attack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """People whose stays end at any moment (hazard 1/(tau + 60 s)), k = 10 for an hour, fixes
+    every 30 s: the floor margin for everyone who had stayed put (no risk budget) narrows
+    sessions below k (measured 1 of 100 on each of three seeds), the budgeted margins none."""
+    import locpriv.core.cloak.cloaker as cloaker_module
+
+    kw: dict[str, Any] = {
+        "session_s": 3600.0,
+        "askers": 100,
+        "update_s": 30.0,
+        "dwell_share": 0.5,
+        "dwell_scale_s": 60.0,
+        "k": 10,
+        "minutes": 60.0,
+    }
+    budgeted = sum(repeated_cloaks_attack(seed=s, **kw).success_rate for s in (0, 1, 2))
+    assert budgeted == 0.0
+
+    def floor_for_anyone_still(age: F64, still: F64, standard: F64, **knobs: Any) -> F64:
+        return np.where(np.asarray(still) > 0, knobs["floor_m"], standard)
+
+    monkeypatch.setattr(cloaker_module, "still_margins", floor_for_anyone_still)
+    loose = sum(repeated_cloaks_attack(seed=s, **kw).success_rate * 100 for s in (0, 1, 2))
+    assert loose >= 3  # of 300 sessions
 
 
 def test_each_region_holds_its_requester_whose_fix_is_stale() -> None:
@@ -214,7 +246,7 @@ def test_still_margins_never_exceed_the_standard_and_thin_with_time_stayed(
     age: float, tau: float, k: int, slack: int, risk: float
 ) -> None:
     standard = 5.0 + 1.0 * age
-    kw = {"k": k, "slack": slack, "risk": risk, "speed_m_s": 3.0, "floor_m": 5.0}
+    kw: dict[str, Any] = {"k": k, "slack": slack, "risk": risk, "speed_m_s": 3.0, "floor_m": 5.0}
     m = still_margins(
         np.array([age, age, age]), np.array([0.0, tau, 2 * tau + 1]), np.full(3, standard), **kw
     )
