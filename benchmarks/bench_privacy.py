@@ -24,12 +24,12 @@
   (2,000 pedestrians on a street grid, 30 % of them never moving, 100 users asking by P1 or
   P3 every minute for 30-60 minutes, reports every 30 s) on five seeds (one seed's median
   moves by ~10 % when coordinates move by a micrometre: ties on streets), in worker
-  processes; the same figures through the real protocol machines, also with worst-case
-  margins and no adoption and with sessions re-keyed at 3x the shared region (opt-in: the
-  attack's success across restarts) on the first seed; and the bounds: an oracle that knows every
-  future position (the least median area any historical-k cloak can pay) and one that knows
-  only who never moves and keeps, from the first request, the k - 1 of them nearest the
-  requester;
+  processes; the same figures through the real protocol machines, also without the
+  margins sized by stays (every seed), and on the first seed with worst-case margins and no
+  adoption and with sessions re-keyed at 3x the shared region (opt-in: the attack's success
+  across restarts); and the bounds: an oracle that knows every future position (the least
+  median area any historical-k cloak can pay) and one that knows only who never moves and
+  keeps, from the first request, the k - 1 of them nearest the requester;
 * P4 broker tracking - a day of dwell-and-move devices; how long the broker follows one
   device under one identity, and its position error;
 * P4 accuracy with and without keyed noise - the ``demo`` scenario, P4 only, on the virtual
@@ -46,6 +46,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ from simulators.attacks import (
     session_area_bound,
     static_device_attack,
 )
-from simulators.evaluate import summarize
+from simulators.evaluate import QueryRecord, summarize
 from simulators.scenario import build, load_scenario
 from simulators.virtual import VirtualConfig, run_virtual
 from simulators.workload import Distribution
@@ -84,6 +85,10 @@ def _city_scenario(session_s: float, quick: bool, seed: int = CITY_SEEDS[0]) -> 
     return sc
 
 
+NO_STILL_MARGINS: dict[str, Any] = {"session_risk": 1e-12}
+"""Sessions whose thin margins ignore how long a member stayed put (a budget so small that
+every margin is the ordinary ``floor + drift * age``)."""
+
 WORST_CASE_SESSIONS: dict[str, Any] = {"session_slack": 0, "session_adopt": False}
 """Sessions without thin regions and adoption: every member kept off the edges by the
 worst-case margin, the set the first group only (what those two parts buy)."""
@@ -96,7 +101,7 @@ def _city(
     cfg = VirtualConfig()
     if cloak:
         w, h = sc.extent_m()
-        cloak = CloakConfig(
+        settings = CloakConfig(
             k_min=1,
             k_max=cfg.k_max,
             max_delay_s_bound=cfg.max_delay_s_bound,
@@ -105,11 +110,44 @@ def _city(
             user_ttl_s=max(300.0, 3 * sc.update_interval_s),
             **cloak,
         )
-        cfg = dataclasses.replace(cfg, cloak=cloak)
-    res = run_virtual(build(sc), config=cfg)
+        cfg = dataclasses.replace(cfg, cloak=settings)
+    built = build(sc)
+    res = run_virtual(built, config=cfg)
     s = summarize(res.records, res.stats)
     answered = [s["protocols"][p]["success_rate"] for p in ("p1", "p3") if p in s["protocols"]]
-    return {**s["attacks"]["intersection"], "answered_rate": float(np.mean(answered))}
+    return {
+        **s["attacks"]["intersection"],
+        "answered_rate": float(np.mean(answered)),
+        "areas_by_kind": _areas_by_kind(res.records, built.trajectories.static),
+    }
+
+
+def _areas_by_kind(records: Sequence[QueryRecord], still: np.ndarray) -> dict[str, list[float]]:
+    """Region areas (m^2) of the sessions the intersection attack plays (answered P1/P3
+    regions of users with at least five), split by whether the requester never moves."""
+    by_user: dict[int, list[float]] = {}
+    for r in records:
+        if r.ok and r.protocol in (1, 3) and r.inside is not None and r.area_m2 is not None:
+            by_user.setdefault(r.user, []).append(r.area_m2)
+    out: dict[str, list[float]] = {"still": [], "moving": []}
+    for user, areas in by_user.items():
+        if len(areas) >= 5:
+            out["still" if still[user] else "moving"] += areas
+    return out
+
+
+def _kind_shares(areas: dict[str, list[float]], undefended_m2: float) -> dict[str, Any]:
+    """Per kind of requester: how many requests, their median ratio to the undefended
+    median, and the share of requests at most 5x it."""
+    out: dict[str, Any] = {}
+    for kind, a in areas.items():
+        ratios = np.asarray(a, dtype=float) / undefended_m2
+        out[kind] = {
+            "requests": int(ratios.size),
+            "ratio_median": float(np.median(ratios)) if ratios.size else None,
+            "share_at_most_5x": float(np.mean(ratios <= 5.0)) if ratios.size else None,
+        }
+    return out
 
 
 def _city_job(job: tuple[str, int, float, dict[str, Any] | None, bool]) -> dict[str, Any]:
@@ -123,7 +161,12 @@ def _city_all(quick: bool) -> dict[str, Any]:
     seeds = CITY_SEEDS[:2] if quick else CITY_SEEDS
     jobs: list[tuple[str, int, float, dict[str, Any] | None, bool]] = []
     for seed in seeds:
-        jobs += [("before", seed, 0.0, None, quick), ("after", seed, 600.0, None, quick)]
+        jobs += [
+            ("before", seed, 0.0, None, quick),
+            ("after", seed, 600.0, None, quick),
+            # what the margins of those who stayed put buy: everyone the ordinary thin margin
+            ("no_still_margins", seed, 600.0, NO_STILL_MARGINS, quick),
+        ]
     jobs += [
         ("worst_case_sessions", seeds[0], 600.0, WORST_CASE_SESSIONS, quick),
         ("rekeyed_3x", seeds[0], 600.0, {"session_rekey_factor": 3.0}, quick),
@@ -137,11 +180,13 @@ def _city_all(quick: bool) -> dict[str, Any]:
         base = per["before"]["area_m2_median"]
         for r in per.values():
             r["area_ratio"] = r["area_m2_median"] / base
+            r["by_requester"] = _kind_shares(r.pop("areas_by_kind"), base)
     after = [per["after"] for per in out["seeds"].values()]
-    out["after_mean"] = {
-        key: float(np.mean([r[key] for r in after]))
-        for key in ("area_ratio", "answered_rate", "success_rate")
-    }
+    for design in ("after", "no_still_margins"):
+        out[f"{design}_mean"] = {
+            key: float(np.mean([per[design][key] for per in out["seeds"].values()]))
+            for key in ("area_ratio", "answered_rate", "success_rate")
+        }
     out["after_max_area_ratio"] = float(max(r["area_ratio"] for r in after))
     out["after_min_answered_rate"] = float(min(r["answered_rate"] for r in after))
     out["after_max_success_rate"] = float(max(r["success_rate"] for r in after))
@@ -171,11 +216,12 @@ def _city_bound(quick: bool, seed: int, undefended_m2: float) -> dict[str, Any]:
         ("static_anchors_20m", 20.0, True),
     ):
         areas: list[float] = []
+        kinds: dict[str, list[float]] = {"still": [], "moving": []}
         for user, ts in times.items():
             if len(ts) >= 5:
                 frames = [b.trajectories.at(t) for t in ts]
                 k = b.workload.profiles[user].k
-                areas += session_area_bound(
+                got = session_area_bound(
                     frames,
                     user,
                     k,
@@ -184,8 +230,14 @@ def _city_bound(quick: bool, seed: int, undefended_m2: float) -> dict[str, Any]:
                     pool=still if online else None,
                     online=online,
                 )
+                areas += got
+                kinds["still" if still[user] else "moving"] += got
         med = float(np.median(areas))
-        out[name] = {"area_m2_median": med, "ratio": med / undefended_m2}
+        out[name] = {
+            "area_m2_median": med,
+            "ratio": med / undefended_m2,
+            "by_requester": _kind_shares(kinds, undefended_m2),
+        }
     return out
 
 
@@ -388,19 +440,35 @@ def main() -> int:
         ]
         oracle = f"oracle {row['oracle_20m_ratio']:.1f}"
         print(f"{'walkers ' + key:40} {cells[0]:>18} {cells[1]:>18} {oracle:>12}")
-    print(f"\n{'city by seed (narrowed/ratio/answered)':40} {'shipped':>18} {'bounds':>18}")
-    for seed, per in city["seeds"].items():
-        a, b = per["after"], city["bounds"][seed]
-        cell = f"{a['success_rate']:.2f}/{a['area_ratio']:.2f}/{a['answered_rate']:.3f}"
-        bounds = f"{b['margin_48m']['ratio']:.2f}/{b['static_anchors_20m']['ratio']:.2f}"
-        print(f"{'city seed ' + seed:40} {cell:>18} {bounds:>18}")
-    m = city["after_mean"]
     print(
-        f"{'city, mean of the seeds':40}"
-        f" {m['success_rate']:.2f}/{m['area_ratio']:.2f}/{m['answered_rate']:.3f}"
-        f"  (largest ratio {city['after_max_area_ratio']:.2f})"
+        f"\n{'city by seed (narrowed/ratio/answered)':40} {'no still margins':>18}"
+        f" {'shipped':>18} {'bounds':>12}"
+    )
+    for seed, per in city["seeds"].items():
+        b = city["bounds"][seed]
+        cells = [
+            f"{r['success_rate']:.2f}/{r['area_ratio']:.2f}/{r['answered_rate']:.3f}"
+            for r in (per["no_still_margins"], per["after"])
+        ]
+        bounds = f"{b['margin_48m']['ratio']:.2f}/{b['static_anchors_20m']['ratio']:.2f}"
+        print(f"{'city seed ' + seed:40} {cells[0]:>18} {cells[1]:>18} {bounds:>12}")
+    means = [
+        f"{m['success_rate']:.2f}/{m['area_ratio']:.2f}/{m['answered_rate']:.3f}"
+        for m in (city["no_still_margins_mean"], city["after_mean"])
+    ]
+    print(
+        f"{'city, mean of the seeds':40} {means[0]:>18} {means[1]:>18}"
+        f"  (largest shipped ratio {city['after_max_area_ratio']:.2f})"
     )
     print("(bounds: future-knowing oracle, 48 m margins / who-never-moves anchors, 20 m)")
+    print(f"\n{'city: requests <= 5x (still / moving)':40} {'shipped':>18} {'oracle 48 m':>18}")
+    for seed, per in city["seeds"].items():
+        a, o = per["after"]["by_requester"], city["bounds"][seed]["margin_48m"]["by_requester"]
+        cells = [
+            f"{r['still']['share_at_most_5x']:.2f} / {r['moving']['share_at_most_5x']:.2f}"
+            for r in (a, o)
+        ]
+        print(f"{'city seed ' + seed:40} {cells[0]:>18} {cells[1]:>18}")
     print(f"\n{'wandering device (best error, σ)':40} {'before':>12} {'defended':>12}")
     for key, row in result["wandering_device"].items():
         print(f"{key:40} {row['before']['best_sigma']:12.3f} {row['after']['best_sigma']:12.3f}")
