@@ -61,7 +61,7 @@ from simulators.attacks import (
     session_area_bound,
     static_device_attack,
 )
-from simulators.evaluate import QueryRecord, summarize
+from simulators.evaluate import QueryRecord, region_sessions, summarize
 from simulators.scenario import build, load_scenario
 from simulators.virtual import VirtualConfig, run_virtual
 from simulators.workload import Distribution
@@ -123,16 +123,13 @@ def _city(
 
 
 def _areas_by_kind(records: Sequence[QueryRecord], still: np.ndarray) -> dict[str, list[float]]:
-    """Region areas (m^2) of the sessions the intersection attack plays (answered P1/P3
-    regions of users with at least five), split by whether the requester never moves."""
-    by_user: dict[int, list[float]] = {}
-    for r in records:
-        if r.ok and r.protocol in (1, 3) and r.inside is not None and r.area_m2 is not None:
-            by_user.setdefault(r.user, []).append(r.area_m2)
+    """Region areas (m^2) of the sessions the intersection attack plays, split by whether
+    the requester never moves."""
     out: dict[str, list[float]] = {"still": [], "moving": []}
-    for user, areas in by_user.items():
-        if len(areas) >= 5:
-            out["still" if still[user] else "moving"] += areas
+    for user, rs in region_sessions(records).items():
+        out["still" if still[user] else "moving"] += [
+            r.area_m2 for r in rs if r.area_m2 is not None
+        ]
     return out
 
 

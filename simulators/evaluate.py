@@ -249,17 +249,27 @@ def summarize(records: Sequence[QueryRecord], stats: RunStats) -> dict[str, Any]
     return out
 
 
-def intersection_by_user(records: Sequence[QueryRecord]) -> dict[str, Any]:
-    """The intersection attack on users who asked for several regions (P1, P3) in the run:
-    each user's answered regions, in time order, are one session; see
-    :func:`simulators.attacks.intersection_attack`. Also the median area paid."""
-    from simulators.attacks import intersection_attack
-
+def region_sessions(records: Sequence[QueryRecord]) -> dict[int, list[QueryRecord]]:
+    """Per user who was answered at least five regions (P1, P3) in the run, those answers in
+    time order: the sessions the intersection attack plays."""
     by_user: dict[int, list[QueryRecord]] = {}
     for r in records:
         if r.ok and r.protocol in (1, 3) and r.inside is not None:
             by_user.setdefault(r.user, []).append(r)
-    sessions = [sorted(rs, key=lambda r: r.t_request_s) for rs in by_user.values() if len(rs) >= 5]
+    return {
+        user: sorted(rs, key=lambda r: r.t_request_s)
+        for user, rs in by_user.items()
+        if len(rs) >= 5
+    }
+
+
+def intersection_by_user(records: Sequence[QueryRecord]) -> dict[str, Any]:
+    """The intersection attack on users who asked for several regions (P1, P3) in the run:
+    each user's answered regions, in time order, are one session (:func:`region_sessions`);
+    see :func:`simulators.attacks.intersection_attack`. Also the median area paid."""
+    from simulators.attacks import intersection_attack
+
+    sessions = list(region_sessions(records).values())
     result: dict[str, Any] = intersection_attack(
         [[r.inside for r in rs if r.inside is not None] for rs in sessions],
         [rs[0].k_requested for rs in sessions],

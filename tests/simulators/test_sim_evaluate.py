@@ -14,6 +14,7 @@ from simulators.evaluate import (
     expected_error_uniform,
     precision_recall,
     quantiles,
+    region_sessions,
     region_truth,
     summarize,
     write_json,
@@ -34,6 +35,36 @@ def test_expected_error_uniform_by_hand() -> None:
     assert expected_error_uniform((1.0, 1.0), [[1, 1]]) == 0.0
     with pytest.raises(ValueError):
         expected_error_uniform((0.0, 0.0), [])
+
+
+def test_region_sessions_are_answered_regions_of_repeat_askers_in_time_order() -> None:
+    """Only answered P1/P3 regions with ground truth count; users with fewer than five are not
+    sessions; each session is in request order whatever the records' order."""
+
+    def rec(
+        user: int, t: float, protocol: int = 1, ok: bool = True, inside: bool = True
+    ) -> QueryRecord:
+        return QueryRecord(
+            protocol=protocol,
+            user=user,
+            t_request_s=t,
+            k_requested=5,
+            a_min_m2=0.0,
+            a_max_m2=1e9,
+            ok=ok,
+            area_m2=100.0 * t,
+            inside=frozenset({user}) if inside else None,
+        )
+
+    records = [rec(1, t) for t in (5.0, 1.0, 4.0, 2.0, 3.0)]  # user 1: five, out of order
+    records += [rec(2, t, protocol=3 if t % 2 else 1) for t in range(5)]  # P1 and P3 both count
+    records += [rec(3, t) for t in range(4)] + [rec(3, 9.0, ok=False)]  # four answered: not one
+    records += [rec(4, t) for t in range(4)] + [rec(4, 9.0, protocol=2)]  # P2 has no region
+    records += [rec(5, t) for t in range(4)] + [rec(5, 9.0, inside=False)]  # no ground truth
+    got = region_sessions(records)
+    assert sorted(got) == [1, 2]
+    assert [r.t_request_s for r in got[1]] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert [r.protocol for r in got[2]] == [1, 3, 1, 3, 1]
 
 
 def test_region_truth_counts_the_boundary_and_the_requester_once() -> None:
