@@ -53,7 +53,6 @@ from typing import Any
 
 import numpy as np
 
-from locpriv.core.cloak.types import CloakConfig
 from simulators.attacks import (
     broker_tracking_attack,
     edge_attack,
@@ -63,7 +62,7 @@ from simulators.attacks import (
 )
 from simulators.evaluate import QueryRecord, region_sessions, summarize
 from simulators.scenario import build, load_scenario
-from simulators.virtual import VirtualConfig, run_virtual
+from simulators.virtual import VirtualConfig, default_cloak_config, run_virtual
 from simulators.workload import Distribution
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_privacy.json"
@@ -100,17 +99,7 @@ def _city(
     sc = _city_scenario(session_s, quick, seed)
     cfg = VirtualConfig()
     if cloak:
-        w, h = sc.extent_m()
-        settings = CloakConfig(
-            k_min=1,
-            k_max=cfg.k_max,
-            max_delay_s_bound=cfg.max_delay_s_bound,
-            world=(-w / 2 - 1000.0, -h / 2 - 1000.0, w / 2 + 1000.0, h / 2 + 1000.0),
-            epoch_s=cfg.tick_s,
-            user_ttl_s=max(300.0, 3 * sc.update_interval_s),
-            **cloak,
-        )
-        cfg = dataclasses.replace(cfg, cloak=settings)
+        cfg = dataclasses.replace(cfg, cloak=default_cloak_config(sc, cfg, **cloak))
     built = build(sc)
     res = run_virtual(built, config=cfg)
     s = summarize(res.records, res.stats)

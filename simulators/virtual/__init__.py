@@ -3,8 +3,15 @@
 from simulators.virtual.runner import (
     VirtualConfig,
     VirtualResult,
+    default_cloak_config,
     load_poi_index,
     run_virtual,
 )
 
-__all__ = ["VirtualConfig", "VirtualResult", "load_poi_index", "run_virtual"]
+__all__ = [
+    "VirtualConfig",
+    "VirtualResult",
+    "default_cloak_config",
+    "load_poi_index",
+    "run_virtual",
+]

@@ -66,7 +66,7 @@ from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord, RunStats
 from simulators.outcomes import score_trusted
 from simulators.peers import P4Knobs, discovery_side
-from simulators.scenario import BuiltScenario
+from simulators.scenario import BuiltScenario, Scenario
 from simulators.virtual.bus import VirtualBus, VirtualTimer
 from simulators.virtual.peers import Ctx, PeerNodes
 from simulators.workload import QueryEvent, UserProfile
@@ -116,6 +116,26 @@ class VirtualResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def default_cloak_config(sc: Scenario, cfg: VirtualConfig, **knobs: Any) -> CloakConfig:
+    """The cloaker configuration a virtual run uses unless ``cfg.cloak`` says otherwise: the
+    scenario's extent with a 1 km margin (local metres), ``cfg``'s k and delay bounds, epochs
+    of ``cfg.tick_s`` and users forgotten after three missed updates (at least 300 s);
+    ``knobs`` set any other :class:`CloakConfig` field (e.g. ``session_risk``)."""
+    w, h = sc.extent_m()
+    margin = 1000.0
+    return CloakConfig(
+        **{
+            "k_min": 1,
+            "k_max": cfg.k_max,
+            "max_delay_s_bound": cfg.max_delay_s_bound,
+            "world": (-w / 2 - margin, -h / 2 - margin, w / 2 + margin, h / 2 + margin),
+            "epoch_s": cfg.tick_s,
+            "user_ttl_s": max(300.0, 3 * sc.update_interval_s),
+            **knobs,
+        }
+    )
+
+
 class _CountingMediator(Mediator):
     """The real mediator, remembering which user request each DS query serves (accounting)."""
 
@@ -144,16 +164,7 @@ class _Runner(PeerNodes):
         self.rng = np.random.default_rng(built.protocol_seed)
         self.topics = Topics()
         self.bus = VirtualBus(cfg.hop_latency_s)
-        w, h = self.sc.extent_m()
-        margin = 1000.0
-        self.cloak_cfg = cfg.cloak or CloakConfig(
-            k_min=1,
-            k_max=cfg.k_max,
-            max_delay_s_bound=cfg.max_delay_s_bound,
-            world=(-w / 2 - margin, -h / 2 - margin, w / 2 + margin, h / 2 + margin),
-            epoch_s=cfg.tick_s,
-            user_ttl_s=max(300.0, 3 * self.sc.update_interval_s),
-        )
+        self.cloak_cfg = cfg.cloak or default_cloak_config(self.sc, cfg)
         self.records: list[QueryRecord] = []
         self.ctx: dict[int, Ctx] = {}
         self.cid_rid: dict[str, int] = {}
