@@ -527,8 +527,8 @@ class Cloaker:
                 np.column_stack([snap.vx[idx], snap.vy[idx]]),
                 snap.still_s[idx],
                 me,
-                cfg.session_horizon_s,
-                cfg.session_forecast_s,
+                horizon_s=cfg.session_horizon_s,
+                forecast_s=cfg.session_forecast_s,
             )
         age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
         margin = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
@@ -539,7 +539,7 @@ class Cloaker:
         slack = cfg.session_slack
         if slack > 0 and len(rows) >= session.k + slack:
             # thin margins around dead-reckoned positions, k + slack members (statistical)
-            guess, drift = self._thin(snap, idx, xy, age, margin, session.k, me)
+            guess, drift = self._thin(snap, idx, xy, age, margin, k=session.k, me=me)
             m_thin = max(session.k + slack, min(m + slack, len(rows)))
             got = session_region(
                 guess,
@@ -575,7 +575,7 @@ class Cloaker:
                     margin = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
                     at = xy
                     if thin:
-                        at, margin = self._thin(snap, idx, xy, age, margin, session.k, me)
+                        at, margin = self._thin(snap, idx, xy, age, margin, k=session.k, me=me)
             # every member the region covers with her margin stays (the chosen ones do)
             held = (
                 (at[:, 0] - margin >= x0)
@@ -604,8 +604,8 @@ class Cloaker:
         )
         return region, ""
 
-    def _thin(  # noqa: PLR0917
-        self, snap: _Snapshot, idx: I64, xy: F64, age: F64, margin: F64, k: int, me: int
+    def _thin(
+        self, snap: _Snapshot, idx: I64, xy: F64, age: F64, margin: F64, *, k: int, me: int
     ) -> tuple[F64, F64]:
         """Dead-reckoned positions of snapshot rows ``idx`` (at ``xy``, fixes ``age`` s old) and
         their thin margins (never above the worst-case ``margin``): ``floor + drift * age``,
@@ -615,17 +615,15 @@ class Cloaker:
         cfg = self.config
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
         standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * age)
-        slack, risk, speed = cfg.session_slack, cfg.session_risk, cfg.session_speed_m_s
-        floor = cfg.session_floor_m
         drift = still_margins(
             age,
             snap.stayed_s[idx],
             standard,
             k=k,
-            slack=slack,
-            risk=risk,
-            speed_m_s=speed,
-            floor_m=floor,
+            slack=cfg.session_slack,
+            risk=cfg.session_risk,
+            speed_m_s=cfg.session_speed_m_s,
+            floor_m=cfg.session_floor_m,
         )
         guess = xy + v * age[:, None]
         guess[me] = xy[me]

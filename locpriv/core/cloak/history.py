@@ -74,13 +74,14 @@ def moving_time(still_s: F64, h: float) -> F64:
     return np.where(tau > 0, h - safe * np.log1p(h / safe), h)
 
 
-def motion_scores(  # noqa: PLR0917
+def motion_scores(
     xy: F64,
     v: F64,
     still_s: F64,
     requester: int,
+    *,
     horizon_s: float,
-    forecast_s: float = 300.0,
+    forecast_s: float,
 ) -> F64:
     """How far, metres, each row is expected to stray from the requester over the next
     ``horizon_s`` seconds (lower is a better session member); the requester scores -1.
