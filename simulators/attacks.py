@@ -42,6 +42,7 @@ from locpriv.wire.messages import NearestQuery, PeerRequest
 __all__ = [
     "BrokerTrackingResult",
     "EdgeAttackResult",
+    "ParkedInsidersResult",
     "RepeatedCloaksResult",
     "StaticDeviceResult",
     "attacks_summary",
@@ -49,6 +50,7 @@ __all__ = [
     "edge_attack",
     "edge_population",
     "intersection_attack",
+    "parked_insiders_attack",
     "repeated_cloaks_attack",
     "static_device_attack",
 ]
@@ -733,3 +735,93 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         "broker_tracking": {f"{k}_error_m_median": v.error_m_median for k, v in broker.items()}
         | {f"{k}_linked_hours": v.linked_hours_mean for k, v in broker.items()},
     }
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedInsidersResult:
+    """Honest users left in the askers' session sets when insiders park beside them."""
+
+    sessions: int
+    below_k_rate: float
+    """Share of sessions in whose every region fewer than ``k`` honest users (the asker
+    included, the insiders not) were truly inside."""
+    honest_median: float
+    """Median number of honest users in every region of a session."""
+
+
+def parked_insiders_attack(
+    insiders: int,
+    *,
+    still_users: int = 200,
+    walkers: int = 400,
+    askers: int = 40,
+    k: int = 5,
+    minutes: int = 40,
+    side_m: float = 2000.0,
+    seed: int = 0,
+    cloak: Mapping[str, Any] | None = None,
+) -> ParkedInsidersResult:
+    """Colluding insiders against historical k-anonymity: each of ``askers`` users who never
+    move has ``insiders`` devices (each a login of its own, reporting like everyone) parked
+    within 10 m of her for the hour before and during her session; ``still_users`` in all never
+    move (the askers among them), ``walkers`` alternate pauses (0-10 min) and walks (1.3 m/s).
+    Everyone reports every minute; each asker asks for k every minute for ``minutes``
+    (``session_s`` 600). The adversary knows her own devices, so what hides an asker is the
+    honest users in all her regions: counted per session. Positions in local metres."""
+    from locpriv.core.cloak.cloaker import Cloaker
+    from locpriv.core.cloak.types import CloakConfig, CloakParams
+
+    rng = np.random.default_rng(seed)
+    n0 = still_users + walkers
+    xy = rng.uniform(0.0, side_m, (n0, 2))
+    parked = np.repeat(xy[:askers], insiders, axis=0) + rng.uniform(-10, 10, (askers * insiders, 2))
+    xy = np.vstack([xy, parked])
+    n = len(xy)
+    walker = (np.arange(n) >= still_users) & (np.arange(n) < n0)
+    ids = [f"u{i}" for i in range(n)]
+    paused = rng.random(n) < 0.5
+    left = rng.uniform(0.0, 600.0, n)
+    heading = rng.uniform(0.0, 2 * np.pi, n)
+    cloaker = Cloaker(
+        CloakConfig(world=(0.0, 0.0, side_m, side_m), **(cloak or {})),
+        rng=np.random.default_rng([seed, 1]),
+    )
+    params = CloakParams(k=k, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
+    kept = [frozenset(range(n0)) for _ in range(askers)]  # honest users in every region
+    t = 1000.0
+    cloaker.update_many(ids, xy, t - 60.0)
+    for step in range(-60, minutes):
+        for _ in range(12):  # a minute in 5 s steps
+            t += 5.0
+            left -= 5.0
+            flip = (left <= 0) & walker
+            paused = np.where(flip, ~paused, paused)
+            left = np.where(
+                flip, np.where(paused, rng.uniform(0, 600, n), rng.uniform(60, 600, n)), left
+            )
+            heading = np.where(flip, rng.uniform(0, 2 * np.pi, n), heading)
+            w = walker & ~paused
+            xy[w] += np.column_stack([np.cos(heading[w]), np.sin(heading[w])]) * 6.5
+            np.clip(xy, 0.0, side_m, out=xy)
+        cloaker.update_many(ids, xy, t)
+        if step < 0:
+            continue
+        for a in range(askers):
+            out = cloaker.request(("q", a, step), ids[a], params, t)
+            if out is None or out.region is None:
+                continue
+            x0, y0, x1, y1 = out.region.polygon.bounds
+            honest = xy[:n0]
+            inside = (
+                (honest[:, 0] >= x0)
+                & (honest[:, 0] <= x1)
+                & (honest[:, 1] >= y0)
+                & (honest[:, 1] <= y1)
+            )
+            kept[a] = kept[a] & frozenset(np.flatnonzero(inside).tolist())
+    sizes = [len(s) for s in kept]
+    return ParkedInsidersResult(
+        sessions=len(sizes),
+        below_k_rate=float(np.mean([c < k for c in sizes])),
+        honest_median=float(np.median(sizes)),
+    )

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from locpriv.core.cloak.cloaker import Cloaker, CloakParams
 from locpriv.core.cloak.history import moving_time, still_margins
 from locpriv.core.cloak.types import CloakConfig
-from simulators.attacks import repeated_cloaks_attack
+from simulators.attacks import parked_insiders_attack, repeated_cloaks_attack
 
 F64 = NDArray[np.float64]
 SIDE_M = 2000.0
@@ -261,3 +261,19 @@ def test_still_margins_never_exceed_the_standard_and_thin_with_time_stayed(
     w = max(age - (m[1] - 5.0) / 3.0, 0.0)
     if tau > 0 and m[1] < standard:
         assert w <= p * tau / (1 - p) + 1e-6
+
+
+@pytest.mark.parametrize("town", [(200, 400), (50, 150)], ids=["town", "sparse-town"])
+def test_parked_insiders_take_places_in_the_set_of_a_requester_who_stays_put(
+    town: tuple[int, int],
+) -> None:
+    """A known limit, measured (docs/algorithms.md, residual risk): without insiders every
+    session keeps k honest users in all its regions; two insiders' devices parked beside a
+    requester who stays put are chosen as members (near her, never moving) and leave fewer
+    than k honest users in every session (measured here: 100 % in both towns, honest median 3)."""
+    still, walking = town
+    clean = parked_insiders_attack(0, still_users=still, walkers=walking, askers=20, minutes=20)
+    assert clean.sessions == 20 and clean.below_k_rate == 0.0
+    parked = parked_insiders_attack(2, still_users=still, walkers=walking, askers=20, minutes=20)
+    assert parked.below_k_rate >= 0.5
+    assert parked.honest_median <= clean.honest_median - 2
