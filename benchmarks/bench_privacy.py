@@ -152,6 +152,8 @@ def _city_all(quick: bool) -> dict[str, Any]:
             ("after", seed, 600.0, None, quick),
             # what the margins of those who stayed put buy: everyone the ordinary thin margin
             ("no_still_margins", seed, 600.0, NO_STILL_MARGINS, quick),
+            # what choosing the set by its joint box buys: members each by her own distance
+            ("distance_ranking", seed, 600.0, {"session_joint_box": False}, quick),
         ]
     jobs += [
         ("worst_case_sessions", seeds[0], 600.0, WORST_CASE_SESSIONS, quick),
@@ -168,7 +170,7 @@ def _city_all(quick: bool) -> dict[str, Any]:
             r["area_ratio"] = r["area_m2_median"] / base
             r["by_requester"] = _kind_shares(r.pop("areas_by_kind"), base)
     after = [per["after"] for per in out["seeds"].values()]
-    for design in ("after", "no_still_margins"):
+    for design in ("after", "no_still_margins", "distance_ranking"):
         out[f"{design}_mean"] = {
             key: float(np.mean([per[design][key] for per in out["seeds"].values()]))
             for key in ("area_ratio", "answered_rate", "success_rate")
@@ -188,18 +190,23 @@ def _city_bound(quick: bool, seed: int, undefended_m2: float) -> dict[str, Any]:
     that knows the future, with no margin, the mean margin the default speed bound gives at
     30 s updates (48 m) and 93 m; and the one that knows only who never moves and keeps, from
     each session's first request, the k - 1 of them nearest the requester (20 m margins, about
-    the thin ones)."""
+    the thin ones); and the future-knowing one choosing the set by its joint box (20 and
+    48 m margins)."""
     b = build(_city_scenario(600.0, quick, seed))
     times: dict[int, list[float]] = {}
     for e in b.workload.events:
         times.setdefault(e.user, []).append(e.t_s)
     out: dict[str, Any] = {}
     still = b.trajectories.static
-    for name, margin, online in (
-        ("margin_0m", 0.0, False),
-        ("margin_48m", 48.0, False),
-        ("margin_93m", 93.0, False),
-        ("static_anchors_20m", 20.0, True),
+    for name, margin, online, joint in (
+        ("margin_0m", 0.0, False, False),
+        ("margin_48m", 48.0, False, False),
+        ("margin_93m", 93.0, False, False),
+        ("static_anchors_20m", 20.0, True, False),
+        # the set chosen by the box it makes together (a cheaper oracle: each member's own
+        # distance bounds nothing)
+        ("joint_margin_20m", 20.0, False, True),
+        ("joint_margin_48m", 48.0, False, True),
     ):
         areas: list[float] = []
         kinds: dict[str, list[float]] = {"still": [], "moving": []}
@@ -215,6 +222,7 @@ def _city_bound(quick: bool, seed: int, undefended_m2: float) -> dict[str, Any]:
                     a_min_m2=1e4,
                     pool=still if online else None,
                     online=online,
+                    joint=joint,
                 )
                 areas += got
                 kinds["still" if still[user] else "moving"] += got
@@ -427,26 +435,32 @@ def main() -> int:
         oracle = f"oracle {row['oracle_20m_ratio']:.1f}"
         print(f"{'walkers ' + key:40} {cells[0]:>18} {cells[1]:>18} {oracle:>12}")
     print(
-        f"\n{'city by seed (narrowed/ratio/answered)':40} {'no still margins':>18}"
-        f" {'shipped':>18} {'bounds':>12}"
+        f"\n{'city by seed (narrowed/ratio/answered)':32} {'no still margins':>17}"
+        f" {'distance ranking':>17} {'shipped':>17} {'bounds':>20}"
     )
     for seed, per in city["seeds"].items():
         b = city["bounds"][seed]
         cells = [
             f"{r['success_rate']:.2f}/{r['area_ratio']:.2f}/{r['answered_rate']:.3f}"
-            for r in (per["no_still_margins"], per["after"])
+            for r in (per["no_still_margins"], per["distance_ranking"], per["after"])
         ]
-        bounds = f"{b['margin_48m']['ratio']:.2f}/{b['static_anchors_20m']['ratio']:.2f}"
-        print(f"{'city seed ' + seed:40} {cells[0]:>18} {cells[1]:>18} {bounds:>12}")
+        bounds = "/".join(
+            f"{b[key]['ratio']:.2f}"
+            for key in ("margin_48m", "static_anchors_20m", "joint_margin_48m", "joint_margin_20m")
+        )
+        print(f"{'city seed ' + seed:32} {cells[0]:>17} {cells[1]:>17} {cells[2]:>17} {bounds:>20}")
     means = [
         f"{m['success_rate']:.2f}/{m['area_ratio']:.2f}/{m['answered_rate']:.3f}"
-        for m in (city["no_still_margins_mean"], city["after_mean"])
+        for m in (city["no_still_margins_mean"], city["distance_ranking_mean"], city["after_mean"])
     ]
     print(
-        f"{'city, mean of the seeds':40} {means[0]:>18} {means[1]:>18}"
+        f"{'city, mean of the seeds':32} {means[0]:>17} {means[1]:>17} {means[2]:>17}"
         f"  (largest shipped ratio {city['after_max_area_ratio']:.2f})"
     )
-    print("(bounds: future-knowing oracle, 48 m margins / who-never-moves anchors, 20 m)")
+    print(
+        "(bounds: future-knowing oracle, 48 m margins / who-never-moves anchors, 20 m /"
+        " future-knowing, set by its joint box, 48 m / 20 m)"
+    )
     print(f"\n{'city: requests <= 5x (still / moving)':40} {'shipped':>18} {'oracle 48 m':>18}")
     for seed, per in city["seeds"].items():
         a, o = per["after"]["by_requester"], city["bounds"][seed]["margin_48m"]["by_requester"]

@@ -25,6 +25,7 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     session_candidate_factor = 16      # first members chosen among this many x k (motion-ranked)
     session_horizon_s = 1800.0         # members ranked by expected distance over this; 0: now
     session_forecast_s = 300.0         # ... trusting straight-line forecasts this long
+    session_joint_box = true           # ... keeping those whose joint box stays smallest
     session_keep_bystanders = true     # members a region covers with margin stay in the set
     session_rekey_factor = 0.0         # >0: restart a session past this x the shared region
     session_slack = 2                  # >0: or k + this many members, thin margins, self-audit
@@ -146,6 +147,7 @@ class CloakSection(_Section):
     session_candidate_factor: int = Field(16, ge=1, le=100)
     session_horizon_s: float = Field(1800.0, ge=0, le=86_400)
     session_forecast_s: float = Field(300.0, ge=0, le=86_400)
+    session_joint_box: bool = True
     session_keep_bystanders: bool = True
     session_rekey_factor: float = Field(0.0, ge=0, le=1e6)
     session_slack: int = Field(2, ge=0, le=1000)
@@ -284,6 +286,7 @@ class ServiceConfig(_Section):
             session_candidate_factor=c.session_candidate_factor,
             session_horizon_s=c.session_horizon_s,
             session_forecast_s=c.session_forecast_s,
+            session_joint_box=c.session_joint_box,
             session_keep_bystanders=c.session_keep_bystanders,
             session_rekey_factor=c.session_rekey_factor,
             session_slack=c.session_slack,

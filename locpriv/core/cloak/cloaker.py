@@ -53,6 +53,7 @@ from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
 from locpriv.core.cloak.history import (
+    joint_box_ranks,
     motion_groups,
     motion_scores,
     session_region,
@@ -530,6 +531,18 @@ class Cloaker:
                 horizon_s=cfg.session_horizon_s,
                 forecast_s=cfg.session_forecast_s,
             )
+            if cfg.session_joint_box:
+                score = joint_box_ranks(
+                    xy,
+                    np.column_stack([snap.vx[idx], snap.vy[idx]]),
+                    snap.still_s[idx],
+                    me,
+                    score,
+                    rng=np.random.default_rng([session.seed, session.count]),
+                    horizon_s=cfg.session_horizon_s,
+                    forecast_s=cfg.session_forecast_s,
+                    limit=m + max(cfg.session_slack, 0),
+                )
         age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
         margin = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
         poly, chosen, reason = session_region(

@@ -37,8 +37,12 @@ import shapely
 from numpy.typing import NDArray
 
 __all__ = [
+    "BOX_MARGIN_M",
+    "BOX_SAMPLES",
+    "BOX_WANDER_M_S",
     "GRID_MIN_M",
     "WANDER_SPEED_M_S",
+    "joint_box_ranks",
     "motion_groups",
     "motion_scores",
     "moving_time",
@@ -52,6 +56,18 @@ GRID_MIN_M = 10.0
 WANDER_SPEED_M_S = 1.2
 """How fast, m/s, a user is assumed to stray from her straight-line forecast while she moves
 (turns, a new trip: about a walking pace); how long she moves comes from :func:`moving_time`."""
+
+BOX_WANDER_M_S = 0.9
+"""How fast, m/s, a member's future position is taken to scatter around her forecast (per
+expected second moving) when :func:`joint_box_ranks` samples futures: less than
+:data:`WANDER_SPEED_M_S`, which bounds a distance, since this is the spread of a cloud."""
+
+BOX_MARGIN_M = 20.0
+"""The margin, metres, :func:`joint_box_ranks` grows every sampled box by (about a thin
+margin): it keeps members on one street from costing nothing."""
+
+BOX_SAMPLES = 16
+"""Futures :func:`joint_box_ranks` samples per horizon."""
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -108,6 +124,74 @@ def motion_scores(
     score /= len(hs)
     score[requester] = -1.0
     return score
+
+
+def joint_box_ranks(
+    xy: F64,
+    v: F64,
+    still_s: F64,
+    requester: int,
+    score: F64,
+    *,
+    rng: np.random.Generator,
+    horizon_s: float,
+    forecast_s: float,
+    limit: int,
+) -> F64:
+    """Session members in the order that keeps their joint box smallest: the requester first
+    (-1), then, greedily, the row whose joining grows the expected log-area of the box of the
+    rows chosen so far least, ``limit`` rows in all; the rest follow in ``score`` order (ties
+    too). Lower is a better member, as with :func:`motion_scores`.
+
+    A region covers all its members at once, so what a set costs is the box that holds them
+    all, not each member's distance from the requester: members on one street, or all on one
+    side of her, cost less than as many at the same distance all round. The futures are
+    sampled: at the horizons 0, h/4, h/2 and h (``horizon_s``) each row sits where her
+    straight-line forecast puts her (trusted ``forecast_s`` seconds), scattered by a normal
+    cloud of :data:`BOX_WANDER_M_S` times her expected time moving (:func:`moving_time`; the
+    requester's too); :data:`BOX_SAMPLES` futures per horizon drawn from ``rng``; each box is
+    grown by :data:`BOX_MARGIN_M`. The log weighs a horizon by how much a member grows the box
+    relative to its size then, so the first minutes count as much as the last. ``xy`` (m, 2)
+    metres, ``v`` (m, 2) m/s (nan: 0), ``still_s`` (m,) seconds, ``score`` (m,) ties and tail.
+    Cost O(limit * m * samples)."""
+    m = len(xy)
+    ranks = np.array(score, dtype=np.float64)
+    ranks[requester] = -1.0
+    if m <= 2 or limit <= 1:
+        return ranks
+    vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
+    still = np.asarray(still_s, dtype=np.float64)
+    hs = (0.0, horizon_s / 4, horizon_s / 2, horizon_s) if horizon_s > 0 else (0.0,)
+    xs: list[F64] = []
+    ys: list[F64] = []
+    for h in hs:
+        mu = xy + vv * min(h, max(forecast_s, 0.0))
+        if h > 0:
+            sd = BOX_WANDER_M_S * moving_time(still, h) / math.sqrt(2.0)
+            pts = mu[None] + rng.standard_normal((BOX_SAMPLES, m, 2)) * sd[None, :, None]
+        else:
+            pts = mu[None]
+        xs.append(pts[..., 0])
+        ys.append(pts[..., 1])
+    fx, fy = np.concatenate(xs), np.concatenate(ys)  # (futures, m)
+    lox, hix = fx[:, requester].copy(), fx[:, requester].copy()
+    loy, hiy = fy[:, requester].copy(), fy[:, requester].copy()
+    left = np.ones(m, dtype=bool)
+    left[requester] = False
+    for r in range(1, min(limit, m)):
+        cand = np.flatnonzero(left)
+        nlox = np.minimum(lox[:, None], fx[:, cand])
+        nhix = np.maximum(hix[:, None], fx[:, cand])
+        nloy = np.minimum(loy[:, None], fy[:, cand])
+        nhiy = np.maximum(hiy[:, None], fy[:, cand])
+        area = (nhix - nlox + 2 * BOX_MARGIN_M) * (nhiy - nloy + 2 * BOX_MARGIN_M)
+        cost = np.log(area).mean(axis=0)
+        j = int(np.lexsort((score[cand], cost))[0])
+        c = int(cand[j])
+        ranks[c] = -1.0 + r / m  # below every score (scores are >= 0), in the order chosen
+        left[c] = False
+        lox, hix, loy, hiy = nlox[:, j], nhix[:, j], nloy[:, j], nhiy[:, j]
+    return ranks
 
 
 def still_margins(

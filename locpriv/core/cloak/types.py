@@ -116,6 +116,11 @@ class CloakConfig:
     """How long, seconds, a member's straight-line forecast (from her last two reports) is
     trusted when ranking session members: trips end and turn; beyond it she is taken to stay
     where the forecast got her, wandering as :attr:`session_horizon_s` describes."""
+    session_joint_box: bool = True
+    """With :attr:`session_horizon_s` > 0: keep, as a session's set shrinks, the members whose
+    *joint* box is expected to stay smallest (:func:`locpriv.core.cloak.history.joint_box_ranks`:
+    futures sampled around each member's forecast, chosen greedily), not the members each
+    expected nearest the requester on her own (``False``: :func:`motion_scores` alone)."""
     session_keep_bystanders: bool = True
     """Keep in a session's set every member that its last region covered with her margin, not
     only the ``k`` it was built around: each still lies in all the session's regions, so the
