@@ -57,6 +57,7 @@ from simulators.attacks import (
     broker_tracking_attack,
     edge_attack,
     repeated_cloaks_attack,
+    requester_guesses,
     session_area_bound,
     static_device_attack,
 )
@@ -108,6 +109,29 @@ def _city(
         **s["attacks"]["intersection"],
         "answered_rate": float(np.mean(answered)),
         "areas_by_kind": _areas_by_kind(res.records, built.trajectories.static),
+        "requester_guesses": _guesses(res.records, built.trajectories),
+    }
+
+
+def _guesses(records: Sequence[QueryRecord], trajectories: Any) -> dict[str, float]:
+    """The requester-finding guesses (``requester_guesses``) over every region of the
+    attacked sessions but their first: hits of the user nearest the centre and of the one
+    nearest an edge, each over what a guess at random among those inside gets (1: chance)."""
+    centre = edge = chance = 0.0
+    for user, rs in region_sessions(records).items():
+        for r in rs[1:]:
+            if r.region_xy is None or r.inside is None:
+                continue
+            ring = np.asarray(r.region_xy, dtype=float)
+            bounds = (ring[:, 0].min(), ring[:, 1].min(), ring[:, 0].max(), ring[:, 1].max())
+            x, y = trajectories.at(r.t_anon_s if r.t_anon_s is not None else r.t_request_s)
+            rows = np.asarray(sorted(r.inside), dtype=np.int64)
+            hit_c, hit_e, odds = requester_guesses(bounds, np.column_stack([x, y]), rows, user)
+            centre, edge, chance = centre + hit_c, edge + hit_e, chance + odds
+    return {
+        "centre_over_chance": centre / chance if chance else float("nan"),
+        "edge_over_chance": edge / chance if chance else float("nan"),
+        "regions_guessed_chance": chance,
     }
 
 
@@ -461,6 +485,13 @@ def main() -> int:
         "(bounds: future-knowing oracle, 48 m margins / who-never-moves anchors, 20 m /"
         " future-knowing, set by its joint box, 48 m / 20 m)"
     )
+    print(f"\n{'city: requester found (x chance)':40} {'distance ranking':>18} {'shipped':>18}")
+    for seed, per in city["seeds"].items():
+        cells = [
+            f"centre {g['centre_over_chance']:.2f} edge {g['edge_over_chance']:.2f}"
+            for g in (per[d]["requester_guesses"] for d in ("distance_ranking", "after"))
+        ]
+        print(f"{'city seed ' + seed:40} {cells[0]:>18} {cells[1]:>18}")
     print(f"\n{'city: requests <= 5x (still / moving)':40} {'shipped':>18} {'oracle 48 m':>18}")
     for seed, per in city["seeds"].items():
         a, o = per["after"]["by_requester"], city["bounds"][seed]["margin_48m"]["by_requester"]

@@ -13,6 +13,9 @@ and the demo's ``summary.json`` report:
   (topics and payloads) linked by its connection; the adversary estimates the device's position
   from them at each instant. Result: the error of that estimate, metres.
 
+* :func:`requester_guesses` - the same adversary guesses which user inside a region asked
+  for it: the one nearest its centre, or the one nearest an edge. Result: hits and what a
+  guess at random among those inside would get.
 * :func:`edge_attack` - an observer who knows everyone's positions looks where each region's
   edges sit: half-way between the nearest user inside and outside, on a member's coordinate,
   or at a fixed offset from one. Result: counts of such edges and what a blind placement gives.
@@ -52,6 +55,7 @@ __all__ = [
     "intersection_attack",
     "parked_insiders_attack",
     "repeated_cloaks_attack",
+    "requester_guesses",
     "static_device_attack",
 ]
 
@@ -183,6 +187,29 @@ def static_device_attack(
         error_all_sigma=float(np.mean(all_err)) / sigma_m,
         error_distinct_sigma=float(np.mean(distinct_err)) / sigma_m,
         error_local_sigma=float(np.mean(local_err)) / sigma_m,
+    )
+
+
+def requester_guesses(
+    bounds: tuple[float, float, float, float], xy: F64, rows: NDArray[np.int64], requester: int
+) -> tuple[float, float, float]:
+    """The requester-finding guesses on one region ``bounds`` (x0, y0, x1, y1, metres): among
+    the users ``rows`` truly inside it (positions ``xy``, one row per user), the one nearest
+    its centre (L-infinity) and the one nearest an edge. Returns ``(centre hit, edge hit,
+    chance)``: 1.0 or 0.0 for whether each guess is ``requester``, and ``1 / len(rows)``, what
+    a guess at random among those inside scores. Summed over regions, a cloak that does not
+    centre its regions on the requester (nor put her at an edge) keeps each hit count near the
+    chance sum. No rows: ``(0, 0, 0)``."""
+    if len(rows) == 0:
+        return 0.0, 0.0, 0.0
+    x0, y0, x1, y1 = bounds
+    px, py = xy[rows, 0], xy[rows, 1]
+    mid = np.maximum(np.abs(px - (x0 + x1) / 2), np.abs(py - (y0 + y1) / 2))
+    rim = np.minimum.reduce([px - x0, x1 - px, py - y0, y1 - py])
+    return (
+        float(rows[int(np.argmin(mid))] == requester),
+        float(rows[int(np.argmin(rim))] == requester),
+        1.0 / len(rows),
     )
 
 

@@ -222,7 +222,8 @@ def test_session_area_bound_keeps_the_users_who_stay_nearest() -> None:
 
 @pytest.mark.parametrize("users", [1000, 4000])
 def test_session_regions_are_not_centred_on_the_requester(users: int) -> None:
-    """The centre attack: guess that the user nearest the centre of a region is its requester.
+    """The centre attack: guess that the user nearest the centre of a region is its requester
+    (and the edge attack: the user nearest an edge).
     A session's members are chosen to move like her, but as a group of her leaf that does not
     depend on who asks, and its first region covers all of them: the guess succeeds no more
     often than picking one of the users inside at random (choosing the members nearest her
@@ -233,7 +234,7 @@ def test_session_regions_are_not_centred_on_the_requester(users: int) -> None:
     ids = [f"u{i}" for i in range(users)]
     cloaker = Cloaker(CloakConfig(world=(0.0, 0.0, side, side)), rng=np.random.default_rng(6))
     params = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
-    hits, chance = [0.0, 0.0], [0.0, 0.0]
+    hits, edge_hits, chance = [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
     for step in range(4):
         now = 1000.0 + 60.0 * step
         heading = rng.uniform(0, 2 * np.pi, users)
@@ -250,8 +251,16 @@ def test_session_regions_are_not_centred_on_the_requester(users: int) -> None:
             d = np.maximum(
                 np.abs(xy[inside, 0] - (x0 + x1) / 2), np.abs(xy[inside, 1] - (y0 + y1) / 2)
             )
+            e = np.minimum.reduce(
+                [xy[inside, 0] - x0, x1 - xy[inside, 0], xy[inside, 1] - y0, y1 - xy[inside, 1]]
+            )
             later = int(step > 0)
             hits[later] += float(inside[int(np.argmin(d))] == a)
+            edge_hits[later] += float(inside[int(np.argmin(e))] == a)
             chance[later] += 1.0 / len(inside)
     assert hits[0] <= 1.5 * chance[0] + 5  # first regions: about chance (~15 of 200)
     assert hits[1] <= 1.5 * chance[1] + 5  # later ones too
+    # nor at an edge: the joint box grows the set from her, but she is one of its corners no
+    # more often than chance
+    assert edge_hits[0] <= 1.5 * chance[0] + 5
+    assert edge_hits[1] <= 1.5 * chance[1] + 5

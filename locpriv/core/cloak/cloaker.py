@@ -77,6 +77,10 @@ from locpriv.core.cloak.types import (
 from locpriv.core.cloak.users import UserTable
 from locpriv.errors import CloakInfeasible, CloakTimeout, Overloaded, UnknownUser
 
+REQUESTER_MARGIN_QUANTILE = 0.75
+"""A thin session region keeps its requester at least this quantile of the other members' thin
+margins off its edges (and never less than her worst-case margin)."""
+
 __all__ = [
     "CloakConfig",
     "CloakOutcome",
@@ -624,7 +628,9 @@ class Cloaker:
         their thin margins (never above the worst-case ``margin``): ``floor + drift * age``,
         thinner for members who had stayed put for long (:func:`still_margins`, ``k`` the
         session's). Row ``me``, the requester, keeps her fix and her worst-case margin: the
-        region must hold her, not only probably (her request usually brings a fresh fix)."""
+        region must hold her, not only probably (her request usually brings a fresh fix); and
+        at least the :data:`REQUESTER_MARGIN_QUANTILE` quantile of the others' thin margins,
+        so that she sits no nearer the edges than most members do."""
         cfg = self.config
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
         standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * age)
@@ -640,7 +646,14 @@ class Cloaker:
         )
         guess = xy + v * age[:, None]
         guess[me] = xy[me]
-        drift[me] = margin[me]
+        others = np.delete(drift, me)
+        # never thinner than most members' (her fix is fresh, her worst-case margin ~3 m):
+        # boxed by the thinnest margin, she would be the user nearest an edge far more often
+        # than chance
+        drift[me] = max(
+            float(margin[me]),
+            float(np.quantile(others, REQUESTER_MARGIN_QUANTILE)) if len(others) else 0.0,
+        )
         return guess, drift
 
     def _audit(self, session: _Session) -> None:
