@@ -27,9 +27,11 @@
   processes; the same figures through the real protocol machines, also without the
   margins sized by stays (every seed), and on the first seed with worst-case margins and no
   adoption and with sessions re-keyed at 3x the shared region (opt-in: the attack's success
-  across restarts); and the bounds: an oracle that knows every future position (the least
-  median area any historical-k cloak can pay) and one that knows only who never moves and
-  keeps, from the first request, the k - 1 of them nearest the requester;
+  across restarts); without the joint box (members each by her own distance) on every seed;
+  the requester-finding guesses (centre, edge) for both rankings; and the oracles: one that
+  knows every future position (choosing the set by each member's distance, and by the box it
+  makes together) and one that knows only who never moves and keeps, from the first request,
+  the k - 1 of them nearest the requester;
 * P4 broker tracking - a day of dwell-and-move devices; how long the broker follows one
   device under one identity, and its position error;
 * P4 accuracy with and without keyed noise - the ``demo`` scenario, P4 only, on the virtual
