@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from locpriv.core.cloak.history import grow_box
 from locpriv.core.geo import LocalProjection
 from locpriv.core.noise import GaussianMechanism
 from locpriv.protocols.effects import Send
@@ -430,33 +431,19 @@ def session_area_bound(
     if joint:
         top = np.argsort(cost, kind="stable")
         top = top[np.isfinite(cost[top])][: 8 * k + 1]
-        chosen = _joint_box_set(xs, ys, top, k, margin_m=margin_m, a_min_m2=a_min_m2)
+        grown = grow_box(
+            xs,
+            ys,
+            int(top[0]),
+            top[1:],
+            count=k - 1,
+            cost=lambda area: np.median(np.maximum(area, a_min_m2), axis=0),
+            margin_m=margin_m,
+        )
+        chosen = np.asarray([int(top[0]), *grown], dtype=np.int64)
     w = np.ptp(xs[:, chosen], axis=1) + 2 * margin_m
     h = np.ptp(ys[:, chosen], axis=1) + 2 * margin_m
     return [float(a) for a in np.maximum(w * h, a_min_m2)]
-
-
-def _joint_box_set(
-    xs: F64, ys: F64, order: NDArray[np.int64], k: int, *, margin_m: float, a_min_m2: float
-) -> NDArray[np.int64]:
-    """Greedy fixed set for :func:`session_area_bound`: ``order[0]`` (the requester), then
-    ``k - 1`` of the rest of ``order``, each the one that keeps the median
-    over frames of the set's box area (grown by ``margin_m``, at least ``a_min_m2``) least."""
-    chosen = [int(order[0])]
-    cand = np.asarray(order[1:], dtype=np.int64)
-    lox, hix = xs[:, chosen[0]].copy(), xs[:, chosen[0]].copy()
-    loy, hiy = ys[:, chosen[0]].copy(), ys[:, chosen[0]].copy()
-    while len(chosen) < k and len(cand):
-        nlox = np.minimum(lox[:, None], xs[:, cand])
-        nhix = np.maximum(hix[:, None], xs[:, cand])
-        nloy = np.minimum(loy[:, None], ys[:, cand])
-        nhiy = np.maximum(hiy[:, None], ys[:, cand])
-        area = (nhix - nlox + 2 * margin_m) * (nhiy - nloy + 2 * margin_m)
-        j = int(np.argmin(np.median(np.maximum(area, a_min_m2), axis=0)))
-        chosen.append(int(cand[j]))
-        lox, hix, loy, hiy = nlox[:, j], nhix[:, j], nloy[:, j], nhiy[:, j]
-        cand = np.delete(cand, j)
-    return np.asarray(chosen, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)

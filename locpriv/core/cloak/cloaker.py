@@ -527,18 +527,19 @@ class Cloaker:
         me = rows.index(i)
         score = None
         if cfg.session_horizon_s > 0:
+            vel = np.column_stack([snap.vx[idx], snap.vy[idx]])
             score = motion_scores(
                 xy,
-                np.column_stack([snap.vx[idx], snap.vy[idx]]),
+                vel,
                 snap.still_s[idx],
                 me,
                 horizon_s=cfg.session_horizon_s,
                 forecast_s=cfg.session_forecast_s,
             )
-            if cfg.session_joint_box:
+            if cfg.session_joint_box and m < len(rows):  # else every row is chosen anyway
                 score = joint_box_ranks(
                     xy,
-                    np.column_stack([snap.vx[idx], snap.vy[idx]]),
+                    vel,
                     snap.still_s[idx],
                     me,
                     score,

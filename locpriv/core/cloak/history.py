@@ -31,6 +31,7 @@ m².
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import shapely
@@ -42,6 +43,7 @@ __all__ = [
     "BOX_WANDER_M_S",
     "GRID_MIN_M",
     "WANDER_SPEED_M_S",
+    "grow_box",
     "joint_box_ranks",
     "motion_groups",
     "motion_scores",
@@ -126,6 +128,38 @@ def motion_scores(
     return score
 
 
+def grow_box(
+    fx: F64,
+    fy: F64,
+    first: int,
+    candidates: I64,
+    *,
+    count: int,
+    cost: Callable[[F64], F64],
+    margin_m: float,
+) -> list[int]:
+    """Greedy growth of a fixed set's box over frames: from row ``first``, ``count`` rows of
+    ``candidates`` (columns of ``fx``, ``fy``: (frames, rows) x and y, metres), each the one
+    whose joining gives the least ``cost`` (frames, candidates) areas (m², the box grown by
+    ``margin_m``) -> (candidates,) cost; ties go to the earlier candidate. Returns the rows
+    chosen, in order (``first`` not included)."""
+    lox, hix = fx[:, first].copy(), fx[:, first].copy()
+    loy, hiy = fy[:, first].copy(), fy[:, first].copy()
+    cand = np.asarray(candidates, dtype=np.int64)
+    chosen: list[int] = []
+    while len(chosen) < count and len(cand):
+        nlox = np.minimum(lox[:, None], fx[:, cand])
+        nhix = np.maximum(hix[:, None], fx[:, cand])
+        nloy = np.minimum(loy[:, None], fy[:, cand])
+        nhiy = np.maximum(hiy[:, None], fy[:, cand])
+        area = (nhix - nlox + 2 * margin_m) * (nhiy - nloy + 2 * margin_m)
+        j = int(np.argmin(cost(area)))
+        chosen.append(int(cand[j]))
+        lox, hix, loy, hiy = nlox[:, j], nhix[:, j], nloy[:, j], nhiy[:, j]
+        cand = np.delete(cand, j)
+    return chosen
+
+
 def joint_box_ranks(
     xy: F64,
     v: F64,
@@ -174,23 +208,19 @@ def joint_box_ranks(
         xs.append(pts[..., 0])
         ys.append(pts[..., 1])
     fx, fy = np.concatenate(xs), np.concatenate(ys)  # (futures, m)
-    lox, hix = fx[:, requester].copy(), fx[:, requester].copy()
-    loy, hiy = fy[:, requester].copy(), fy[:, requester].copy()
-    left = np.ones(m, dtype=bool)
-    left[requester] = False
-    for r in range(1, min(limit, m)):
-        cand = np.flatnonzero(left)
-        nlox = np.minimum(lox[:, None], fx[:, cand])
-        nhix = np.maximum(hix[:, None], fx[:, cand])
-        nloy = np.minimum(loy[:, None], fy[:, cand])
-        nhiy = np.maximum(hiy[:, None], fy[:, cand])
-        area = (nhix - nlox + 2 * BOX_MARGIN_M) * (nhiy - nloy + 2 * BOX_MARGIN_M)
-        cost = np.log(area).mean(axis=0)
-        j = int(np.lexsort((score[cand], cost))[0])
-        c = int(cand[j])
+    others = np.flatnonzero(np.arange(m) != requester)
+    others = others[np.argsort(ranks[others], kind="stable")]  # ties go to the better score
+    order = grow_box(
+        fx,
+        fy,
+        requester,
+        others,
+        count=min(limit, m) - 1,
+        cost=lambda area: np.log(area).mean(axis=0),
+        margin_m=BOX_MARGIN_M,
+    )
+    for r, c in enumerate(order, start=1):
         ranks[c] = -1.0 + r / m  # below every score (scores are >= 0), in the order chosen
-        left[c] = False
-        lox, hix, loy, hiy = nlox[:, j], nhix[:, j], nloy[:, j], nhiy[:, j]
     return ranks
 
 
