@@ -290,6 +290,10 @@ def _conditions(quick: bool) -> dict[str, Any]:
             "undefended_area_m2_median": base.area_m2_median,
             # the future-knowing oracle on the same walks, 20 m margins (about the thin ones)
             "oracle_20m_ratio": base.oracle_area_m2_median / base.area_m2_median,
+            # ... and the one choosing the set by its joint box: near the least a fixed set pays
+            "oracle_joint_20m_ratio": base.oracle_joint_area_m2_median / base.area_m2_median,
+            # ... and the one told every present position, committing to k at the first request
+            "oracle_online_20m_ratio": base.oracle_online_area_m2_median / base.area_m2_median,
         }
         for name, over in (("worst_case", WORST_CASE_SESSIONS), ("after", {})):
             r = repeated_cloaks_attack(session_s=3600.0, cloak=over, **kw)
@@ -453,12 +457,13 @@ def main() -> int:
             for d in ("worst_case_sessions", "after")
         ]
         print(f"{name:40} {cells[0]:>18} {cells[1]:>18}")
+    print(f"{'(walkers: oracles 20 m, by distance/joint box/online)':>90}")
     for key, row in result["repeated_cloaks_conditions"].items():
         cells = [
             f"{row[d]['success_rate']:.2f}/{row[d]['area_ratio']:.1f}/{row[d]['answered_rate']:.3f}"
             for d in ("worst_case", "after")
         ]
-        oracle = f"oracle {row['oracle_20m_ratio']:.1f}"
+        oracle = "/".join(f"{row[f'oracle_{m}20m_ratio']:.1f}" for m in ("", "joint_", "online_"))
         print(f"{'walkers ' + key:40} {cells[0]:>18} {cells[1]:>18} {oracle:>12}")
     print(
         f"\n{'city by seed (narrowed/ratio/answered)':32} {'no still margins':>17}"

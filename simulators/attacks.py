@@ -259,6 +259,14 @@ class RepeatedCloaksResult:
     oracle_area_m2_median: float = math.nan
     """With ``oracle_margin_m``: the median area the future-knowing oracle pays on the same
     walks (:func:`session_area_bound` per asker, that margin, at least ``a_min_m2``)."""
+    oracle_joint_area_m2_median: float = math.nan
+    """The same for the oracle that chooses the set by its joint box
+    (:func:`session_area_bound` with ``joint``): the cheaper one, near the least any fixed
+    set of ``k`` pays on these walks."""
+    oracle_online_area_m2_median: float = math.nan
+    """The same for the oracle that knows every position at a session's first request only
+    and commits there to the ``k - 1`` nearest (:func:`session_area_bound` with ``online``):
+    what choosing a fixed set from exact present positions, with no pool to shrink, pays."""
 
 
 def repeated_cloaks_attack(
@@ -296,8 +304,9 @@ def repeated_cloaks_attack(
     ``tau`` seconds ends within the next ``dt`` with probability ``dt / (tau +
     dwell_scale_s)`` (the longer someone has stayed, the longer she tends to stay, yet she may
     leave at any moment, right after a fix too: what margins sized by stillness must survive);
-    a walk ends with probability ``dt / walk_s``. ``oracle_margin_m``: also what the oracle
-    that knows every future position pays on the same walks (``oracle_area_m2_median``)."""
+    a walk ends with probability ``dt / walk_s``. ``oracle_margin_m``: also what the oracles
+    that know every future position pay on the same walks (``oracle_area_m2_median``,
+    ``oracle_joint_area_m2_median``, ``oracle_online_area_m2_median``)."""
     from locpriv.core.cloak.cloaker import Cloaker
     from locpriv.core.cloak.types import CloakConfig, CloakParams
 
@@ -369,21 +378,32 @@ def repeated_cloaks_attack(
             regions[a].append(frozenset(np.flatnonzero(inside).tolist()))
             areas.append(out.region.area_m2)
     res = intersection_attack([r for r in regions if r], k)
-    oracle = math.nan
+    oracles = {"distance": math.nan, "joint": math.nan, "online": math.nan}
     if oracle_margin_m is not None:
-        paid = [
-            x
-            for a in range(askers)
-            for x in session_area_bound(frames, a, k, margin_m=oracle_margin_m, a_min_m2=a_min_m2)
-        ]
-        oracle = float(np.median(paid)) if paid else math.nan
+        for mode in oracles:
+            paid = [
+                x
+                for a in range(askers)
+                for x in session_area_bound(
+                    frames,
+                    a,
+                    k,
+                    margin_m=oracle_margin_m,
+                    a_min_m2=a_min_m2,
+                    joint=mode == "joint",
+                    online=mode == "online",
+                )
+            ]
+            oracles[mode] = float(np.median(paid)) if paid else math.nan
     return RepeatedCloaksResult(
         sessions=int(res["sessions"]),
         success_rate=res["success_rate"],
         candidates_mean=res["candidates_mean"],
         answered_rate=answered / asked if asked else math.nan,
         area_m2_median=float(np.median(areas)) if areas else math.nan,
-        oracle_area_m2_median=oracle,
+        oracle_area_m2_median=oracles["distance"],
+        oracle_joint_area_m2_median=oracles["joint"],
+        oracle_online_area_m2_median=oracles["online"],
     )
 
 
