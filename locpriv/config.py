@@ -22,7 +22,7 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     session_speed_m_s = 3.0            # ... or speed x age of the member's last update, if less
     session_pool_factor = 2            # a session's set starts with this many x k members ...
     session_shrink_requests = 10       # ... and narrows to k over this many answered requests
-    session_candidate_factor = 16      # first members chosen among this many x k (motion-ranked)
+    session_candidate_factor = 32      # first members chosen among this many x k (motion-ranked)
     session_horizon_s = 1800.0         # members ranked by expected distance over this; 0: now
     session_forecast_s = 300.0         # ... trusting straight-line forecasts this long
     session_joint_box = true           # ... keeping those whose joint box stays smallest
@@ -144,7 +144,7 @@ class CloakSection(_Section):
     session_speed_m_s: float = Field(3.0, ge=0, le=1000)
     session_pool_factor: int = Field(2, ge=1, le=100)
     session_shrink_requests: int = Field(10, ge=1, le=10_000)
-    session_candidate_factor: int = Field(16, ge=1, le=100)
+    session_candidate_factor: int = Field(32, ge=1, le=100)
     session_horizon_s: float = Field(1800.0, ge=0, le=86_400)
     session_forecast_s: float = Field(300.0, ge=0, le=86_400)
     session_joint_box: bool = True

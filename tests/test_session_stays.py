@@ -139,15 +139,17 @@ def test_thin_margins_of_members_who_stayed_put_cost_less() -> None:
     (the standard thin margin grows 1 m/s with a fix's age) while some of them leave right
     after a fix (2 % of those who never moved, each minute): no session is narrowed below k,
     every region holds its requester, and the regions are smaller than with the standard thin
-    margins for everyone (``session_risk`` near 0). At stays of an hour the floor is within
+    margins for everyone (``session_risk`` near 0; geometric mean of the areas after the
+    tenth request 0.119 against 0.128 km²). At stays of an hour the floor is within
     the budget, so this town cannot tell a budget from none: the next test can."""
     areas, kept, inside_own = _stay_town(2, stale=True, leavers=0.02)
     assert all(len(s) >= PARAMS.k for s in kept)
     assert all(inside_own)
     areas_std, kept_std, _ = _stay_town(2, stale=True, leavers=0.02, cloak={"session_risk": 1e-12})
     assert all(len(s) >= PARAMS.k for s in kept_std)
-    late = float(np.median([x for a in areas for x in a[10:]]))
-    late_std = float(np.median([x for a in areas_std for x in a[10:]]))
+    # the geometric mean: areas come in steps of the grid, and the medians may tie
+    late = float(np.mean(np.log([x for a in areas for x in a[10:]])))
+    late_std = float(np.mean(np.log([x for a in areas_std for x in a[10:]])))
     assert late < late_std
 
 

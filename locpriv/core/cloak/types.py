@@ -99,7 +99,7 @@ class CloakConfig:
     """Speed assumed for session members between their last update and the request: a member
     whose update is ``age`` seconds old is kept ``min(session_margin_m, speed * (age +
     epoch_s))`` metres from the edges (a member who just reported needs little margin)."""
-    session_candidate_factor: int = 16
+    session_candidate_factor: int = 32
     """A session's first members are a group of the requester's leaf of the partition for
     ``session_candidate_factor * k`` (reciprocal): the leaf split into groups that move alike
     (:func:`locpriv.core.cloak.history.motion_groups`)."""
