@@ -44,9 +44,9 @@ from locpriv.conformance.vectors import MessageCase, Placeholders, message_cases
 from locpriv.core.geo import LocalProjection, LonLat
 from locpriv.core.poi import refine
 from locpriv.core.tiles import Tiling, parse_tile, tile_id
-from locpriv.errors import CloakInfeasible, LocprivError, RemoteError
+from locpriv.errors import CloakInfeasible, GroupInfeasible, LocprivError, RemoteError
 from locpriv.peer import PeerClient
-from locpriv.protocols.p4.types import PeerConfig
+from locpriv.protocols.p4.types import PeerAnswer, PeerConfig
 from locpriv.transport import connect
 from locpriv.transport.base import Transport
 from locpriv.wire.messages import (
@@ -378,13 +378,25 @@ def _check_region(
     return "PASS", f"area_m2 {cloak.area_m2:.0f} (shoelace ok), users {cloak.users}"
 
 
-async def _p4(run: _Run, where: list[LonLat]) -> None:
+_P4_ATTEMPTS = 3
+"""Protocol 4 tries, each with fresh devices. Every device draws a random noise secret, so the
+four perturbed points are random: about 0.7 % of draws (141 of 20,000 simulated) put them nearly
+on one line, and every group of three then spans <= A_min (``area_too_small``, a correct answer).
+Fresh devices draw afresh, so three such draws in a row are about 3e-7 likely; any other failure
+fails at once."""
+
+_CHANCE_GEOMETRY = ("area_too_small", "window_unsatisfiable")
+
+
+_P4_CONFIG = PeerConfig(k=3, a_min_m2=1_000.0, a_max_m2=5_000_000.0, window_s=0.5)
+
+
+async def _p4(run: _Run, where: list[LonLat], config: PeerConfig = _P4_CONFIG) -> None:
     if len(run.users) < 4:
         run.add("p4", "SKIP", "needs four users (devices: the requester and three neighbours)")
         return
-    config = PeerConfig(k=3, a_min_m2=1_000.0, a_max_m2=5_000_000.0, window_s=0.5)
 
-    async def body() -> tuple[Outcome, str]:
+    async def attempt(seed: int) -> PeerAnswer:
         async with contextlib.AsyncExitStack() as stack:
             peers = []
             for i, (user, password) in enumerate(run.users):
@@ -392,7 +404,7 @@ async def _p4(run: _Run, where: list[LonLat]) -> None:
                     run.url(user),
                     user_id=user,
                     config=config,
-                    rng=np.random.default_rng(i),
+                    rng=np.random.default_rng([seed, i]),
                     password=password,
                     ca_file=run.ca_file,
                     topics=Topics(run.prefix),
@@ -401,10 +413,23 @@ async def _p4(run: _Run, where: list[LonLat]) -> None:
                 p.set_location(lon=where[i].lon, lat=where[i].lat)
             await asyncio.gather(*(p.flush() for p in peers))
             await asyncio.sleep(0.3)
-            answer = await peers[0].query(QUERY, timeout_s=run.timeout_s * 3)
+            return await peers[0].query(QUERY, timeout_s=run.timeout_s * 3)
+
+    async def body() -> tuple[Outcome, str]:
+        for seed in range(_P4_ATTEMPTS):
+            try:
+                answer = await attempt(seed)
+                break
+            except GroupInfeasible as exc:
+                if not str(exc).startswith(_CHANCE_GEOMETRY):
+                    raise
+                if seed + 1 == _P4_ATTEMPTS:
+                    return "FAIL", f"GroupInfeasible: {exc} (in each of {_P4_ATTEMPTS} attempts)"
         exact = refine(answer.pois, QUERY, lon=where[0].lon, lat=where[0].lat)
         ok = list(answer.pois) == exact and answer.group_size >= 3
-        return ("PASS" if ok else "FAIL"), f"group of {answer.group_size}, {len(answer.pois)} POIs"
+        tries = "" if seed == 0 else f" (attempt {seed + 1}: earlier noise drew a thin group)"
+        detail = f"group of {answer.group_size}, {len(answer.pois)} POIs{tries}"
+        return ("PASS" if ok else "FAIL"), detail
 
     await _step(run, "p4", body)
 

@@ -26,9 +26,20 @@ from _deploy import (
 from _svc_helpers import running
 
 from locpriv.config import ServiceConfig
-from locpriv.conformance.live import Step, format_table, run_conformance
+from locpriv.conformance.live import (
+    _P4_ATTEMPTS,
+    Step,
+    _around,
+    _p4,
+    _Run,
+    format_table,
+    run_conformance,
+)
+from locpriv.protocols.p4.types import PeerConfig
 from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
+from locpriv.wire.messages import DeploymentConfig
+from locpriv.wire.topics import DEFAULT_PREFIX
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -179,3 +190,18 @@ def test_the_persistence_directory_must_be_writable_by_mosquitto(
         assert saved == writable, (dep.log.read_text(), list(persist.iterdir()))
     finally:
         subprocess.run(["rm", "-rf", str(stop_deployment_keep)], check=False)
+
+
+@pytest.mark.asyncio
+async def test_p4_step_tries_fresh_devices_before_it_fails_on_thin_groups(amqtt_url: str) -> None:
+    """A thin group (every group of three spans <= A_min) is a chance draw of the devices'
+    noise secrets; the step retries with fresh devices and fails only when every try is thin.
+    A_min just under A_max makes every try thin here (the users stand within 300 m)."""
+    run = _Run(amqtt_url, [(u, None) for u in USERS], None, DEFAULT_PREFIX, 5.0, False)
+    where = _around(DeploymentConfig(lat0_deg=41.3874, lon0_deg=2.1686, tile_m=None), 4)
+    thin = PeerConfig(k=3, a_min_m2=4.9e6, a_max_m2=5.0e6, window_s=0.3)
+    await _p4(run, where, thin)
+    (step,) = run.steps
+    assert (step.name, step.outcome) == ("p4", "FAIL"), step
+    assert step.detail.startswith("GroupInfeasible: area_too_small"), step.detail
+    assert step.detail.endswith(f"(in each of {_P4_ATTEMPTS} attempts)"), step.detail
