@@ -96,15 +96,23 @@ WORST_CASE_SESSIONS: dict[str, Any] = {"session_slack": 0, "session_adopt": Fals
 worst-case margin, the set the first group only (what those two parts buy)."""
 
 
-def _city(
+def city_run(
     session_s: float, quick: bool, cloak: dict[str, Any] | None = None, seed: int = CITY_SEEDS[0]
-) -> dict[str, Any]:
+) -> tuple[Any, Any]:
+    """One virtual run of the city (``cloak``: CloakConfig fields over the simulator's
+    defaults); returns the run's result and the built scenario."""
     sc = _city_scenario(session_s, quick, seed)
     cfg = VirtualConfig()
     if cloak:
         cfg = dataclasses.replace(cfg, cloak=default_cloak_config(sc, cfg, **cloak))
     built = build(sc)
-    res = run_virtual(built, config=cfg)
+    return run_virtual(built, config=cfg), built
+
+
+def _city(
+    session_s: float, quick: bool, cloak: dict[str, Any] | None = None, seed: int = CITY_SEEDS[0]
+) -> dict[str, Any]:
+    res, built = city_run(session_s, quick, cloak, seed)
     s = summarize(res.records, res.stats)
     answered = [s["protocols"][p]["success_rate"] for p in ("p1", "p3") if p in s["protocols"]]
     return {

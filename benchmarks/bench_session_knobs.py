@@ -1,0 +1,200 @@
+"""Session settings on the city: what each one does to the cost of historical k-anonymity.
+
+    .venv/bin/python benchmarks/bench_session_knobs.py [--quick] [--seeds 23,24]
+        [--knob '{"session_shrink_requests": 5}' ...]
+
+For the shipped settings and each ``--knob`` (CloakConfig fields over the shipped ones; by
+default the alternatives docs/algorithms.md names as tried and not taken), the city of
+bench_privacy (``city_sessions`` through the real protocol machines on the virtual clock) on
+each seed, and per setting:
+
+* ``ratio``: the median region area of the attacked sessions over the same seed's undefended
+  median (the goal: at most 5); ``answered``: the share of P1 and P3 requests answered;
+  ``narrowed``: the share of sessions the intersection attack singles out below k;
+* where the cost lies: per k, the sessions' median over the undefended median of the same k;
+  per request index within a session (0-9, 10-29, 30 and later), the median over the seed's
+  undefended median (a set only shrinks, so members scatter as a session ages).
+
+Seeds run in worker processes (one virtual run is single-threaded). Prints a table and writes
+benchmarks/results/bench_session_knobs.json (``--quick``: bench_session_knobs_quick.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench_privacy import CITY_SEEDS, city_run
+
+from simulators.evaluate import QueryRecord, region_sessions, summarize
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+KNOBS: tuple[dict[str, Any], ...] = (
+    {"session_candidate_factor": 16},
+    {"session_shrink_requests": 5},
+    {"session_shrink_requests": 20},
+    {"session_pool_factor": 3},
+    {"session_slack": 4},
+)
+"""Alternatives to the shipped settings measured by default (each one field changed)."""
+
+AGES = ((0, 10), (10, 30), (30, None))
+"""Request-index bands within a session: first ten (the set shrinks to k), then, then late."""
+
+
+def _areas(records: Sequence[QueryRecord]) -> list[tuple[int, int, float]]:
+    """(k, index within the session, area m²) of every answered region of the attacked
+    sessions (``region_sessions``)."""
+    return [
+        (r.k_requested, i, r.area_m2)
+        for rs in region_sessions(records).values()
+        for i, r in enumerate(rs)
+        if r.area_m2 is not None
+    ]
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return float(np.median(values)) if len(values) else None
+
+
+def _job(job: tuple[int, float, dict[str, Any], bool]) -> dict[str, Any]:
+    seed, session_s, cloak, quick = job
+    res, _ = city_run(session_s, quick, cloak or None, seed)
+    s = summarize(res.records, res.stats)
+    answered = [s["protocols"][p]["success_rate"] for p in ("p1", "p3") if p in s["protocols"]]
+    return {
+        "seed": seed,
+        "knob": cloak,
+        "session_s": session_s,
+        "area_m2_median": s["attacks"]["intersection"]["area_m2_median"],
+        "narrowed": s["attacks"]["intersection"]["success_rate"],
+        "answered": float(np.mean(answered)),
+        "areas": _areas(res.records),
+    }
+
+
+def _breakdown(run: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """The session run's cost per k and per request index, against ``before`` (no sessions)."""
+    base = before["area_m2_median"]
+    by_k: dict[str, Any] = {}
+    for k in sorted({k for k, _, _ in run["areas"]}):
+        mine = [a for kk, _, a in run["areas"] if kk == k]
+        theirs = _median([a for kk, _, a in before["areas"] if kk == k])
+        med = _median(mine)
+        by_k[str(k)] = {
+            "requests": len(mine),
+            "ratio": med / theirs if med is not None and theirs else None,
+        }
+    by_age: dict[str, Any] = {}
+    for lo, hi in AGES:
+        got = [a for _, i, a in run["areas"] if i >= lo and (hi is None or i < hi)]
+        med = _median(got)
+        by_age[f"{lo}-{'' if hi is None else hi - 1}"] = {
+            "requests": len(got),
+            "ratio": med / base if med is not None else None,
+        }
+    return {"by_k": by_k, "by_age": by_age}
+
+
+def _label(knob: dict[str, Any]) -> str:
+    return ", ".join(f"{k.removeprefix('session_')}={v}" for k, v in knob.items()) or "shipped"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="800 users, 40 min, two seeds")
+    ap.add_argument("--seeds", help="comma-separated seeds (default: bench_privacy's city seeds)")
+    ap.add_argument(
+        "--knob",
+        action="append",
+        type=json.loads,
+        help="CloakConfig fields as a JSON object (repeatable; default: the tried alternatives)",
+    )
+    args = ap.parse_args()
+    q = args.quick
+    seeds = (
+        [int(s) for s in args.seeds.split(",")]
+        if args.seeds
+        else list(CITY_SEEDS[:2] if q else CITY_SEEDS)
+    )
+    knobs: list[dict[str, Any]] = [{}, *(args.knob if args.knob is not None else KNOBS)]
+    for knob in knobs:
+        if not isinstance(knob, dict):
+            ap.error(f"--knob wants a JSON object, got {knob!r}")
+    t0 = time.perf_counter()
+    jobs: list[tuple[int, float, dict[str, Any], bool]] = [(seed, 0.0, {}, q) for seed in seeds]
+    jobs += [(seed, 600.0, knob, q) for knob in knobs for seed in seeds]
+    with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as ex:
+        runs = list(ex.map(_job, jobs))
+    before = {r["seed"]: r for r in runs if r["session_s"] == 0.0}
+    rows: list[dict[str, Any]] = []
+    for knob in knobs:
+        per = {}
+        for r in runs:
+            if r["session_s"] > 0.0 and r["knob"] == knob:
+                b = before[r["seed"]]
+                per[str(r["seed"])] = {
+                    "ratio": r["area_m2_median"] / b["area_m2_median"],
+                    "answered": r["answered"],
+                    "narrowed": r["narrowed"],
+                    **_breakdown(r, b),
+                }
+        ratios = [p["ratio"] for p in per.values()]
+        rows.append(
+            {
+                "knob": knob,
+                "seeds": per,
+                "ratio_mean": float(np.mean(ratios)),
+                "ratio_max": float(np.max(ratios)),
+                "answered_min": float(min(p["answered"] for p in per.values())),
+                "narrowed_max": float(max(p["narrowed"] for p in per.values())),
+            }
+        )
+    seconds = time.perf_counter() - t0
+    print(
+        f"{'setting':32} {'ratio by seed':>{7 * len(seeds)}} {'mean':>6} {'max':>6} {'answ':>6}"
+        f" {'narr':>5}"
+    )
+    for row in rows:
+        cells = "".join(f"{p['ratio']:7.2f}" for p in row["seeds"].values())
+        print(
+            f"{_label(row['knob']):32} {cells} {row['ratio_mean']:6.2f} {row['ratio_max']:6.2f}"
+            f" {row['answered_min']:6.3f} {row['narrowed_max']:5.3f}"
+        )
+    shipped = rows[0]["seeds"]
+    ks = sorted({k for p in shipped.values() for k in p["by_k"]}, key=int)
+    print(
+        f"\n{'shipped, where the cost lies':32} "
+        + " ".join(f"{'k=' + k:>7}" for k in ks)
+        + " "
+        + " ".join(f"{'req ' + a:>9}" for a in next(iter(shipped.values()))["by_age"])
+    )
+    for seed, p in shipped.items():
+        kc = " ".join(f"{p['by_k'][k]['ratio']:7.2f}" for k in ks if k in p["by_k"])
+        ac = " ".join(f"{b['ratio']:9.2f}" for b in p["by_age"].values())
+        print(f"{'city seed ' + seed:32} {kc} {ac}")
+    print(f"({seconds:.0f} s)")
+    result = {
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "quick": q,
+        "seeds": seeds,
+        "settings": rows,
+        "seconds": seconds,
+    }
+    out = RESULTS / ("bench_session_knobs_quick.json" if q else "bench_session_knobs.json")
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
