@@ -269,30 +269,46 @@ def _city_bound(quick: bool, seed: int, undefended_m2: float) -> dict[str, Any]:
     return out
 
 
+WALKER_CONDITIONS: tuple[dict[str, Any], ...] = (
+    {},
+    {"users": 1000},
+    {"users": 4000},
+    {"speed_m_s": 0.7},
+    {"speed_m_s": 3.0},
+    {"k": 10, "minutes": 60.0},
+)
+"""Random walkers (``repeated_cloaks_attack`` arguments): densities, speeds, k, session length."""
+
+STAY_CONDITIONS: tuple[dict[str, Any], ...] = (
+    {"dwell_share": 0.5},
+    {"dwell_share": 0.5, "dwell_scale_s": 60.0},
+    {"dwell_share": 0.8},
+    {"dwell_share": 0.5, "users": 4000},
+    {"dwell_share": 0.5, "k": 10, "minutes": 60.0},
+)
+"""People who alternate stays and walks (fixes every 30 s)."""
+
+
+def walker_runs(quick: bool) -> list[tuple[str, dict[str, Any]]]:
+    """The walker conditions as (name, ``repeated_cloaks_attack`` arguments but the session's):
+    every walker condition with fixes at every request and every 30 s, then the stays."""
+    conds, stays = WALKER_CONDITIONS, STAY_CONDITIONS
+    runs = [(c, u) for u in (0.0, 30.0) for c in (conds[:2] if quick else conds)]
+    runs += [(c, 30.0) for c in (stays[:2] if quick else stays)]
+    out = []
+    for c, update_s in runs:
+        key = ",".join(f"{a}={b:g}" for a, b in c.items()) or "default"
+        kw = {**c, "update_s": update_s, "askers": 40 if quick else 100}
+        out.append((f"{key},fixes={'30s' if update_s else 'fresh'}", kw))
+    return out
+
+
 def _conditions(quick: bool) -> dict[str, Any]:
     """Random walkers over densities, speeds, k and session lengths, with fixes at every
     request and every 30 s (stale); then people who alternate stays and walks, fixes every
     30 s: no sessions, worst-case margins with the first group only, the shipped sessions."""
-    conds: list[dict[str, Any]] = [
-        {},
-        {"users": 1000},
-        {"users": 4000},
-        {"speed_m_s": 0.7},
-        {"speed_m_s": 3.0},
-        {"k": 10, "minutes": 60.0},
-    ]
-    stays: list[dict[str, Any]] = [
-        {"dwell_share": 0.5},
-        {"dwell_share": 0.5, "dwell_scale_s": 60.0},
-        {"dwell_share": 0.8},
-        {"dwell_share": 0.5, "users": 4000},
-        {"dwell_share": 0.5, "k": 10, "minutes": 60.0},
-    ]
-    runs = [(c, u) for u in (0.0, 30.0) for c in (conds[:2] if quick else conds)]
-    runs += [(c, 30.0) for c in (stays[:2] if quick else stays)]
     out: dict[str, Any] = {}
-    for c, update_s in runs:
-        kw = {**c, "update_s": update_s, "askers": 40 if quick else 100}
+    for name, kw in walker_runs(quick):
         base = repeated_cloaks_attack(session_s=0.0, oracle_margin_m=20.0, **kw)
         row: dict[str, Any] = {
             "undefended_area_m2_median": base.area_m2_median,
@@ -303,14 +319,13 @@ def _conditions(quick: bool) -> dict[str, Any]:
             # ... and the one told every present position, committing to k at the first request
             "oracle_online_20m_ratio": base.oracle_online_area_m2_median / base.area_m2_median,
         }
-        for name, over in (("worst_case", WORST_CASE_SESSIONS), ("after", {})):
+        for design, over in (("worst_case", WORST_CASE_SESSIONS), ("after", {})):
             r = repeated_cloaks_attack(session_s=3600.0, cloak=over, **kw)
-            row[name] = {
+            row[design] = {
                 **dataclasses.asdict(r),
                 "area_ratio": r.area_m2_median / base.area_m2_median,
             }
-        key = ",".join(f"{a}={b:g}" for a, b in c.items()) or "default"
-        out[f"{key},fixes={'30s' if update_s else 'fresh'}"] = row
+        out[name] = row
     return out
 
 

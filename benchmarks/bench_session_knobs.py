@@ -1,12 +1,13 @@
-"""Session settings on the city: what each one does to the cost of historical k-anonymity.
+"""Session settings: what each one does to the cost of historical k-anonymity.
 
-    .venv/bin/python benchmarks/bench_session_knobs.py [--quick] [--seeds 23,24]
-        [--knob '{"session_shrink_requests": 5}' ...]
+    .venv/bin/python benchmarks/bench_session_knobs.py [--quick] [--parts city,walkers]
+        [--seeds 23,24] [--knob '{"session_shrink_requests": 5}' ...]
 
 For the shipped settings and each ``--knob`` (CloakConfig fields over the shipped ones; by
-default the alternatives docs/algorithms.md names as tried and not taken), the city of
-bench_privacy (``city_sessions`` through the real protocol machines on the virtual clock) on
-each seed, and per setting:
+default the alternatives docs/algorithms.md names as tried and not taken):
+
+**city**: bench_privacy's city (``city_sessions`` through the real protocol machines on the
+virtual clock) on each seed, and per setting:
 
 * ``ratio``: the median region area of the attacked sessions over the same seed's undefended
   median (the goal: at most 5); ``answered``: the share of P1 and P3 requests answered;
@@ -15,8 +16,13 @@ each seed, and per setting:
   per request index within a session (0-9, 10-29, 30 and later), the median over the seed's
   undefended median (a set only shrinks, so members scatter as a session ages).
 
-Seeds run in worker processes (one virtual run is single-threaded). Prints a table and writes
-benchmarks/results/bench_session_knobs.json (``--quick``: bench_session_knobs_quick.json).
+**walkers**: bench_privacy's 17 random-walker and stay-and-walk conditions (``walker_runs``):
+per condition, the median area over its undefended median, answered share, narrowed share.
+
+Runs go to worker processes (one run is single-threaded). Prints tables and writes
+benchmarks/results/bench_session_knobs.json (``--quick``: bench_session_knobs_quick.json);
+with ``--parts``, only the parts named are run and replaced in that file (each part records
+its own settings and seconds).
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_privacy import CITY_SEEDS, city_run
+from bench_privacy import CITY_SEEDS, city_run, walker_runs
 
+from simulators.attacks import repeated_cloaks_attack
 from simulators.evaluate import QueryRecord, region_sessions, summarize
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -109,32 +116,51 @@ def _label(knob: dict[str, Any]) -> str:
     return ", ".join(f"{k.removeprefix('session_')}={v}" for k, v in knob.items()) or "shipped"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="800 users, 40 min, two seeds")
-    ap.add_argument("--seeds", help="comma-separated seeds (default: bench_privacy's city seeds)")
-    ap.add_argument(
-        "--knob",
-        action="append",
-        type=json.loads,
-        help="CloakConfig fields as a JSON object (repeatable; default: the tried alternatives)",
+def _walker_job(job: tuple[str, dict[str, Any], dict[str, Any] | None]) -> dict[str, Any]:
+    """One walker condition: without sessions (``knob`` None) or with them and ``knob``."""
+    name, kw, knob = job
+    if knob is None:
+        r = repeated_cloaks_attack(session_s=0.0, **kw)
+    else:
+        r = repeated_cloaks_attack(session_s=3600.0, cloak=knob, **kw)
+    return {
+        "condition": name,
+        "knob": knob,
+        "area_m2_median": r.area_m2_median,
+        "answered": r.answered_rate,
+        "narrowed": r.success_rate,
+    }
+
+
+def _summary(per: dict[str, dict[str, Any]]) -> dict[str, float]:
+    ratios = [p["ratio"] for p in per.values()]
+    return {
+        "ratio_mean": float(np.mean(ratios)),
+        "ratio_max": float(np.max(ratios)),
+        "answered_min": float(min(p["answered"] for p in per.values())),
+        "narrowed_max": float(max(p["narrowed"] for p in per.values())),
+    }
+
+
+def _table(rows: list[dict[str, Any]], key: str, cell: int) -> None:
+    names = list(rows[0][key])
+    print(
+        f"{'setting':32} {'ratio by ' + key:>{cell * len(names)}} {'mean':>6} {'max':>6}"
+        f" {'answ':>6} {'narr':>5}"
     )
-    args = ap.parse_args()
-    q = args.quick
-    seeds = (
-        [int(s) for s in args.seeds.split(",")]
-        if args.seeds
-        else list(CITY_SEEDS[:2] if q else CITY_SEEDS)
-    )
-    knobs: list[dict[str, Any]] = [{}, *(args.knob if args.knob is not None else KNOBS)]
-    for knob in knobs:
-        if not isinstance(knob, dict):
-            ap.error(f"--knob wants a JSON object, got {knob!r}")
+    for row in rows:
+        cells = "".join(f"{p['ratio']:{cell}.2f}" for p in row[key].values())
+        print(
+            f"{_label(row['knob']):32} {cells} {row['ratio_mean']:6.2f} {row['ratio_max']:6.2f}"
+            f" {row['answered_min']:6.3f} {row['narrowed_max']:5.3f}"
+        )
+
+
+def _city(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any]:
     t0 = time.perf_counter()
     jobs: list[tuple[int, float, dict[str, Any], bool]] = [(seed, 0.0, {}, q) for seed in seeds]
     jobs += [(seed, 600.0, knob, q) for knob in knobs for seed in seeds]
-    with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as ex:
-        runs = list(ex.map(_job, jobs))
+    runs = list(ex.map(_job, jobs))
     before = {r["seed"]: r for r in runs if r["session_s"] == 0.0}
     rows: list[dict[str, Any]] = []
     for knob in knobs:
@@ -148,28 +174,9 @@ def main() -> int:
                     "narrowed": r["narrowed"],
                     **_breakdown(r, b),
                 }
-        ratios = [p["ratio"] for p in per.values()]
-        rows.append(
-            {
-                "knob": knob,
-                "seeds": per,
-                "ratio_mean": float(np.mean(ratios)),
-                "ratio_max": float(np.max(ratios)),
-                "answered_min": float(min(p["answered"] for p in per.values())),
-                "narrowed_max": float(max(p["narrowed"] for p in per.values())),
-            }
-        )
-    seconds = time.perf_counter() - t0
-    print(
-        f"{'setting':32} {'ratio by seed':>{7 * len(seeds)}} {'mean':>6} {'max':>6} {'answ':>6}"
-        f" {'narr':>5}"
-    )
-    for row in rows:
-        cells = "".join(f"{p['ratio']:7.2f}" for p in row["seeds"].values())
-        print(
-            f"{_label(row['knob']):32} {cells} {row['ratio_mean']:6.2f} {row['ratio_max']:6.2f}"
-            f" {row['answered_min']:6.3f} {row['narrowed_max']:5.3f}"
-        )
+        rows.append({"knob": knob, "seeds": per, **_summary(per)})
+    print(f"city, seeds {', '.join(map(str, seeds))}")
+    _table(rows, "seeds", 7)
     shipped = rows[0]["seeds"]
     ks = sorted({k for p in shipped.values() for k in p["by_k"]}, key=int)
     print(
@@ -182,15 +189,72 @@ def main() -> int:
         kc = " ".join(f"{p['by_k'][k]['ratio']:7.2f}" for k in ks if k in p["by_k"])
         ac = " ".join(f"{b['ratio']:9.2f}" for b in p["by_age"].values())
         print(f"{'city seed ' + seed:32} {kc} {ac}")
-    print(f"({seconds:.0f} s)")
-    result = {
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "quick": q,
-        "seeds": seeds,
-        "settings": rows,
-        "seconds": seconds,
-    }
+    seconds = time.perf_counter() - t0
+    print(f"(city: {seconds:.0f} s)\n")
+    return {"seeds": seeds, "settings": rows, "seconds": seconds}
+
+
+def _walkers(knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    conds = walker_runs(q)
+    jobs: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = [
+        (name, kw, None) for name, kw in conds
+    ]
+    jobs += [(name, kw, knob) for knob in knobs for name, kw in conds]
+    runs = list(ex.map(_walker_job, jobs))
+    before = {r["condition"]: r for r in runs if r["knob"] is None}
+    rows: list[dict[str, Any]] = []
+    for knob in knobs:
+        per = {
+            r["condition"]: {
+                "ratio": r["area_m2_median"] / before[r["condition"]]["area_m2_median"],
+                "answered": r["answered"],
+                "narrowed": r["narrowed"],
+            }
+            for r in runs
+            if r["knob"] == knob
+        }
+        rows.append({"knob": knob, "conditions": per, **_summary(per)})
+    print("walkers, conditions: " + "; ".join(f"{i}: {n}" for i, (n, _) in enumerate(conds)))
+    _table(rows, "conditions", 6)
+    seconds = time.perf_counter() - t0
+    print(f"(walkers: {seconds:.0f} s)\n")
+    return {"settings": rows, "seconds": seconds}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller runs, two seeds")
+    ap.add_argument("--parts", default="city,walkers", help="city, walkers or both (default)")
+    ap.add_argument("--seeds", help="comma-separated seeds (default: bench_privacy's city seeds)")
+    ap.add_argument(
+        "--knob",
+        action="append",
+        type=json.loads,
+        help="CloakConfig fields as a JSON object (repeatable; default: the tried alternatives)",
+    )
+    args = ap.parse_args()
+    q = args.quick
+    parts = [p for p in args.parts.split(",") if p]
+    if not parts or set(parts) - {"city", "walkers"}:
+        ap.error(f"--parts takes city and/or walkers, got {args.parts!r}")
+    seeds = (
+        [int(s) for s in args.seeds.split(",")]
+        if args.seeds
+        else list(CITY_SEEDS[:2] if q else CITY_SEEDS)
+    )
+    knobs: list[dict[str, Any]] = [{}, *(args.knob if args.knob is not None else KNOBS)]
+    for knob in knobs:
+        if not isinstance(knob, dict):
+            ap.error(f"--knob wants a JSON object, got {knob!r}")
     out = RESULTS / ("bench_session_knobs_quick.json" if q else "bench_session_knobs.json")
+    result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
+    result.update(machine={"python": platform.python_version(), "cpus": os.cpu_count()}, quick=q)
+    with ProcessPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
+        if "city" in parts:
+            result["city"] = _city(seeds, knobs, q, ex)
+        if "walkers" in parts:
+            result["walkers"] = _walkers(knobs, q, ex)
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     return 0
