@@ -122,9 +122,15 @@ class CloakTimeout(InfeasibleError):
 
 
 class GroupInfeasible(InfeasibleError):
-    """Protocol 4: no k-group of replies spans A_min < A < A_max."""
+    """Protocol 4: no k-group of replies spans A_min < A < A_max. ``reason_code`` is the
+    :class:`~locpriv.core.grouping.InfeasibleReason` value (``too_few_replies``,
+    ``area_too_small``, ...) when this device chose no group, None for an error reply."""
 
     default_code = ErrorCode.GROUP_INFEASIBLE
+
+    def __init__(self, message: str, reason_code: str | None = None) -> None:
+        super().__init__(message)
+        self.reason_code = reason_code
 
 
 class UnknownUser(InfeasibleError):

@@ -280,7 +280,7 @@ def sybil_groups(
         now += 12.0
         if isinstance(out, Failed):
             reason = (
-                str(out.error).split(":", 1)[0]
+                out.error.reason_code or "group_infeasible"
                 if isinstance(out.error, GroupInfeasible)
                 else type(out.error).__name__
             )

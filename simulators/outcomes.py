@@ -30,10 +30,10 @@ Positions = tuple[NDArray[np.float64], NDArray[np.float64]]
 def error_key(exc: BaseException) -> str:
     """A failed query's ``QueryRecord.error``: the wire code of an error reply,
     ``group_infeasible:<reason>`` for Protocol 4, ``timeout`` when no reply came."""
-    if isinstance(exc, GroupInfeasible):
-        return f"group_infeasible:{str(exc).split(':', 1)[0]}"
     if isinstance(exc, RemoteError):
         return exc.raw_code
+    if isinstance(exc, GroupInfeasible):
+        return f"group_infeasible:{exc.reason_code}"
     if isinstance(exc, RequestTimeout):
         return "timeout"
     if isinstance(exc, LocprivError):

@@ -169,6 +169,7 @@ def test_infeasible_after_rounds_names_reason() -> None:
     out = ask(net, 0, NearestQuery(category="atm", n=1))
     assert isinstance(out, Failed)
     assert isinstance(out.error, GroupInfeasible)
+    assert out.error.reason_code == "too_few_replies"
     assert "too_few_replies" in str(out.error) and "2 rounds" in str(out.error)
     assert net.machines[0].stats["round_too_few_replies"] == 2
     assert not net.subs[0] - {net.machines[0].cell_topic}  # reply topics released

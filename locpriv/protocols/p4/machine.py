@@ -484,7 +484,8 @@ class PeerMachine:
                 return self._broadcast(q, now)
             err = GroupInfeasible(
                 f"{result.reason.value}: {result.detail} "
-                f"({len(q.replies)} usable replies after {q.rounds} rounds)"
+                f"({len(q.replies)} usable replies after {q.rounds} rounds)",
+                reason_code=result.reason.value,
             )
             return self._finish(q, Failed(q.id, err))
         ds = q.ask_ds(
