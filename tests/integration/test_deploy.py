@@ -424,7 +424,7 @@ async def test_p4_works_for_legitimate_devices(dep: Deployment) -> None:
                 config=config,
                 rng=np.random.default_rng(i),
                 # fixed place noise: random secrets leave every group of three thinner than
-                # A_min in about 0.2 % of runs (18 of 10,000 simulated), a correct refusal
+                # A_min in about 0.4 % of runs (tests/test_p4_thin_groups.py), a correct refusal
                 secret=bytes([30 + i]) * 32,
                 password=dep.passwords[user],
                 ca_file=str(dep.ca_file),
