@@ -71,6 +71,12 @@ from simulators.workload import Distribution
 OUT = Path(__file__).resolve().parent / "results" / "bench_privacy.json"
 
 
+CITY_SESSION_S = 600.0
+"""The city's ``session_s`` (seconds without a request before a session ends)."""
+
+WALKER_SESSION_S = 3600.0
+"""The walker conditions' ``session_s``."""
+
 CITY_SEEDS = (23, 24, 25, 26, 27)
 """The city's seeds: one seed's median area moves by ~10 % when every coordinate moves by a
 micrometre (users on one street share a coordinate, and the partition's ties follow), so
@@ -109,15 +115,20 @@ def city_run(
     return run_virtual(built, config=cfg), built
 
 
+def city_figures(res: Any) -> dict[str, Any]:
+    """A city run's intersection attack (``success_rate``, ``area_m2_median``, ...) and the
+    share of its P1 and P3 requests answered (``answered_rate``)."""
+    s = summarize(res.records, res.stats)
+    answered = [s["protocols"][p]["success_rate"] for p in ("p1", "p3") if p in s["protocols"]]
+    return {**s["attacks"]["intersection"], "answered_rate": float(np.mean(answered))}
+
+
 def _city(
     session_s: float, quick: bool, cloak: dict[str, Any] | None = None, seed: int = CITY_SEEDS[0]
 ) -> dict[str, Any]:
     res, built = city_run(session_s, quick, cloak, seed)
-    s = summarize(res.records, res.stats)
-    answered = [s["protocols"][p]["success_rate"] for p in ("p1", "p3") if p in s["protocols"]]
     return {
-        **s["attacks"]["intersection"],
-        "answered_rate": float(np.mean(answered)),
+        **city_figures(res),
         "areas_by_kind": _areas_by_kind(res.records, built.trajectories.static),
         "requester_guesses": _guesses(res.records, built.trajectories),
     }
@@ -183,15 +194,15 @@ def _city_all(quick: bool) -> dict[str, Any]:
     for seed in seeds:
         jobs += [
             ("before", seed, 0.0, None, quick),
-            ("after", seed, 600.0, None, quick),
+            ("after", seed, CITY_SESSION_S, None, quick),
             # what the margins of those who stayed put buy: everyone the ordinary thin margin
-            ("no_still_margins", seed, 600.0, NO_STILL_MARGINS, quick),
+            ("no_still_margins", seed, CITY_SESSION_S, NO_STILL_MARGINS, quick),
             # what choosing the set by its joint box buys: members each by her own distance
-            ("distance_ranking", seed, 600.0, {"session_joint_box": False}, quick),
+            ("distance_ranking", seed, CITY_SESSION_S, {"session_joint_box": False}, quick),
         ]
     jobs += [
-        ("worst_case_sessions", seeds[0], 600.0, WORST_CASE_SESSIONS, quick),
-        ("rekeyed_3x", seeds[0], 600.0, {"session_rekey_factor": 3.0}, quick),
+        ("worst_case_sessions", seeds[0], CITY_SESSION_S, WORST_CASE_SESSIONS, quick),
+        ("rekeyed_3x", seeds[0], CITY_SESSION_S, {"session_rekey_factor": 3.0}, quick),
     ]
     with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as ex:
         rows = list(ex.map(_city_job, jobs))
@@ -226,7 +237,7 @@ def _city_bound(quick: bool, seed: int, undefended_m2: float) -> dict[str, Any]:
     each session's first request, the k - 1 of them nearest the requester (20 m margins, about
     the thin ones); and the future-knowing one choosing the set by its joint box (20 and
     48 m margins)."""
-    b = build(_city_scenario(600.0, quick, seed))
+    b = build(_city_scenario(CITY_SESSION_S, quick, seed))
     times: dict[int, list[float]] = {}
     for e in b.workload.events:
         times.setdefault(e.user, []).append(e.t_s)
@@ -320,7 +331,7 @@ def _conditions(quick: bool) -> dict[str, Any]:
             "oracle_online_20m_ratio": base.oracle_online_area_m2_median / base.area_m2_median,
         }
         for design, over in (("worst_case", WORST_CASE_SESSIONS), ("after", {})):
-            r = repeated_cloaks_attack(session_s=3600.0, cloak=over, **kw)
+            r = repeated_cloaks_attack(session_s=WALKER_SESSION_S, cloak=over, **kw)
             row[design] = {
                 **dataclasses.asdict(r),
                 "area_ratio": r.area_m2_median / base.area_m2_median,

@@ -38,10 +38,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_privacy import CITY_SEEDS, city_run, walker_runs
+from bench_privacy import (
+    CITY_SEEDS,
+    CITY_SESSION_S,
+    WALKER_SESSION_S,
+    city_figures,
+    city_run,
+    walker_runs,
+)
 
 from simulators.attacks import repeated_cloaks_attack
-from simulators.evaluate import QueryRecord, region_sessions, summarize
+from simulators.evaluate import QueryRecord, region_sessions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -55,7 +62,8 @@ KNOBS: tuple[dict[str, Any], ...] = (
 """Alternatives to the shipped settings measured by default (each one field changed)."""
 
 AGES = ((0, 10), (10, 30), (30, None))
-"""Request-index bands within a session: first ten (the set shrinks to k), then, then late."""
+"""Request-index bands within a session: the first ten (the set shrinks to k over them), the
+rest of the first half hour (a request a minute), and later."""
 
 
 def _areas(records: Sequence[QueryRecord]) -> list[tuple[int, int, float]]:
@@ -76,15 +84,14 @@ def _median(values: Sequence[float]) -> float | None:
 def _job(job: tuple[int, float, dict[str, Any], bool]) -> dict[str, Any]:
     seed, session_s, cloak, quick = job
     res, _ = city_run(session_s, quick, cloak or None, seed)
-    s = summarize(res.records, res.stats)
-    answered = [s["protocols"][p]["success_rate"] for p in ("p1", "p3") if p in s["protocols"]]
+    f = city_figures(res)
     return {
         "seed": seed,
         "knob": cloak,
         "session_s": session_s,
-        "area_m2_median": s["attacks"]["intersection"]["area_m2_median"],
-        "narrowed": s["attacks"]["intersection"]["success_rate"],
-        "answered": float(np.mean(answered)),
+        "area_m2_median": f["area_m2_median"],
+        "narrowed": f["success_rate"],
+        "answered": f["answered_rate"],
         "areas": _areas(res.records),
     }
 
@@ -112,6 +119,11 @@ def _breakdown(run: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     return {"by_k": by_k, "by_age": by_age}
 
 
+def _machine() -> dict[str, Any]:
+    """Where a part ran (each part records its own: ``--parts`` reruns one alone)."""
+    return {"python": platform.python_version(), "cpus": os.cpu_count()}
+
+
 def _label(knob: dict[str, Any]) -> str:
     return ", ".join(f"{k.removeprefix('session_')}={v}" for k, v in knob.items()) or "shipped"
 
@@ -122,7 +134,7 @@ def _walker_job(job: tuple[str, dict[str, Any], dict[str, Any] | None]) -> dict[
     if knob is None:
         r = repeated_cloaks_attack(session_s=0.0, **kw)
     else:
-        r = repeated_cloaks_attack(session_s=3600.0, cloak=knob, **kw)
+        r = repeated_cloaks_attack(session_s=WALKER_SESSION_S, cloak=knob, **kw)
     return {
         "condition": name,
         "knob": knob,
@@ -156,10 +168,10 @@ def _table(rows: list[dict[str, Any]], key: str, cell: int) -> None:
         )
 
 
-def _city(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any]:
+def _city_part(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any]:
     t0 = time.perf_counter()
     jobs: list[tuple[int, float, dict[str, Any], bool]] = [(seed, 0.0, {}, q) for seed in seeds]
-    jobs += [(seed, 600.0, knob, q) for knob in knobs for seed in seeds]
+    jobs += [(seed, CITY_SESSION_S, knob, q) for knob in knobs for seed in seeds]
     runs = list(ex.map(_job, jobs))
     before = {r["seed"]: r for r in runs if r["session_s"] == 0.0}
     rows: list[dict[str, Any]] = []
@@ -191,10 +203,10 @@ def _city(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) -> di
         print(f"{'city seed ' + seed:32} {kc} {ac}")
     seconds = time.perf_counter() - t0
     print(f"(city: {seconds:.0f} s)\n")
-    return {"seeds": seeds, "settings": rows, "seconds": seconds}
+    return {"machine": _machine(), "seeds": seeds, "settings": rows, "seconds": seconds}
 
 
-def _walkers(knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any]:
+def _walker_part(knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any]:
     t0 = time.perf_counter()
     conds = walker_runs(q)
     jobs: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = [
@@ -219,7 +231,7 @@ def _walkers(knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any]:
     _table(rows, "conditions", 6)
     seconds = time.perf_counter() - t0
     print(f"(walkers: {seconds:.0f} s)\n")
-    return {"settings": rows, "seconds": seconds}
+    return {"machine": _machine(), "settings": rows, "seconds": seconds}
 
 
 def main() -> int:
@@ -249,12 +261,12 @@ def main() -> int:
             ap.error(f"--knob wants a JSON object, got {knob!r}")
     out = RESULTS / ("bench_session_knobs_quick.json" if q else "bench_session_knobs.json")
     result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
-    result.update(machine={"python": platform.python_version(), "cpus": os.cpu_count()}, quick=q)
+    result["quick"] = q
     with ProcessPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
         if "city" in parts:
-            result["city"] = _city(seeds, knobs, q, ex)
+            result["city"] = _city_part(seeds, knobs, q, ex)
         if "walkers" in parts:
-            result["walkers"] = _walkers(knobs, q, ex)
+            result["walkers"] = _walker_part(knobs, q, ex)
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     return 0
