@@ -53,10 +53,15 @@ from simulators.evaluate import QueryRecord, region_sessions
 RESULTS = Path(__file__).resolve().parent / "results"
 
 KNOBS: tuple[dict[str, Any], ...] = (
+    {"session_candidate_factor": 8},
     {"session_candidate_factor": 16},
+    {"session_candidate_factor": 24},
+    {"session_shrink_requests": 3},
     {"session_shrink_requests": 5},
     {"session_shrink_requests": 20},
+    {"session_pool_factor": 1},
     {"session_pool_factor": 3},
+    {"session_slack": 1},
     {"session_slack": 4},
 )
 """Alternatives to the shipped settings measured by default (each one field changed)."""
