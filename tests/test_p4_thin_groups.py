@@ -17,10 +17,10 @@ import pytest
 from locpriv.conformance.live import _P4_CONFIG, _around
 from locpriv.core.geo import LocalProjection, LonLat
 from locpriv.core.grouping import Infeasible, InfeasibleReason, select_group
-from locpriv.core.noise import offset_lonlat
 from locpriv.protocols.p4.machine import device_point
 from locpriv.protocols.p4.types import PeerConfig
 from locpriv.wire.messages import DeploymentConfig
+from tests.integration._svc_helpers import deploy_p4_devices
 
 LAT0, LON0 = 41.3874, 2.1686
 DRAWS = 4000
@@ -57,9 +57,8 @@ def _conformance_layout() -> list[LonLat]:
 
 
 def _deploy_layout() -> list[LonLat]:
-    """tests/integration/test_deploy.py's P4 test: five devices within 300 m."""
-    rng = np.random.default_rng(9)
-    return [LonLat(*offset_lonlat(LON0, LAT0, *rng.uniform(-300, 300, 2))) for _ in range(5)]
+    """tests/integration/test_deploy.py's P4 test: its five devices."""
+    return [LonLat(*p) for p in deploy_p4_devices()]
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import numpy as np
 
 from locpriv.config import CloakSection, LimitsSection, MqttSection, ServiceConfig
 from locpriv.core.geo import LocalProjection
+from locpriv.core.noise import offset_lonlat
 from locpriv.service.driver import ServiceDriver
 from locpriv.transport import Received, connect
 from locpriv.wire.messages import LocationUpdate, encode
@@ -21,6 +22,16 @@ from locpriv.wire.topics import WORLD_TILE, Topics
 
 LAT0, LON0 = 41.3874, 2.1686
 PROJ = LocalProjection(LAT0, LON0)
+HOME = PROJ.point_to_lonlat(120.0, -80.0)
+"""alice's position in the deployment tests (lon, lat): inside one tile of the shipped tiling."""
+
+
+def deploy_p4_devices() -> list[tuple[float, float]]:
+    """The positions (lon, lat) of test_deploy's Protocol 4 devices: five within 300 m of
+    ``HOME`` (east and north), the same every run. tests/test_p4_thin_groups.py measures how
+    often random noise secrets leave them no group."""
+    rng = np.random.default_rng(9)
+    return [offset_lonlat(HOME[0], HOME[1], *rng.uniform(-300, 300, 2)) for _ in range(5)]
 
 
 @contextlib.asynccontextmanager

@@ -34,7 +34,7 @@ from _deploy import (
     stop_deployment,
     substitute,
 )
-from _svc_helpers import PROJ
+from _svc_helpers import HOME
 
 from locpriv.config import load_config
 from locpriv.core.noise import offset_lonlat
@@ -48,7 +48,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 TOPICS = Topics()
 QUERY = NearestQuery(category="cafe", n=2)
-HOME = PROJ.point_to_lonlat(120.0, -80.0)
 SHIPPED = load_config(DEPLOY / "locpriv.toml")
 HOME_TILE = SHIPPED.tiling().tile_of(120.0, -80.0) or ""
 

@@ -42,7 +42,7 @@ from _deploy import (
     start_unit,
     stop_deployment,
 )
-from _svc_helpers import PROJ
+from _svc_helpers import HOME
 
 from locpriv.core.noise import offset_lonlat
 from locpriv.errors import LocprivError
@@ -55,7 +55,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.mosquitto, pytest.mark.timeou
 
 TOPICS = Topics()
 QUERY = NearestQuery(category="cafe", n=2)
-HOME = PROJ.point_to_lonlat(120.0, -80.0)
 PROFILE: dict[str, Any] = {"k": 3, "a_min_m2": 1e4, "a_max_m2": 5e7, "max_delay_s": 3.0}
 QUIET_S = 8.0
 ATTACK_S = 15.0
