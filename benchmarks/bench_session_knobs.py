@@ -20,9 +20,10 @@ virtual clock) on each seed, and per setting:
 per condition, the median area over its undefended median, answered share, narrowed share.
 
 Runs go to worker processes (one run is single-threaded). Prints tables and writes
-benchmarks/results/bench_session_knobs.json (``--quick``: bench_session_knobs_quick.json);
-with ``--parts``, only the parts named are run and replaced in that file (each part records
-its own settings and seconds).
+benchmarks/results/bench_session_knobs.json (``--quick``: bench_session_knobs_quick.json;
+with ``--knob`` or ``--seeds``, ``_custom`` is added to the name, so an exploratory run never
+replaces the record); with ``--parts``, only the parts named are run and replaced in that
+file (each part records its own settings and seconds).
 """
 
 from __future__ import annotations
@@ -264,7 +265,10 @@ def main() -> int:
     for knob in knobs:
         if not isinstance(knob, dict):
             ap.error(f"--knob wants a JSON object, got {knob!r}")
-    out = RESULTS / ("bench_session_knobs_quick.json" if q else "bench_session_knobs.json")
+    # a run with other knobs or seeds is not the record docs/algorithms.md quotes: its own file
+    custom = args.knob is not None or args.seeds is not None
+    name = "bench_session_knobs" + ("_quick" if q else "") + ("_custom" if custom else "")
+    out = RESULTS / f"{name}.json"
     result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
     result["quick"] = q
     with ProcessPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
