@@ -29,11 +29,12 @@ Positions = tuple[NDArray[np.float64], NDArray[np.float64]]
 
 def error_key(exc: BaseException) -> str:
     """A failed query's ``QueryRecord.error``: the wire code of an error reply,
-    ``group_infeasible:<reason>`` for Protocol 4, ``timeout`` when no reply came."""
+    ``group_infeasible:<reason>`` for Protocol 4 (``group_infeasible`` when it names none),
+    ``timeout`` when no reply came."""
     if isinstance(exc, RemoteError):
         return exc.raw_code
     if isinstance(exc, GroupInfeasible):
-        return f"group_infeasible:{exc.reason_code}"
+        return f"group_infeasible:{exc.reason_code}" if exc.reason_code else "group_infeasible"
     if isinstance(exc, RequestTimeout):
         return "timeout"
     if isinstance(exc, LocprivError):
