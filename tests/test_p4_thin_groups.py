@@ -15,40 +15,25 @@ import numpy as np
 import pytest
 
 from locpriv.conformance.live import _P4_CONFIG, _around
-from locpriv.core.geo import LocalProjection, LonLat
-from locpriv.core.grouping import Infeasible, InfeasibleReason, select_group
-from locpriv.protocols.p4.machine import device_point
+from locpriv.core.geo import LonLat
+from locpriv.core.grouping import InfeasibleReason
 from locpriv.protocols.p4.types import PeerConfig
 from locpriv.wire.messages import DeploymentConfig
-from tests.integration._svc_helpers import deploy_p4_devices
+from tests.integration._svc_helpers import LAT0, LON0, deploy_p4_devices, p4_thin_reason
 
-LAT0, LON0 = 41.3874, 2.1686
 DRAWS = 4000
 
 
 def _thin(where: list[LonLat], config: PeerConfig, seed: int) -> tuple[int, set[str]]:
     """Of ``DRAWS`` sets of fresh device secrets, how many leave the first device no group,
     and the reasons given."""
-    proj = LocalProjection(LAT0, LON0)
     keys = np.random.default_rng(seed)
     thin, reasons = 0, set()
     for _ in range(DRAWS):
-        xy = []
-        for i, p in enumerate(where):
-            point = device_point(config, secret=keys.bytes(32))
-            lon, lat = point.current(p.lon, p.lat, 1000.0, np.random.default_rng(i))
-            xy.append(proj.point_to_xy(lon, lat))
-        pts = np.asarray(xy)
-        got = select_group(
-            (float(pts[0, 0]), float(pts[0, 1])),
-            pts[1:],
-            config.k,
-            config.a_min_m2,
-            config.a_max_m2,
-        )
-        if isinstance(got, Infeasible):
+        reason = p4_thin_reason(where, config, [keys.bytes(32) for _ in where])
+        if reason is not None:
             thin += 1
-            reasons.add(got.reason.value)
+            reasons.add(reason)
     return thin, reasons
 
 

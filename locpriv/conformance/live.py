@@ -394,7 +394,19 @@ _CHANCE_GEOMETRY = frozenset(
 _P4_CONFIG = PeerConfig(k=3, a_min_m2=1_000.0, a_max_m2=5_000_000.0, window_s=0.5)
 
 
-async def _p4(run: _Run, where: list[LonLat], config: PeerConfig = _P4_CONFIG) -> None:
+def _fresh_secret(attempt: int, device: int) -> bytes:
+    """A device's place-noise secret: 32 random bytes, whatever the attempt and device."""
+    return secrets.token_bytes(32)
+
+
+async def _p4(
+    run: _Run,
+    where: list[LonLat],
+    config: PeerConfig = _P4_CONFIG,
+    secret_for: Callable[[int, int], bytes] = _fresh_secret,
+) -> None:
+    """The ``p4`` step: device ``i`` of attempt ``a`` keys its noise by ``secret_for(a, i)``
+    (fresh random secrets; a test passes fixed ones to replay a thin draw)."""
     if len(run.users) < 4:
         run.add("p4", "SKIP", "needs four users (devices: the requester and three neighbours)")
         return
@@ -408,6 +420,7 @@ async def _p4(run: _Run, where: list[LonLat], config: PeerConfig = _P4_CONFIG) -
                     user_id=user,
                     config=config,
                     rng=np.random.default_rng([seed, i]),
+                    secret=secret_for(seed, i),
                     password=password,
                     ca_file=run.ca_file,
                     topics=Topics(run.prefix),

@@ -13,8 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from locpriv.config import CloakSection, LimitsSection, MqttSection, ServiceConfig
-from locpriv.core.geo import LocalProjection
+from locpriv.core.geo import LocalProjection, LonLat
+from locpriv.core.grouping import Infeasible, select_group
 from locpriv.core.noise import offset_lonlat
+from locpriv.protocols.p4.machine import device_point
+from locpriv.protocols.p4.types import PeerConfig
 from locpriv.service.driver import ServiceDriver
 from locpriv.transport import Received, connect
 from locpriv.wire.messages import LocationUpdate, encode
@@ -32,6 +35,25 @@ def deploy_p4_devices() -> list[tuple[float, float]]:
     often random noise secrets leave them no group."""
     rng = np.random.default_rng(9)
     return [offset_lonlat(HOME[0], HOME[1], *rng.uniform(-300, 300, 2)) for _ in range(5)]
+
+
+def p4_thin_reason(where: list[LonLat], config: PeerConfig, secrets: list[bytes]) -> str | None:
+    """Why devices standing still at ``where``, device ``i`` keying its place noise with
+    ``secrets[i]``, leave the first one no group (an ``InfeasibleReason`` value), or ``None``
+    when she gets one: their perturbed points (``device_point``) and ``select_group`` around
+    hers (in ``PROJ``'s metres), what the P4 machine runs. Keyed points are a function of the
+    secret and the place only (no key period by default), so the answer is the same at any
+    time."""
+    xy = []
+    for i, p in enumerate(where):
+        point = device_point(config, secret=secrets[i])
+        lon, lat = point.current(p.lon, p.lat, 1000.0, np.random.default_rng(i))
+        xy.append(PROJ.point_to_xy(lon, lat))
+    pts = np.asarray(xy)
+    got = select_group(
+        (float(pts[0, 0]), float(pts[0, 1])), pts[1:], config.k, config.a_min_m2, config.a_max_m2
+    )
+    return got.reason.value if isinstance(got, Infeasible) else None
 
 
 @contextlib.asynccontextmanager

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from _deploy import (
     Deployment,
@@ -23,11 +24,12 @@ from _deploy import (
     start_unit,
     stop_deployment,
 )
-from _svc_helpers import running
+from _svc_helpers import LAT0, LON0, p4_thin_reason, running
 
 from locpriv.config import ServiceConfig
 from locpriv.conformance.live import (
     _P4_ATTEMPTS,
+    _P4_CONFIG,
     Step,
     _around,
     _p4,
@@ -35,6 +37,8 @@ from locpriv.conformance.live import (
     format_table,
     run_conformance,
 )
+from locpriv.core.geo import LonLat
+from locpriv.core.grouping import InfeasibleReason
 from locpriv.protocols.p4.types import PeerConfig
 from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.ds import DSService
@@ -205,3 +209,39 @@ async def test_p4_step_tries_fresh_devices_before_it_fails_on_thin_groups(amqtt_
     assert (step.name, step.outcome) == ("p4", "FAIL"), step
     assert step.detail.startswith("GroupInfeasible: area_too_small"), step.detail
     assert step.detail.endswith(f"(in each of {_P4_ATTEMPTS} attempts)"), step.detail
+
+
+def _secret_sets(where: list[LonLat], thin: bool, seed: int = 2026) -> list[bytes]:
+    """The first set of device secrets drawn from ``seed`` that leaves the first device at
+    ``where`` no group (``thin``) or a group (``not thin``), under ``_P4_CONFIG``."""
+    keys = np.random.default_rng(seed)
+    while True:
+        draw = [keys.bytes(32) for _ in where]
+        if (p4_thin_reason(where, _P4_CONFIG, draw) is not None) == thin:
+            return draw
+
+
+@pytest.mark.asyncio
+async def test_p4_step_passes_on_fresh_devices_after_a_thin_draw(amqtt_url: str) -> None:
+    """The retry's other path, live: the first devices draw secrets that put the four points
+    nearly on one line (every group of three spans <= A_min: ``area_too_small``, found by
+    replaying the devices' noise offline), the second devices draw ordinary ones; the step
+    passes and says it took a second attempt."""
+    config = ServiceConfig.model_validate({"limits": {"requests_per_s": 1000.0}})
+    ds = DSService(amqtt_url, config)
+    where = _around(DeploymentConfig(lat0_deg=LAT0, lon0_deg=LON0, tile_m=None), 4)
+    thin, ordinary = _secret_sets(where, thin=True), _secret_sets(where, thin=False)
+    assert p4_thin_reason(where, _P4_CONFIG, thin) == InfeasibleReason.AREA_TOO_SMALL.value
+    used: list[tuple[int, int]] = []
+
+    def secret_for(attempt: int, device: int) -> bytes:
+        used.append((attempt, device))
+        return (thin if attempt == 0 else ordinary)[device]
+
+    run = _Run(amqtt_url, [(u, None) for u in USERS], None, DEFAULT_PREFIX, 5.0, False)
+    async with running(ds):
+        await _p4(run, where, _P4_CONFIG, secret_for)
+    (step,) = run.steps
+    assert (step.name, step.outcome) == ("p4", "PASS"), step
+    assert step.detail.endswith("(attempt 2: earlier noise drew a thin group)"), step.detail
+    assert sorted(used) == [(a, i) for a in (0, 1) for i in range(len(where))]
