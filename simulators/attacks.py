@@ -269,6 +269,15 @@ class RepeatedCloaksResult:
     what choosing a fixed set from exact present positions, with no pool to shrink, pays."""
 
 
+def party_leads(users: int, askers: int, size: int) -> NDArray[np.int64]:
+    """Each user's party, as the index of its first member (her own index when alone): the
+    first ``askers`` users are alone, the rest come in parties of ``size`` consecutive
+    indices (the last one may be smaller). Users who share a lead share their draws."""
+    lead = np.arange(users, dtype=np.int64)
+    lead[askers:] -= (lead[askers:] - askers) % max(1, size)
+    return lead
+
+
 def repeated_cloaks_attack(
     *,
     users: int = 2000,
@@ -288,6 +297,8 @@ def repeated_cloaks_attack(
     dwell_scale_s: float = 300.0,
     walk_s: float = 300.0,
     oracle_margin_m: float | None = None,
+    party_size: int = 1,
+    party_m: float = 5.0,
 ) -> RepeatedCloaksResult:
     """Users random-walk over a square; ``askers`` of them ask for a k-cloak every
     ``every_s`` for ``minutes``; an adversary who knows every position intersects the users
@@ -304,7 +315,12 @@ def repeated_cloaks_attack(
     ``tau`` seconds ends within the next ``dt`` with probability ``dt / (tau +
     dwell_scale_s)`` (the longer someone has stayed, the longer she tends to stay, yet she may
     leave at any moment, right after a fix too: what margins sized by stillness must survive);
-    a walk ends with probability ``dt / walk_s``. ``oracle_margin_m``: also what the oracles
+    a walk ends with probability ``dt / walk_s``. ``party_size`` > 1 (with ``dwell_share``)
+    puts the users who do not ask in parties of that many (consecutive indices; each asker is
+    on her own, so a party can leave her set while she stays): a party starts
+    within 5 m of its first member and stays, leaves, walks and stops together (one draw per
+    party: a meeting that ends, friends who walk off together), so stays end together instead
+    of independently. ``oracle_margin_m``: also what the oracles
     that know every future position pay on the same walks (``oracle_area_m2_median``,
     ``oracle_joint_area_m2_median``, ``oracle_online_area_m2_median``)."""
     from locpriv.core.cloak.cloaker import Cloaker
@@ -331,22 +347,26 @@ def repeated_cloaks_attack(
     phase = rng.uniform(0.0, update_s, users) if update_s > 0 else np.zeros(users)
     staying = np.zeros(users, dtype=bool)
     stayed = np.zeros(users)
+    # each user's party: the row whose draws she shares (her own unless ``party_size`` > 1)
+    lead = party_leads(users, askers, party_size)
     if dwell_share > 0:
-        staying = rng.random(users) < dwell_share
+        staying = (rng.random(users) < dwell_share)[lead]
         # how long each stay has lasted: Pareto (survival s / (s + t)), at most 8 hours
-        u0 = rng.uniform(1e-9, 1.0, users)
+        u0 = rng.uniform(1e-9, 1.0, users)[lead]
         stayed = np.minimum(dwell_scale_s * (1.0 / u0 - 1.0), 28_800.0)
+        if party_size > 1:
+            xy = np.clip(xy[lead] + rng.uniform(-party_m, party_m, (users, 2)), 0.0, side_m)
     if fine:
         cloaker.update_many(ids, xy, 1000.0 - every_s)
     for step in range(steps):
         now = 1000.0 + step * every_s
-        heading = rng.uniform(0, 2 * np.pi, users)
+        heading = rng.uniform(0, 2 * np.pi, users)[lead]
         vel = np.column_stack([np.cos(heading), np.sin(heading)]) * speed_m_s
         for j in range(sub):
             t = now - every_s + (j + 1) * every_s / sub
             step_s = every_s / sub
             if dwell_share > 0:
-                u = rng.random(users)
+                u = rng.random(users)[lead]
                 leave = staying & (u < step_s / (stayed + dwell_scale_s))
                 stop = ~staying & (u < step_s / walk_s)
                 staying = (staying & ~leave) | stop
