@@ -32,6 +32,8 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     session_drift_m_s = 1.0            # thin margin: floor + this x age of the member's update
     session_floor_m = 5.0              # ... (m); also the self-audit's tolerance
     session_risk = 0.0001              # thinner margins for members who stayed put, within this
+    session_requester_quantile = 0.75  # thin regions keep the requester >= this quantile of
+                                       # the others' thin margins off their edges
     session_adopt = true               # everyone the first region covers joins the set
                                        # (smaller regions, linkable restarts: see algorithms.md)
     default_k = 10
@@ -154,6 +156,7 @@ class CloakSection(_Section):
     session_drift_m_s: float = Field(1.0, ge=0, le=1000)
     session_floor_m: float = Field(5.0, ge=0, le=10_000)
     session_risk: float = Field(1e-4, gt=0, lt=1)
+    session_requester_quantile: float = Field(0.75, ge=0, le=1)
     session_adopt: bool = True
     default_k: int = Field(10, ge=1)
     default_a_min_m2: float = Field(1e4, ge=0)
@@ -293,6 +296,7 @@ class ServiceConfig(_Section):
             session_drift_m_s=c.session_drift_m_s,
             session_floor_m=c.session_floor_m,
             session_risk=c.session_risk,
+            session_requester_quantile=c.session_requester_quantile,
             session_adopt=c.session_adopt,
             default=CloakParams(
                 k=c.default_k,

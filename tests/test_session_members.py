@@ -159,7 +159,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
         "session_pool_factor = 3\nsession_shrink_requests = 5\n"
         "session_slack = 1\nsession_drift_m_s = 0.5\nsession_floor_m = 8.0\n"
         "session_adopt = false\nsession_forecast_s = 120.0\nsession_risk = 0.001\n"
-        "session_joint_box = false\n"
+        "session_joint_box = false\nsession_requester_quantile = 0.5\n"
     )
     cfg = load_config(path).cloak_config()
     assert (cfg.session_candidate_factor, cfg.session_horizon_s) == (6, 0.0)
@@ -169,6 +169,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
     assert not cfg.session_adopt
     assert (cfg.session_forecast_s, cfg.session_risk) == (120.0, 0.001)
     assert not cfg.session_joint_box and shipped.session_joint_box
+    assert cfg.session_requester_quantile == 0.5
     assert (shipped.session_forecast_s, shipped.session_risk) == (
         CloakConfig().session_forecast_s,
         CloakConfig().session_risk,
@@ -191,6 +192,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
             "session_forecast_s",
             "session_risk",
             "session_joint_box",
+            "session_requester_quantile",
         )
     }
     r = repeated_cloaks_attack(session_s=600.0, askers=20, cloak=cloak)
@@ -208,6 +210,8 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
         "session_risk = 0.0",
         "session_risk = 1.0",
         "session_joint_box = 3",
+        "session_requester_quantile = 1.5",
+        "session_requester_quantile = -0.1",
     ):
         path.write_text(f"[cloak]\n{bad}\n")
         with pytest.raises(ConfigError, match=rf"cloak\.{bad.split()[0]}"):
@@ -221,6 +225,9 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
     for risk in (0.0, 1.0, float("nan")):
         with pytest.raises(ConfigError, match="session_risk"):
             CloakConfig(session_risk=risk)
+    for q in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ConfigError, match="session_requester_quantile"):
+            CloakConfig(session_requester_quantile=q)
 
 
 def test_session_area_bound_keeps_the_users_who_stay_nearest() -> None:

@@ -77,10 +77,6 @@ from locpriv.core.cloak.types import (
 from locpriv.core.cloak.users import UserTable
 from locpriv.errors import CloakInfeasible, CloakTimeout, Overloaded, UnknownUser
 
-REQUESTER_MARGIN_QUANTILE = 0.75
-"""A thin session region keeps its requester at least this quantile of the other members' thin
-margins off its edges (and never less than her worst-case margin)."""
-
 __all__ = [
     "CloakConfig",
     "CloakOutcome",
@@ -630,7 +626,7 @@ class Cloaker:
         thinner for members who had stayed put for long (:func:`still_margins`, ``k`` the
         session's). Row ``me``, the requester, keeps her fix and her worst-case margin: the
         region must hold her, not only probably (her request usually brings a fresh fix); and
-        at least the :data:`REQUESTER_MARGIN_QUANTILE` quantile of the others' thin margins,
+        at least the ``session_requester_quantile`` quantile of the others' thin margins,
         so that she sits no nearer the edges than most members do."""
         cfg = self.config
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
@@ -653,7 +649,7 @@ class Cloaker:
         # than chance
         drift[me] = max(
             float(margin[me]),
-            float(np.quantile(others, REQUESTER_MARGIN_QUANTILE)) if len(others) else 0.0,
+            float(np.quantile(others, cfg.session_requester_quantile)) if len(others) else 0.0,
         )
         return guess, drift
 

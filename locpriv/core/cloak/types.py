@@ -157,6 +157,12 @@ class CloakConfig:
     unseen; it sizes their thin margins (:func:`locpriv.core.cloak.history.still_margins`):
     a member who had stayed put for an hour keeps about ``session_floor_m``, one who just
     stopped the ordinary thin margin. In (0, 1)."""
+    session_requester_quantile: float = 0.75
+    """With ``session_slack`` > 0: a thin region keeps its requester at least this quantile
+    of the other members' thin margins off its edges (never less than her worst-case margin,
+    which a fresh fix makes ~3 m): with only that she would be the member nearest the edges,
+    and the user inside nearest an edge would be the requester more often than chance
+    (docs/algorithms.md measures the guess and the area per quantile). In [0, 1]."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
@@ -195,6 +201,8 @@ class CloakConfig:
             )
         if not 0 < self.session_risk < 1:  # nan fails too
             raise ConfigError("session_risk must be in (0, 1)")
+        if not 0 <= self.session_requester_quantile <= 1:  # nan fails too
+            raise ConfigError("session_requester_quantile must be in [0, 1]")
         if self.session_pool_factor < 1 or self.session_candidate_factor < 1:
             raise ConfigError("session_pool_factor and session_candidate_factor must be >= 1")
         if self.session_shrink_requests < 1:
