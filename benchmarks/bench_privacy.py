@@ -130,11 +130,11 @@ def _city(
     return {
         **city_figures(res),
         "areas_by_kind": _areas_by_kind(res.records, built.trajectories.static),
-        "requester_guesses": _guesses(res.records, built.trajectories),
+        "requester_guesses": requester_guess_figures(res.records, built.trajectories),
     }
 
 
-def _guesses(records: Sequence[QueryRecord], trajectories: Any) -> dict[str, float]:
+def requester_guess_figures(records: Sequence[QueryRecord], trajectories: Any) -> dict[str, float]:
     """The requester-finding guesses (``requester_guesses``) over every region of the
     attacked sessions but their first: hits of the user nearest the centre and of the one
     nearest an edge, each over what a guess at random among those inside gets (1: chance)."""

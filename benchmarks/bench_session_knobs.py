@@ -14,7 +14,9 @@ virtual clock) on each seed, and per setting:
   ``narrowed``: the share of sessions the intersection attack singles out below k;
 * where the cost lies: per k, the sessions' median over the undefended median of the same k;
   per request index within a session (0-9, 10-29, 30 and later), the median over the seed's
-  undefended median (a set only shrinks, so members scatter as a session ages).
+  undefended median (a set only shrinks, so members scatter as a session ages);
+* who asked: bench_privacy's requester guesses (the user inside nearest the centre, or nearest
+  an edge, over a guess at random among those inside; 1 is chance), per seed and their range.
 
 **walkers**: bench_privacy's 17 random-walker and stay-and-walk conditions (``walker_runs``):
 per condition, the median area over its undefended median, answered share, narrowed share.
@@ -45,6 +47,7 @@ from bench_privacy import (
     WALKER_SESSION_S,
     city_figures,
     city_run,
+    requester_guess_figures,
     walker_runs,
 )
 
@@ -89,8 +92,9 @@ def _median(values: Sequence[float]) -> float | None:
 
 def _job(job: tuple[int, float, dict[str, Any], bool]) -> dict[str, Any]:
     seed, session_s, cloak, quick = job
-    res, _ = city_run(session_s, quick, cloak or None, seed)
+    res, built = city_run(session_s, quick, cloak or None, seed)
     f = city_figures(res)
+    g = requester_guess_figures(res.records, built.trajectories)
     return {
         "seed": seed,
         "knob": cloak,
@@ -99,6 +103,8 @@ def _job(job: tuple[int, float, dict[str, Any], bool]) -> dict[str, Any]:
         "narrowed": f["success_rate"],
         "answered": f["answered_rate"],
         "areas": _areas(res.records),
+        "centre_over_chance": g["centre_over_chance"],
+        "edge_over_chance": g["edge_over_chance"],
     }
 
 
@@ -152,25 +158,39 @@ def _walker_job(job: tuple[str, dict[str, Any], dict[str, Any] | None]) -> dict[
 
 def _summary(per: dict[str, dict[str, Any]]) -> dict[str, float]:
     ratios = [p["ratio"] for p in per.values()]
-    return {
+    out = {
         "ratio_mean": float(np.mean(ratios)),
         "ratio_max": float(np.max(ratios)),
         "answered_min": float(min(p["answered"] for p in per.values())),
         "narrowed_max": float(max(p["narrowed"] for p in per.values())),
     }
+    for guess in ("centre_over_chance", "edge_over_chance"):  # city runs only
+        got = [p[guess] for p in per.values() if guess in p]
+        if got:
+            out[guess.replace("over_chance", "min")] = float(np.min(got))
+            out[guess.replace("over_chance", "max")] = float(np.max(got))
+    return out
 
 
 def _table(rows: list[dict[str, Any]], key: str, cell: int) -> None:
     names = list(rows[0][key])
+    guesses = "edge_min" in rows[0]
     print(
         f"{'setting':32} {'ratio by ' + key:>{cell * len(names)}} {'mean':>6} {'max':>6}"
         f" {'answ':>6} {'narr':>5}"
+        + (f" {'centre/chance':>13} {'edge/chance':>11}" if guesses else "")
     )
     for row in rows:
         cells = "".join(f"{p['ratio']:{cell}.2f}" for p in row[key].values())
+        extra = (
+            f" {row['centre_min']:6.2f}-{row['centre_max']:<6.2f}"
+            f" {row['edge_min']:5.2f}-{row['edge_max']:<5.2f}"
+            if guesses
+            else ""
+        )
         print(
             f"{_label(row['knob']):32} {cells} {row['ratio_mean']:6.2f} {row['ratio_max']:6.2f}"
-            f" {row['answered_min']:6.3f} {row['narrowed_max']:5.3f}"
+            f" {row['answered_min']:6.3f} {row['narrowed_max']:5.3f}{extra}"
         )
 
 
@@ -190,6 +210,8 @@ def _city_part(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) 
                     "ratio": r["area_m2_median"] / b["area_m2_median"],
                     "answered": r["answered"],
                     "narrowed": r["narrowed"],
+                    "centre_over_chance": r["centre_over_chance"],
+                    "edge_over_chance": r["edge_over_chance"],
                     **_breakdown(r, b),
                 }
         rows.append({"knob": knob, "seeds": per, **_summary(per)})
