@@ -317,12 +317,13 @@ def repeated_cloaks_attack(
     leave at any moment, right after a fix too: what margins sized by stillness must survive);
     a walk ends with probability ``dt / walk_s``. ``party_size`` > 1 (with ``dwell_share``)
     puts the users who do not ask in parties of that many (consecutive indices; each asker is
-    on her own, so a party can leave her set while she stays): a party starts
-    within 5 m of its first member and stays, leaves, walks and stops together (one draw per
-    party: a meeting that ends, friends who walk off together), so stays end together instead
-    of independently. ``oracle_margin_m``: also what the oracles
-    that know every future position pay on the same walks (``oracle_area_m2_median``,
-    ``oracle_joint_area_m2_median``, ``oracle_online_area_m2_median``)."""
+    on her own, so a party can leave her set while she stays): a party starts within
+    ``party_m`` (per axis) of its first member and stays, leaves, walks the same way and stops
+    together (one draw per party: 5 m, a meeting that ends or friends who walk off together;
+    hundreds of metres, a shift that ends), so stays end together instead of independently.
+    ``oracle_margin_m``: also what the oracles that know every future position pay on the same
+    walks (``oracle_area_m2_median``, ``oracle_joint_area_m2_median``,
+    ``oracle_online_area_m2_median``)."""
     from locpriv.core.cloak.cloaker import Cloaker
     from locpriv.core.cloak.types import CloakConfig, CloakParams
 
