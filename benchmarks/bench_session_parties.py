@@ -6,15 +6,16 @@ The thin regions of a session trust that at most ``session_slack`` of their memb
 unseen at one request, and the margins of members who stayed put size that risk as if each
 leaves on her own. Parties break the "on her own": here the users who do not ask come in
 parties of 1, 3 or 5 that stay, leave, walk and stop together (one draw per party), either
-standing together (within 5 m: a meeting, friends) or scattered over 300 m (a shift that
-ends, a train that arrives), among 2,000 users on 4 km x 4 km of whom half start in a stay
+standing together (within 5 m: a meeting, friends) or scattered over 300 m (a shift that ends,
+a train that arrives), among 2,000 users on 4 km x 4 km of whom half start in a stay
 (heavy-tailed stays, 5-minute walks, fixes every 30 s at each user's phase; walking at 1.4 or
-3 m/s; :func:`simulators.attacks.repeated_cloaks_attack` with ``party_size``). 100 askers
-each, k = 5, 30 minutes, on every seed. Per cell: sessions narrowed below k by the adversary
-who knows every position (sum over seeds), the least answered share, and the median area
-over the undefended median (mean of the seeds' ratios). The last row gives the members who
-stayed put no thinner margin (``session_risk`` 1e-12): if parties still narrow sessions
-there, the stay model is not the cause. Prints a table and writes
+3 m/s; :func:`simulators.attacks.repeated_cloaks_attack` with ``party_size``). 100 askers each,
+k = 5, 30 minutes, on every seed, unless a cell says otherwise (1,000 or 4,000 users on the
+same square; k = 10 for 60 minutes). Per cell: sessions narrowed below k by the adversary who
+knows every position (sum over seeds), the least answered share, and the median area over the
+undefended median (mean of the seeds' ratios). The row "no stay margins" gives the members who
+stayed put no thinner margin (``session_risk`` 1e-12): if parties still narrow sessions there,
+the stay model is not the cause. Prints a table and writes
 benchmarks/results/bench_session_parties[_quick].json.
 """
 
@@ -45,6 +46,39 @@ CELLS: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
         {"party_size": 3, "speed_m_s": 3.0},
         {"session_risk": 1e-12},
     ),
+    # other densities: the same 4 km x 4 km with half and twice the users
+    (
+        "1,000 users, parties of 3 together, 3 m/s",
+        {"users": 1000, "party_size": 3, "speed_m_s": 3.0},
+        {},
+    ),
+    (
+        "4,000 users, parties of 3 together, 3 m/s",
+        {"users": 4000, "party_size": 3, "speed_m_s": 3.0},
+        {},
+    ),
+    (
+        "4,000 users, parties of 5 over 300 m, 3 m/s",
+        {"users": 4000, "party_size": 5, "party_m": 300.0, "speed_m_s": 3.0},
+        {},
+    ),
+    # a larger k over a longer session: the slack is still 2, so parties of 3 can still take
+    # more than it out of a set at once
+    (
+        "k = 10 for 60 min, parties of 3 together, 1.4 m/s",
+        {"k": 10, "minutes": 60.0, "party_size": 3},
+        {},
+    ),
+    (
+        "k = 10 for 60 min, parties of 3 together, 3 m/s",
+        {"k": 10, "minutes": 60.0, "party_size": 3, "speed_m_s": 3.0},
+        {},
+    ),
+    (
+        "k = 10 for 60 min, parties of 5 over 300 m, 3 m/s",
+        {"k": 10, "minutes": 60.0, "party_size": 5, "party_m": 300.0, "speed_m_s": 3.0},
+        {},
+    ),
 )
 """(name, ``repeated_cloaks_attack`` arguments, session settings changed from the shipped)."""
 
@@ -67,7 +101,7 @@ def main() -> int:
     # the undefended run depends on the population only, not on the session settings: a
     # cell that changes only those reuses it
     undefended: dict[tuple[int, str], Any] = {}
-    print(f"{'cell':48} {'narrowed':>12} {'answered':>9} {'area ratio':>11}")
+    print(f"{'cell':52} {'narrowed':>12} {'answered':>9} {'area ratio':>11}")
     for name, kw, cloak in CELLS:
         per_seed = []
         for s in seeds:
@@ -102,7 +136,7 @@ def main() -> int:
             "seeds": per_seed,
         }
         print(
-            f"{name:48} {f'{narrowed} of {sessions}':>12} {answered:9.1%} {ratio:10.2f}x",
+            f"{name:52} {f'{narrowed} of {sessions}':>12} {answered:9.1%} {ratio:10.2f}x",
             flush=True,
         )
     seconds = time.perf_counter() - t0
