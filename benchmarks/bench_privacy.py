@@ -137,22 +137,42 @@ def _city(
 def requester_guess_figures(records: Sequence[QueryRecord], trajectories: Any) -> dict[str, float]:
     """The requester-finding guesses (``requester_guesses``) over every region of the
     attacked sessions but their first: hits of the user nearest the centre and of the one
-    nearest an edge, each over what a guess at random among those inside gets (1: chance)."""
+    nearest an edge, each over what a guess at random among those inside gets (1: chance).
+
+    ``*_among_candidates_*``: the same guesses made only among the session's candidates, the
+    users inside every region of the session so far (what the intersection attack leaves; she
+    is always one of them), over a guess at random among those. The members that make a
+    region's box are candidates, most users who merely happen to be inside are not: if the
+    edge guess finds her above chance among everyone inside but at chance among the
+    candidates, the edges tell no more than the intersection already does."""
     centre = edge = chance = 0.0
+    centre_c = edge_c = chance_c = 0.0
     for user, rs in region_sessions(records).items():
-        for r in rs[1:]:
-            if r.region_xy is None or r.inside is None:
+        left: set[int] | None = None
+        for j, r in enumerate(rs):
+            if r.inside is None:
+                continue
+            left = set(r.inside) if left is None else left & set(r.inside)
+            if j == 0 or r.region_xy is None:
                 continue
             ring = np.asarray(r.region_xy, dtype=float)
             bounds = (ring[:, 0].min(), ring[:, 1].min(), ring[:, 0].max(), ring[:, 1].max())
             x, y = trajectories.at(r.t_anon_s if r.t_anon_s is not None else r.t_request_s)
+            xy = np.column_stack([x, y])
             rows = np.asarray(sorted(r.inside), dtype=np.int64)
-            hit_c, hit_e, odds = requester_guesses(bounds, np.column_stack([x, y]), rows, user)
+            hit_c, hit_e, odds = requester_guesses(bounds, xy, rows, user)
             centre, edge, chance = centre + hit_c, edge + hit_e, chance + odds
+            rows = np.asarray(sorted(left), dtype=np.int64)
+            hit_c, hit_e, odds = requester_guesses(bounds, xy, rows, user)
+            centre_c, edge_c, chance_c = centre_c + hit_c, edge_c + hit_e, chance_c + odds
+    nan = float("nan")
     return {
-        "centre_over_chance": centre / chance if chance else float("nan"),
-        "edge_over_chance": edge / chance if chance else float("nan"),
+        "centre_over_chance": centre / chance if chance else nan,
+        "edge_over_chance": edge / chance if chance else nan,
         "regions_guessed_chance": chance,
+        "centre_among_candidates_over_chance": centre_c / chance_c if chance_c else nan,
+        "edge_among_candidates_over_chance": edge_c / chance_c if chance_c else nan,
+        "regions_guessed_among_candidates_chance": chance_c,
     }
 
 

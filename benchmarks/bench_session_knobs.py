@@ -1,7 +1,7 @@
 """Session settings: what each one does to the cost of historical k-anonymity.
 
     .venv/bin/python benchmarks/bench_session_knobs.py [--quick] [--parts city,walkers]
-        [--seeds 23,24] [--knob '{"session_shrink_requests": 5}' ...]
+        [--seeds 23,24] [--knob '{"session_shrink_requests": 5}' ...] [--tag NAME]
 
 For the shipped settings and each ``--knob`` (CloakConfig fields over the shipped ones; by
 default the alternatives docs/algorithms.md names as tried and not taken):
@@ -16,16 +16,18 @@ virtual clock) on each seed, and per setting:
   per request index within a session (0-9, 10-29, 30 and later), the median over the seed's
   undefended median (a set only shrinks, so members scatter as a session ages);
 * who asked: bench_privacy's requester guesses (the user inside nearest the centre, or nearest
-  an edge, over a guess at random among those inside; 1 is chance), per seed and their range.
+  an edge, over a guess at random among those inside; 1 is chance), per seed and their range;
+  the same guesses among the session's candidates only (the users inside every region so far).
 
 **walkers**: bench_privacy's 17 random-walker and stay-and-walk conditions (``walker_runs``):
 per condition, the median area over its undefended median, answered share, narrowed share.
 
 Runs go to worker processes (one run is single-threaded). Prints tables and writes
-benchmarks/results/bench_session_knobs.json (``--quick``: bench_session_knobs_quick.json;
-with ``--knob`` or ``--seeds``, ``_custom`` is added to the name, so an exploratory run never
-replaces the record); with ``--parts``, only the parts named are run and replaced in that
-file (each part records its own settings and seconds).
+benchmarks/results/bench_session_knobs.json (``--quick``: bench_session_knobs_quick.json; with
+``--knob`` or ``--seeds``, ``_custom`` is added to the name, so an exploratory run never
+replaces the record; ``--tag NAME`` writes bench_session_knobs_NAME.json instead;
+``--knob '{}'`` runs the shipped settings alone); with ``--parts``, only the parts named are
+run and replaced in that file (each part records its own settings and seconds).
 """
 
 from __future__ import annotations
@@ -103,8 +105,7 @@ def _job(job: tuple[int, float, dict[str, Any], bool]) -> dict[str, Any]:
         "narrowed": f["success_rate"],
         "answered": f["answered_rate"],
         "areas": _areas(res.records),
-        "centre_over_chance": g["centre_over_chance"],
-        "edge_over_chance": g["edge_over_chance"],
+        **{k: v for k, v in g.items() if k.endswith("over_chance")},
     }
 
 
@@ -164,7 +165,13 @@ def _summary(per: dict[str, dict[str, Any]]) -> dict[str, float]:
         "answered_min": float(min(p["answered"] for p in per.values())),
         "narrowed_max": float(max(p["narrowed"] for p in per.values())),
     }
-    for guess in ("centre_over_chance", "edge_over_chance"):  # city runs only
+    guesses = (
+        "centre_over_chance",
+        "edge_over_chance",
+        "centre_among_candidates_over_chance",
+        "edge_among_candidates_over_chance",
+    )
+    for guess in guesses:  # city runs only
         got = [p[guess] for p in per.values() if guess in p]
         if got:
             out[guess.replace("over_chance", "min")] = float(np.min(got))
@@ -178,13 +185,18 @@ def _table(rows: list[dict[str, Any]], key: str, cell: int) -> None:
     print(
         f"{'setting':32} {'ratio by ' + key:>{cell * len(names)}} {'mean':>6} {'max':>6}"
         f" {'answ':>6} {'narr':>5}"
-        + (f" {'centre/chance':>13} {'edge/chance':>11}" if guesses else "")
+        + (
+            f" {'centre/chance':>13} {'edge/chance':>11} {'edge/chance, cand.':>18}"
+            if guesses
+            else ""
+        )
     )
     for row in rows:
         cells = "".join(f"{p['ratio']:{cell}.2f}" for p in row[key].values())
         extra = (
             f" {row['centre_min']:6.2f}-{row['centre_max']:<6.2f}"
             f" {row['edge_min']:5.2f}-{row['edge_max']:<5.2f}"
+            f" {row['edge_among_candidates_min']:11.2f}-{row['edge_among_candidates_max']:<5.2f}"
             if guesses
             else ""
         )
@@ -210,8 +222,7 @@ def _city_part(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) 
                     "ratio": r["area_m2_median"] / b["area_m2_median"],
                     "answered": r["answered"],
                     "narrowed": r["narrowed"],
-                    "centre_over_chance": r["centre_over_chance"],
-                    "edge_over_chance": r["edge_over_chance"],
+                    **{k: v for k, v in r.items() if k.endswith("over_chance")},
                     **_breakdown(r, b),
                 }
         rows.append({"knob": knob, "seeds": per, **_summary(per)})
@@ -273,6 +284,10 @@ def main() -> int:
         type=json.loads,
         help="CloakConfig fields as a JSON object (repeatable; default: the tried alternatives)",
     )
+    ap.add_argument(
+        "--tag",
+        help="write bench_session_knobs_TAG.json instead (a record of its own, e.g. an ablation)",
+    )
     args = ap.parse_args()
     q = args.quick
     parts = [p for p in args.parts.split(",") if p]
@@ -283,13 +298,21 @@ def main() -> int:
         if args.seeds
         else list(CITY_SEEDS[:2] if q else CITY_SEEDS)
     )
-    knobs: list[dict[str, Any]] = [{}, *(args.knob if args.knob is not None else KNOBS)]
-    for knob in knobs:
+    knobs: list[dict[str, Any]] = [{}]
+    for knob in args.knob if args.knob is not None else KNOBS:
         if not isinstance(knob, dict):
             ap.error(f"--knob wants a JSON object, got {knob!r}")
+        if (
+            knob not in knobs
+        ):  # the same setting twice is one run: --knob '{}' runs the shipped only
+            knobs.append(knob)
     # a run with other knobs or seeds is not the record docs/algorithms.md quotes: its own file
     custom = args.knob is not None or args.seeds is not None
     name = "bench_session_knobs" + ("_quick" if q else "") + ("_custom" if custom else "")
+    if args.tag:
+        if not args.tag.replace("_", "").isalnum():
+            ap.error(f"--tag takes letters, digits and _, got {args.tag!r}")
+        name = f"bench_session_knobs{'_quick' if q else ''}_{args.tag}"
     out = RESULTS / f"{name}.json"
     result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
     result["quick"] = q
