@@ -546,13 +546,17 @@ def main() -> int:
         "(bounds: future-knowing oracle, 48 m margins / who-never-moves anchors, 20 m /"
         " future-knowing, set by its joint box, 48 m / 20 m)"
     )
-    print(f"\n{'city: requester found (x chance)':40} {'distance ranking':>18} {'shipped':>18}")
+    print(
+        f"\n{'city: requester found (x chance)':40} {'distance ranking':>27} {'shipped':>27}"
+        "\n(edge|c: the edge guess among the candidates left by the intersection attack)"
+    )
     for seed, per in city["seeds"].items():
         cells = [
             f"centre {g['centre_over_chance']:.2f} edge {g['edge_over_chance']:.2f}"
+            f" edge|c {g['edge_among_candidates_over_chance']:.2f}"
             for g in (per[d]["requester_guesses"] for d in ("distance_ranking", "after"))
         ]
-        print(f"{'city seed ' + seed:40} {cells[0]:>18} {cells[1]:>18}")
+        print(f"{'city seed ' + seed:40} {cells[0]:>27} {cells[1]:>27}")
     print(f"\n{'city: requests <= 5x (still / moving)':40} {'shipped':>18} {'oracle 48 m':>18}")
     for seed, per in city["seeds"].items():
         a, o = per["after"]["by_requester"], city["bounds"][seed]["margin_48m"]["by_requester"]

@@ -32,8 +32,8 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     session_drift_m_s = 1.0            # thin margin: floor + this x age of the member's update
     session_floor_m = 5.0              # ... (m); also the self-audit's tolerance
     session_risk = 0.0001              # thinner margins for members who stayed put, within this
-    session_requester_quantile = 0.75  # thin regions keep the requester >= this quantile of
-                                       # the others' thin margins off their edges
+    session_requester_quantile = 0.75  # session regions keep the requester >= this quantile
+                                       # of the others' margins off their edges
     session_adopt = true               # everyone the first region covers joins the set
                                        # (smaller regions, linkable restarts: see algorithms.md)
     default_k = 10

@@ -545,7 +545,8 @@ class Cloaker:
                     limit=m + max(cfg.session_slack, 0),
                 )
         age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
-        margin = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
+        worst = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
+        margin = self._requester_margin(worst, me)
         poly, chosen, reason = session_region(
             xy, me, m, p.a_min_m2, p.a_max_m2, rng, margin_m=margin, score=score
         )
@@ -553,7 +554,7 @@ class Cloaker:
         slack = cfg.session_slack
         if slack > 0 and len(rows) >= session.k + slack:
             # thin margins around dead-reckoned positions, k + slack members (statistical)
-            guess, drift = self._thin(snap, idx, xy, age, margin, k=session.k, me=me)
+            guess, drift = self._thin(snap, idx, xy, age, worst, k=session.k, me=me)
             m_thin = max(session.k + slack, min(m + slack, len(rows)))
             got = session_region(
                 guess,
@@ -626,8 +627,9 @@ class Cloaker:
         thinner for members who had stayed put for long (:func:`still_margins`, ``k`` the
         session's). Row ``me``, the requester, keeps her fix and her worst-case margin: the
         region must hold her, not only probably (her request usually brings a fresh fix); and
-        at least the ``session_requester_quantile`` quantile of the others' thin margins,
-        so that she sits no nearer the edges than most members do."""
+        at least the ``session_requester_quantile`` quantile of the others' thin margins
+        (:meth:`_requester_margin`), so that she sits no nearer the edges than most members
+        do."""
         cfg = self.config
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
         standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * age)
@@ -643,15 +645,24 @@ class Cloaker:
         )
         guess = xy + v * age[:, None]
         guess[me] = xy[me]
-        others = np.delete(drift, me)
-        # never thinner than most members' (her fix is fresh, her worst-case margin ~3 m):
-        # boxed by the thinnest margin, she would be the user nearest an edge far more often
-        # than chance
-        drift[me] = max(
-            float(margin[me]),
-            float(np.quantile(others, cfg.session_requester_quantile)) if len(others) else 0.0,
-        )
+        drift[me] = max(float(margin[me]), float(self._requester_margin(drift, me)[me]))
         return guess, drift
+
+    def _requester_margin(self, margin: F64, me: int) -> F64:
+        """``margin`` (one per member, m) with row ``me``, the requester, raised to at least
+        the ``session_requester_quantile`` quantile of the others'. Her request usually brings
+        a fresh fix, so her own margin is a few metres where the others' cover fixes up to
+        an update interval old: boxed by the thinnest margin, she would be the user nearest
+        an edge far more often than chance (among the users left in every region of her
+        session, 2.5 times as often in the city before the worst-case regions had this)."""
+        others = np.delete(margin, me)
+        if not len(others):
+            return margin
+        out = margin.copy()
+        out[me] = max(
+            float(margin[me]), float(np.quantile(others, self.config.session_requester_quantile))
+        )
+        return out
 
     def _audit(self, session: _Session) -> None:
         """Drop from ``session`` every member whose update since a region was answered from

@@ -158,11 +158,12 @@ class CloakConfig:
     a member who had stayed put for an hour keeps about ``session_floor_m``, one who just
     stopped the ordinary thin margin. In (0, 1)."""
     session_requester_quantile: float = 0.75
-    """With ``session_slack`` > 0: a thin region keeps its requester at least this quantile
-    of the other members' thin margins off its edges (never less than her worst-case margin,
-    which a fresh fix makes ~3 m): with only that she would be the member nearest the edges,
-    and the user inside nearest an edge would be the requester more often than chance
-    (docs/algorithms.md measures the guess and the area per quantile). In [0, 1]."""
+    """A session region keeps its requester at least this quantile of the other members'
+    margins off its edges (a worst-case region of their worst-case margins, a thin region of
+    their thin ones; never less than her own worst-case margin, which a fresh fix makes
+    ~3 m): with only that she would be the member nearest the edges, and the user nearest an
+    edge would be the requester far more often than chance (docs/algorithms.md measures the
+    guess and the area). In [0, 1]."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
