@@ -72,14 +72,15 @@ def _stay_town(
     stale: bool,
     leavers: float = 0.0,
     cloak: dict[str, Any] | None = None,
-) -> tuple[list[list[float]], list[frozenset[int]], list[bool]]:
+) -> tuple[list[list[float]], list[frozenset[int]], list[bool], float]:
     """200 users who never move and 400 who alternate pauses (0-10 min) and walks (1.3 m/s)
     on 2 km x 2 km, known to the anonymizer for an hour before 60 of those who never move ask
     k = 5 every minute for 40 minutes. ``stale``: everyone reports every 30 s at her own phase
     (else at each request). ``leavers``: per minute, the share of users who never moved that
     start walking right after a fix (the worst moment for a thin margin) and keep walking.
     Returns per asker her region areas, the intersection of the users truly inside her
-    regions, and whether she was inside each of them."""
+    regions, whether she was inside each of them, and the share of requests answered (a
+    session whose members have spread over the whole town fails ``cloak_timeout``)."""
     rng = np.random.default_rng(seed)
     n_static, n_walk = 200, 400
     n = n_static + n_walk
@@ -96,6 +97,7 @@ def _stay_town(
     areas: list[list[float]] = [[] for _ in askers]
     kept: list[frozenset[int]] = [frozenset(range(n)) for _ in askers]
     inside_own: list[bool] = []
+    asked = 0
     t = 1000.0
     cloaker.update_many(ids, xy, t - 60.0)
     for step in range(-60, 40):
@@ -126,13 +128,16 @@ def _stay_town(
             continue
         for a in askers:
             out = cloaker.request(("q", a, step), ids[a], PARAMS, t)
-            assert out is not None and out.region is not None
+            asked += 1
+            assert out is not None
+            if out.region is None:
+                continue
             x0, y0, x1, y1 = out.region.polygon.bounds
             inside = (xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)
             kept[a] = kept[a] & frozenset(np.flatnonzero(inside).tolist())
             areas[a].append(out.region.area_m2)
             inside_own.append(bool(inside[a]))
-    return areas, kept, inside_own
+    return areas, kept, inside_own, len(inside_own) / asked
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -142,7 +147,8 @@ def test_a_requester_who_stays_put_keeps_neighbours_who_stay_put(seed: int) -> N
     is what ranks members), so their regions do not grow over the session: at most 5 % of them
     pay more than twice as much after half an hour as in minutes 5-15 (measured 1.7 % and
     3.3 %; the design that ranked by a 10-minute forecast: 17 % and 18 %); none narrowed."""
-    areas, kept, inside_own = _stay_town(seed, stale=False)
+    areas, kept, inside_own, answered = _stay_town(seed, stale=False)
+    assert answered >= 0.99
     grew = [np.median(a[30:]) > 2.0 * np.median(a[5:15]) for a in areas]
     assert np.mean(grew) <= 0.05
     assert all(len(s) >= PARAMS.k for s in kept)
@@ -155,12 +161,18 @@ def test_thin_margins_of_members_who_stayed_put_cost_less() -> None:
     after a fix (2 % of those who never moved, each minute): no session is narrowed below k,
     every region holds its requester, and the regions are smaller than with the standard thin
     margins for everyone (``session_risk`` near 0; geometric mean of the areas after the
-    tenth request 0.119 against 0.128 km²). At stays of an hour the floor is within
-    the budget, so this town cannot tell a budget from none: the next test can."""
-    areas, kept, inside_own = _stay_town(2, stale=True, leavers=0.02)
+    tenth request 0.116 against 0.128 km²; with the standard margins 3 of 2,400 requests
+    fail, sessions whose five members have spread over the whole town). At stays of an hour
+    the floor is within the budget, so this town cannot tell a budget from none: the next
+    test can."""
+    areas, kept, inside_own, answered = _stay_town(2, stale=True, leavers=0.02)
+    assert answered >= 0.99
     assert all(len(s) >= PARAMS.k for s in kept)
     assert all(inside_own)
-    areas_std, kept_std, _ = _stay_town(2, stale=True, leavers=0.02, cloak={"session_risk": 1e-12})
+    areas_std, kept_std, _, answered_std = _stay_town(
+        2, stale=True, leavers=0.02, cloak={"session_risk": 1e-12}
+    )
+    assert answered_std >= 0.99
     assert all(len(s) >= PARAMS.k for s in kept_std)
     # the geometric mean: areas come in steps of the grid, and the medians may tie
     late = float(np.mean(np.log([x for a in areas for x in a[10:]])))
