@@ -302,9 +302,8 @@ def main() -> int:
     for knob in args.knob if args.knob is not None else KNOBS:
         if not isinstance(knob, dict):
             ap.error(f"--knob wants a JSON object, got {knob!r}")
-        if (
-            knob not in knobs
-        ):  # the same setting twice is one run: --knob '{}' runs the shipped only
+        # the same setting twice is one run: --knob '{}' runs the shipped settings only
+        if knob not in knobs:
             knobs.append(knob)
     # a run with other knobs or seeds is not the record docs/algorithms.md quotes: its own file
     custom = args.knob is not None or args.seeds is not None

@@ -546,7 +546,8 @@ class Cloaker:
                 )
         age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
         worst = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
-        margin = self._requester_margin(worst, me)
+        margin = worst.copy()
+        margin[me] = max(float(worst[me]), self._requester_floor(worst, me))
         poly, chosen, reason = session_region(
             xy, me, m, p.a_min_m2, p.a_max_m2, rng, margin_m=margin, score=score
         )
@@ -628,7 +629,7 @@ class Cloaker:
         session's). Row ``me``, the requester, keeps her fix and her worst-case margin: the
         region must hold her, not only probably (her request usually brings a fresh fix); and
         at least the ``session_requester_quantile`` quantile of the others' thin margins
-        (:meth:`_requester_margin`), so that she sits no nearer the edges than most members
+        (:meth:`_requester_floor`), so that she sits no nearer the edges than most members
         do."""
         cfg = self.config
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
@@ -645,24 +646,21 @@ class Cloaker:
         )
         guess = xy + v * age[:, None]
         guess[me] = xy[me]
-        drift[me] = max(float(margin[me]), float(self._requester_margin(drift, me)[me]))
+        drift[me] = max(float(margin[me]), self._requester_floor(drift, me))
         return guess, drift
 
-    def _requester_margin(self, margin: F64, me: int) -> F64:
-        """``margin`` (one per member, m) with row ``me``, the requester, raised to at least
-        the ``session_requester_quantile`` quantile of the others'. Her request usually brings
-        a fresh fix, so her own margin is a few metres where the others' cover fixes up to
-        an update interval old: boxed by the thinnest margin, she would be the user nearest
-        an edge far more often than chance (among the users left in every region of her
-        session, 2.5 times as often in the city before the worst-case regions had this)."""
+    def _requester_floor(self, margin: F64, me: int) -> float:
+        """The least margin (m) for row ``me``, the requester, in a region whose members keep
+        ``margin``: the ``session_requester_quantile`` quantile of the others' (0 with no
+        others). Her request usually brings a fresh fix, so her own margin is a few metres
+        where the others' cover fixes up to an update interval old: boxed by the thinnest
+        margin, she would be the user nearest an edge far more often than chance (among the
+        users left in every region of her session, 2.14-2.41 times as often in the city
+        before worst-case regions had this floor too)."""
         others = np.delete(margin, me)
         if not len(others):
-            return margin
-        out = margin.copy()
-        out[me] = max(
-            float(margin[me]), float(np.quantile(others, self.config.session_requester_quantile))
-        )
-        return out
+            return 0.0
+        return float(np.quantile(others, self.config.session_requester_quantile))
 
     def _audit(self, session: _Session) -> None:
         """Drop from ``session`` every member whose update since a region was answered from
