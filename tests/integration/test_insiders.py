@@ -356,11 +356,13 @@ async def test_ds_serves_the_service_lane_first_and_sheds_by_waiting_time(
 ) -> None:
     """900 public queries and 30 mediator queries among them wait in DS's persistent session
     while it is away, then arrive at once: every query gets exactly one reply, every mediator
-    query an answer tagged by DS, and public ones that waited over 0.3 s get ``overloaded``.
+    query an answer tagged by DS, and public ones that waited over 0.5 s get ``overloaded``.
     mosquitto only: amqtt 0.12 delivers nothing queued for an offline persistent session."""
     broker_url = mosquitto_url
-    # the bound must exceed how long taking a burst off the socket blocks the loop (~0.1 s)
-    config = _keyed(topics, tmp_path, ds_max_wait_s=0.3, max_queue=100_000)
+    # a mediator query waits at most one public query's work, but the bound must exceed the
+    # longest stall of this process's loop (once, 0.3 s was passed on a CI machine while this
+    # test decoded runs of replies in DS's loop; it now collects them and decodes afterwards)
+    config = _keyed(topics, tmp_path, ds_max_wait_s=0.5, max_queue=100_000)
     key = AnswerMac.from_config(config.state.answer_key_file)
     assert key is not None
     async with running(DSService(broker_url, config)):
@@ -371,9 +373,10 @@ async def test_ds_serves_the_service_lane_first_and_sheds_by_waiting_time(
     async with connect(broker_url) as t:
         await t.subscribe(app)
         await t.subscribe(svc)
-        # public queries that return every cafe (hundreds of POIs, under the cost limit): the
-        # backlog then takes DS well over the 0.3 s bound however fast the machine (with
-        # nearest-3 queries a quiet machine answered all 900 within it and shed none)
+        # public queries that return every cafe (1,486 POIs, under the cost limit): the backlog
+        # then takes DS well over the bound (a quiet 2-core machine answers about 470 a second,
+        # 1.9 s for all; with nearest-3 queries it answered all 900 within 0.3 s, shedding none).
+        # Not more: mosquitto queues at most 1,000 messages for an offline session
         heavy = WithinQuery(category="cafe", radius_m=30_000.0)
         for i in range(900):
             q = DSQuery(correlation_id=f"p{i}", reply_to=app, query=heavy, location=here)
@@ -382,22 +385,26 @@ async def test_ds_serves_the_service_lane_first_and_sheds_by_waiting_time(
                 s = DSQuery(correlation_id=f"s{i}", reply_to=svc, query=CAFE3, location=here)
                 await t.publish(topics.svc_ds_query, encode(s))
         ds = DSService(broker_url, config)
+        # DS shares this event loop: the replies (hundreds of POIs each) are only collected
+        # here and decoded afterwards, or decoding a run of them blocks DS's loop past the
+        # bound (a slow CI machine shed a mediator query that way)
+        payloads: list[bytes] = []
         async with running(ds), asyncio.timeout(30):
             async for m in t.messages():
-                reply = decode(m.payload, max_bytes=1 << 24)
-                cid = getattr(reply, "correlation_id", None)
-                if cid is not None:
-                    got.setdefault(cid, []).append(reply)
-                if len(got) == 930:
+                payloads.append(m.payload)
+                if len(payloads) == 930:
                     break
             await asyncio.sleep(0.2)  # no second reply to anything
             while (late := t.take_nowait()) is not None:
-                cid = getattr(decode(late.payload, max_bytes=1 << 24), "correlation_id", None)
-                got.setdefault(cid or "", []).append(late)
-    assert all(len(v) == 1 for v in got.values())
+                payloads.append(late.payload)
+    for payload in payloads:
+        reply = decode(payload, max_bytes=1 << 24)
+        got.setdefault(getattr(reply, "correlation_id", None) or "", []).append(reply)
+    assert len(got) == 930 and all(len(v) == 1 for v in got.values())
     service = [v[0] for k, v in got.items() if k.startswith("s")]
     assert len(service) == 30
-    assert all(isinstance(r, QueryAnswer) and key.verify(r) for r in service)
+    bad = [r for r in service if not (isinstance(r, QueryAnswer) and key.verify(r))]
+    assert not bad, bad[:3]
     public = [v[0] for k, v in got.items() if k.startswith("p")]
     shed = [r for r in public if isinstance(r, ErrorReply)]
     assert all(r.code == ErrorCode.OVERLOADED and r.mac is None for r in shed)
