@@ -56,10 +56,10 @@ from typing import Any
 import numpy as np
 
 from simulators.attacks import (
+    GuessTally,
     broker_tracking_attack,
     edge_attack,
     repeated_cloaks_attack,
-    requester_guesses,
     session_area_bound,
     static_device_attack,
 )
@@ -135,45 +135,20 @@ def _city(
 
 
 def requester_guess_figures(records: Sequence[QueryRecord], trajectories: Any) -> dict[str, float]:
-    """The requester-finding guesses (``requester_guesses``) over every region of the
-    attacked sessions but their first: hits of the user nearest the centre and of the one
-    nearest an edge, each over what a guess at random among those inside gets (1: chance).
-
-    ``*_among_candidates_*``: the same guesses made only among the session's candidates, the
-    users inside every region of the session so far (what the intersection attack leaves; she
-    is always one of them), over a guess at random among those. The members that make a
-    region's box are candidates, most users who merely happen to be inside are not: if the
-    edge guess finds her above chance among everyone inside but at chance among the
-    candidates, the edges tell no more than the intersection already does."""
-    centre = edge = chance = 0.0
-    centre_c = edge_c = chance_c = 0.0
+    """The requester-finding guesses over every region of the attacked sessions but their
+    first (:class:`~simulators.attacks.GuessTally`): hits of the user nearest the centre and
+    of the one nearest an edge, among everyone inside and among the session's candidates,
+    each over what a guess at random among those gets (1: chance)."""
+    tally = GuessTally()
     for user, rs in region_sessions(records).items():
-        left: set[int] | None = None
-        for j, r in enumerate(rs):
-            if r.inside is None:
-                continue
-            left = set(r.inside) if left is None else left & set(r.inside)
-            if j == 0 or r.region_xy is None:
+        for r in rs:
+            if r.inside is None or r.region_xy is None:
                 continue
             ring = np.asarray(r.region_xy, dtype=float)
             bounds = (ring[:, 0].min(), ring[:, 1].min(), ring[:, 0].max(), ring[:, 1].max())
             x, y = trajectories.at(r.t_anon_s if r.t_anon_s is not None else r.t_request_s)
-            xy = np.column_stack([x, y])
-            rows = np.asarray(sorted(r.inside), dtype=np.int64)
-            hit_c, hit_e, odds = requester_guesses(bounds, xy, rows, user)
-            centre, edge, chance = centre + hit_c, edge + hit_e, chance + odds
-            rows = np.asarray(sorted(left), dtype=np.int64)
-            hit_c, hit_e, odds = requester_guesses(bounds, xy, rows, user)
-            centre_c, edge_c, chance_c = centre_c + hit_c, edge_c + hit_e, chance_c + odds
-    nan = float("nan")
-    return {
-        "centre_over_chance": centre / chance if chance else nan,
-        "edge_over_chance": edge / chance if chance else nan,
-        "regions_guessed_chance": chance,
-        "centre_among_candidates_over_chance": centre_c / chance_c if chance_c else nan,
-        "edge_among_candidates_over_chance": edge_c / chance_c if chance_c else nan,
-        "regions_guessed_among_candidates_chance": chance_c,
-    }
+            tally.add(user, bounds, np.column_stack([x, y]), r.inside, user)
+    return tally.figures()
 
 
 def _areas_by_kind(records: Sequence[QueryRecord], still: np.ndarray) -> dict[str, list[float]]:
@@ -520,6 +495,24 @@ def main() -> int:
         oracle = "/".join(f"{row[f'oracle_{m}20m_ratio']:.1f}" for m in ("", "joint_", "online_"))
         print(f"{'walkers ' + key:40} {cells[0]:>18} {cells[1]:>18} {oracle:>12}")
     print(
+        f"\n{'walkers: requester found, shipped (x chance)':48} {'centre':>7} {'edge':>7}"
+        f" {'centre|c':>9} {'edge|c':>7} {'rank|c':>7} {'decoy':>6}"
+    )
+    for key, row in result["repeated_cloaks_conditions"].items():
+        g = row["after"]
+        cells = " ".join(
+            f"{g[f'{guess}over_chance']:{w}.2f}"
+            for guess, w in (
+                ("centre_", 7),
+                ("edge_", 7),
+                ("centre_among_candidates_", 9),
+                ("edge_among_candidates_", 7),
+                ("rank_among_candidates_", 7),
+                ("rank_decoy_", 6),
+            )
+        )
+        print(f"{'walkers ' + key:48} {cells}")
+    print(
         f"\n{'city by seed (narrowed/ratio/answered)':32} {'no still margins':>17}"
         f" {'distance ranking':>17} {'shipped':>17} {'bounds':>20}"
     )
@@ -547,16 +540,19 @@ def main() -> int:
         " future-knowing, set by its joint box, 48 m / 20 m)"
     )
     print(
-        f"\n{'city: requester found (x chance)':40} {'distance ranking':>27} {'shipped':>27}"
-        "\n(edge|c: the edge guess among the candidates left by the intersection attack)"
+        f"\n{'city: requester found (x chance)':40} {'distance ranking':>50} {'shipped':>50}"
+        "\n(|c: among the candidates left by the intersection attack; rank: the best depth-rank"
+        " guess, decoy: its score on a decoy, what it gets when nothing leaks)"
     )
     for seed, per in city["seeds"].items():
         cells = [
             f"centre {g['centre_over_chance']:.2f} edge {g['edge_over_chance']:.2f}"
             f" edge|c {g['edge_among_candidates_over_chance']:.2f}"
+            f" rank|c {g['rank_among_candidates_over_chance']:.2f}"
+            f" ({g['rank_decoy_over_chance']:.2f})"
             for g in (per[d]["requester_guesses"] for d in ("distance_ranking", "after"))
         ]
-        print(f"{'city seed ' + seed:40} {cells[0]:>27} {cells[1]:>27}")
+        print(f"{'city seed ' + seed:40} {cells[0]:>50} {cells[1]:>50}")
     print(f"\n{'city: requests <= 5x (still / moving)':40} {'shipped':>18} {'oracle 48 m':>18}")
     for seed, per in city["seeds"].items():
         a, o = per["after"]["by_requester"], city["bounds"][seed]["margin_48m"]["by_requester"]

@@ -33,6 +33,7 @@ run and replaced in that file (each part records its own settings and seconds).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -154,6 +155,11 @@ def _walker_job(job: tuple[str, dict[str, Any], dict[str, Any] | None]) -> dict[
         "area_m2_median": r.area_m2_median,
         "answered": r.answered_rate,
         "narrowed": r.success_rate,
+        **{
+            f.name: getattr(r, f.name)
+            for f in dataclasses.fields(r)
+            if f.name.endswith("over_chance")
+        },
     }
 
 
@@ -170,8 +176,10 @@ def _summary(per: dict[str, dict[str, Any]]) -> dict[str, float]:
         "edge_over_chance",
         "centre_among_candidates_over_chance",
         "edge_among_candidates_over_chance",
+        "rank_among_candidates_over_chance",
+        "rank_decoy_over_chance",
     )
-    for guess in guesses:  # city runs only
+    for guess in guesses:
         got = [p[guess] for p in per.values() if guess in p]
         if got:
             out[guess.replace("over_chance", "min")] = float(np.min(got))
@@ -187,6 +195,7 @@ def _table(rows: list[dict[str, Any]], key: str, cell: int) -> None:
         f" {'answ':>6} {'narr':>5}"
         + (
             f" {'centre/chance':>13} {'edge/chance':>11} {'edge/chance, cand.':>18}"
+            f" {'rank/chance, cand. (decoy)':>26}"
             if guesses
             else ""
         )
@@ -197,6 +206,8 @@ def _table(rows: list[dict[str, Any]], key: str, cell: int) -> None:
             f" {row['centre_min']:6.2f}-{row['centre_max']:<6.2f}"
             f" {row['edge_min']:5.2f}-{row['edge_max']:<5.2f}"
             f" {row['edge_among_candidates_min']:11.2f}-{row['edge_among_candidates_max']:<5.2f}"
+            f" {row['rank_among_candidates_min']:8.2f}-{row['rank_among_candidates_max']:<5.2f}"
+            f" ({row['rank_decoy_min']:.2f}-{row['rank_decoy_max']:.2f})"
             if guesses
             else ""
         )
@@ -261,6 +272,7 @@ def _walker_part(knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any
                 "ratio": r["area_m2_median"] / before[r["condition"]]["area_m2_median"],
                 "answered": r["answered"],
                 "narrowed": r["narrowed"],
+                **{k: v for k, v in r.items() if k.endswith("over_chance")},
             }
             for r in runs
             if r["knob"] == knob

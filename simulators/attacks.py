@@ -15,7 +15,8 @@ and the demo's ``summary.json`` report:
 
 * :func:`requester_guesses` - the same adversary guesses which user inside a region asked
   for it: the one nearest its centre, or the one nearest an edge. Result: hits and what a
-  guess at random among those inside would get.
+  guess at random among those inside would get; :class:`GuessTally` sums them over sessions,
+  among everyone inside and among the candidates the intersection attack leaves.
 * :func:`edge_attack` - an observer who knows everyone's positions looks where each region's
   edges sit: half-way between the nearest user inside and outside, on a member's coordinate,
   or at a fixed offset from one. Result: counts of such edges and what a blind placement gives.
@@ -46,6 +47,7 @@ from locpriv.wire.messages import NearestQuery, PeerRequest
 __all__ = [
     "BrokerTrackingResult",
     "EdgeAttackResult",
+    "GuessTally",
     "ParkedInsidersResult",
     "RepeatedCloaksResult",
     "StaticDeviceResult",
@@ -197,21 +199,124 @@ def requester_guesses(
     """The requester-finding guesses on one region ``bounds`` (x0, y0, x1, y1, metres): among
     the users ``rows`` truly inside it (positions ``xy``, one row per user), the one nearest
     its centre (L-infinity) and the one nearest an edge. Returns ``(centre hit, edge hit,
-    chance)``: 1.0 or 0.0 for whether each guess is ``requester``, and ``1 / len(rows)``, what
-    a guess at random among those inside scores. Summed over regions, a cloak that does not
-    centre its regions on the requester (nor put her at an edge) keeps each hit count near the
-    chance sum. No rows: ``(0, 0, 0)``."""
+    chance)``: each hit is the chance that the guess is ``requester`` (1.0 or 0.0, or her
+    share of a tie: users within 1 mm of the nearest, e.g. several held on the world's border,
+    are picked among at random, not by their row), and ``1 / len(rows)``, what a guess at
+    random among those inside scores. Summed over regions, a cloak that does not centre its
+    regions on the requester (nor put her at an edge) keeps each hit count near the chance
+    sum. No rows: ``(0, 0, 0)``."""
     if len(rows) == 0:
         return 0.0, 0.0, 0.0
     x0, y0, x1, y1 = bounds
     px, py = xy[rows, 0], xy[rows, 1]
     mid = np.maximum(np.abs(px - (x0 + x1) / 2), np.abs(py - (y0 + y1) / 2))
     rim = np.minimum.reduce([px - x0, x1 - px, py - y0, y1 - py])
-    return (
-        float(rows[int(np.argmin(mid))] == requester),
-        float(rows[int(np.argmin(rim))] == requester),
-        1.0 / len(rows),
-    )
+    me = rows == requester
+
+    def hit(score: F64) -> float:
+        tied = score <= score.min() + 1e-3
+        return float(np.count_nonzero(tied & me)) / float(np.count_nonzero(tied))
+
+    return hit(mid), hit(rim), 1.0 / len(rows)
+
+
+RANK_QUANTILES: F64 = np.linspace(0.1, 0.9, 9)
+"""The depth-rank guesses: the candidate at this quantile of the ranking by distance to
+the region's nearest edge (0: the nearest the rim, 1: the deepest)."""
+
+
+@dataclass(slots=True)
+class GuessTally:
+    """:func:`requester_guesses` summed over every region of each attacked session but its
+    first, made twice: among everyone truly inside the region, and among the session's
+    candidates only (the users inside every region of the session so far, what the
+    intersection attack leaves; she is always one of them). Feed regions in time order with
+    :meth:`add`; :meth:`figures` gives each guess's hits over a guess at random's (1: chance).
+
+    The members that make a region's box are candidates, most users who merely happen to be
+    inside are not: if the edge guess finds her above chance among everyone inside but at
+    chance among the candidates, the edges tell no more than the intersection already does.
+
+    The depth-rank guesses generalise the edge guess: rank the candidates by distance to the
+    nearest edge and take the one at a fixed quantile of that ranking (``RANK_QUANTILES``);
+    the figure is the best of them, with the same best on a decoy as its no-leak floor. A
+    requester kept at a typical depth, neither at an edge nor deepest, is found by it."""
+
+    centre: float = 0.0
+    edge: float = 0.0
+    chance: float = 0.0
+    centre_c: float = 0.0
+    edge_c: float = 0.0
+    chance_c: float = 0.0
+    rank_c: F64 = dataclasses.field(default_factory=lambda: np.zeros(len(RANK_QUANTILES)))
+    """Hits of the depth-rank guesses among the candidates, one per ``RANK_QUANTILES``."""
+    decoy_c: F64 = dataclasses.field(default_factory=lambda: np.zeros(len(RANK_QUANTILES)))
+    """The same guesses' hits on a decoy drawn at random among the candidates: what the
+    statistic scores when nothing leaks (its floor, above 1 by the best-of-nine pick)."""
+    left: dict[object, set[int]] = dataclasses.field(default_factory=dict)
+    """Each session's candidates so far."""
+    rng: np.random.Generator = dataclasses.field(default_factory=lambda: np.random.default_rng(0))
+
+    def add(
+        self,
+        session: object,
+        bounds: tuple[float, float, float, float],
+        xy: F64,
+        inside: Iterable[int],
+        requester: int,
+    ) -> None:
+        """One region of ``session`` (any hashable key): its ``bounds`` (x0, y0, x1, y1,
+        metres), everyone's true positions ``xy`` then (one row per user) and the rows
+        ``inside`` it (the requester among them)."""
+        rows = set(inside)
+        left = self.left.get(session)
+        self.left[session] = rows if left is None else left & rows
+        if left is None:
+            return  # a session's first region: nothing to guess against yet
+        at = np.asarray(sorted(rows), dtype=np.int64)
+        hit_c, hit_e, odds = requester_guesses(bounds, xy, at, requester)
+        self.centre += hit_c
+        self.edge += hit_e
+        self.chance += odds
+        at = np.asarray(sorted(self.left[session]), dtype=np.int64)
+        hit_c, hit_e, odds = requester_guesses(bounds, xy, at, requester)
+        self.centre_c += hit_c
+        self.edge_c += hit_e
+        self.chance_c += odds
+        if len(at):
+            x0, y0, x1, y1 = bounds
+            px, py = xy[at, 0], xy[at, 1]
+            depth = np.minimum.reduce([px - x0, x1 - px, py - y0, y1 - py])
+            order = at[np.argsort(depth, kind="stable")]
+            picks = order[np.minimum(len(at) - 1, (RANK_QUANTILES * len(at)).astype(np.int64))]
+            self.rank_c += picks == requester
+            self.decoy_c += picks == at[int(self.rng.integers(len(at)))]
+
+    def figures(self) -> dict[str, float]:
+        """``centre_over_chance``, ``edge_over_chance`` (among everyone inside) and
+        ``*_among_candidates_over_chance``, with the chance sums they divide by
+        (``regions_guessed_chance``, ``regions_guessed_among_candidates_chance``); NaN
+        where no region was guessed."""
+        nan = math.nan
+        return {
+            "centre_over_chance": self.centre / self.chance if self.chance else nan,
+            "edge_over_chance": self.edge / self.chance if self.chance else nan,
+            "regions_guessed_chance": self.chance,
+            "centre_among_candidates_over_chance": (
+                self.centre_c / self.chance_c if self.chance_c else nan
+            ),
+            "edge_among_candidates_over_chance": (
+                self.edge_c / self.chance_c if self.chance_c else nan
+            ),
+            "regions_guessed_among_candidates_chance": self.chance_c,
+            "rank_among_candidates_over_chance": (
+                float(self.rank_c.max()) / self.chance_c if self.chance_c else nan
+            ),
+            "rank_decoy_over_chance": (
+                float(self.decoy_c.max()) / self.chance_c if self.chance_c else nan
+            ),
+            "rank_quantile": float(RANK_QUANTILES[int(np.argmax(self.rank_c))]),
+        }
 
 
 def intersection_attack(
@@ -267,6 +372,18 @@ class RepeatedCloaksResult:
     """The same for the oracle that knows every position at a session's first request only
     and commits there to the ``k - 1`` nearest (:func:`session_area_bound` with ``online``):
     what choosing a fixed set from exact present positions, with no pool to shrink, pays."""
+    centre_over_chance: float = math.nan
+    """The requester-finding guesses over each asker's regions but her first
+    (:class:`GuessTally`): the user inside nearest the centre ..."""
+    edge_over_chance: float = math.nan
+    """... and the one nearest an edge, each over a guess at random among those inside ..."""
+    centre_among_candidates_over_chance: float = math.nan
+    """... and the same two made among her candidates only (inside every region so far)."""
+    edge_among_candidates_over_chance: float = math.nan
+    rank_among_candidates_over_chance: float = math.nan
+    """The best depth-rank guess among her candidates (:class:`GuessTally`) ..."""
+    rank_decoy_over_chance: float = math.nan
+    """... and the same statistic on a decoy, what it scores when nothing leaks."""
 
 
 def party_leads(users: int, askers: int, size: int) -> NDArray[np.int64]:
@@ -338,6 +455,7 @@ def repeated_cloaks_attack(
         k=k, a_min_m2=a_min_m2, a_max_m2=a_max_m2, max_delay_s=0.0, session_s=session_s
     )
     regions: list[list[frozenset[int]]] = [[] for _ in range(askers)]
+    tally = GuessTally()
     areas: list[float] = []
     frames: list[tuple[F64, F64]] = []
     asked = answered = 0
@@ -396,9 +514,12 @@ def repeated_cloaks_attack(
             answered += 1
             x0, y0, x1, y1 = out.region.polygon.bounds
             inside = (xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)
-            regions[a].append(frozenset(np.flatnonzero(inside).tolist()))
+            rows = np.flatnonzero(inside).tolist()
+            regions[a].append(frozenset(rows))
+            tally.add(a, (x0, y0, x1, y1), xy, rows, a)
             areas.append(out.region.area_m2)
     res = intersection_attack([r for r in regions if r], k)
+    guesses = tally.figures()
     oracles = {"distance": math.nan, "joint": math.nan, "online": math.nan}
     if oracle_margin_m is not None:
         for mode in oracles:
@@ -425,6 +546,12 @@ def repeated_cloaks_attack(
         oracle_area_m2_median=oracles["distance"],
         oracle_joint_area_m2_median=oracles["joint"],
         oracle_online_area_m2_median=oracles["online"],
+        centre_over_chance=guesses["centre_over_chance"],
+        edge_over_chance=guesses["edge_over_chance"],
+        centre_among_candidates_over_chance=guesses["centre_among_candidates_over_chance"],
+        edge_among_candidates_over_chance=guesses["edge_among_candidates_over_chance"],
+        rank_among_candidates_over_chance=guesses["rank_among_candidates_over_chance"],
+        rank_decoy_over_chance=guesses["rank_decoy_over_chance"],
     )
 
 
@@ -784,7 +911,7 @@ def broker_tracking_attack(
 
 
 def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str, float]]:
-    """The three attacks, without and with the defences, as plain numbers (for ``summary.json``
+    """The attacks, without and with the defences, as plain numbers (for ``summary.json``
     and the plot): ``small`` runs take seconds (the demo), the benchmark runs them at size."""
     n_static, n_broker = (3, 5) if small else (50, 30)
     static = {
@@ -819,6 +946,15 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         "repeated_cloaks": {f"{k}_success_rate": v.success_rate for k, v in cloaks.items()}
         | {f"{k}_area_m2_median": v.area_m2_median for k, v in cloaks.items()}
         | {f"{k}_answered_rate": v.answered_rate for k, v in cloaks.items()},
+        # who asked, guessed as the user nearest an edge or the centre of her regions, among the
+        # candidates the intersection attack leaves (GuessTally; 1 = a guess at random)
+        "requester_guess": {
+            f"{k}_edge_over_chance": v.edge_among_candidates_over_chance for k, v in cloaks.items()
+        }
+        | {
+            f"{k}_centre_over_chance": v.centre_among_candidates_over_chance
+            for k, v in cloaks.items()
+        },
         "broker_tracking": {f"{k}_error_m_median": v.error_m_median for k, v in broker.items()}
         | {f"{k}_linked_hours": v.linked_hours_mean for k, v in broker.items()},
     }

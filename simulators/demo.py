@@ -127,6 +127,9 @@ def format_attacks(attacks: dict[str, Any]) -> str:
     w = attacks.get(
         "wandering_device", {"before_error_sigma": math.nan, "after_error_sigma": math.nan}
     )
+    g = attacks.get(
+        "requester_guess", {"before_edge_over_chance": math.nan, "after_edge_over_chance": math.nan}
+    )
     return "\n".join(
         [
             "  attacks over time (before -> defended):",
@@ -137,6 +140,8 @@ def format_attacks(attacks: dict[str, Any]) -> str:
             f"    repeated cloaks: intersection attack success {c['before_success_rate']:.0%} -> "
             f"{c['after_success_rate']:.0%}, median area {c['before_area_m2_median']:.0f} -> "
             f"{c['after_area_m2_median']:.0f} m2",
+            f"    repeated cloaks: requester found as the candidate nearest an edge "
+            f"{g['before_edge_over_chance']:.2f} -> {g['after_edge_over_chance']:.2f}x chance",
             f"    P4 broker: device followed {b['before_linked_hours']:.1f} -> "
             f"{b['after_linked_hours']:.1f} h, median error {b['before_error_m_median']:.0f} -> "
             f"{b['after_error_m_median']:.0f} m",

@@ -224,6 +224,11 @@ def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> P
             "static device, fixes ±25 m\nerror (σ), higher is safer",
         ),
         ("repeated_cloaks", "success_rate", "intersection attack\nsuccess rate, lower is safer"),
+        (
+            "requester_guess",
+            "edge_over_chance",
+            "who asked: user nearest an edge\namong candidates (× chance), 1 is blind",
+        ),
         ("broker_tracking", "linked_hours", "P4 broker tracking\nhours linked, lower is safer"),
     ]
     panels = [p for p in panels if p[0] in attacks]
