@@ -170,6 +170,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
     assert (cfg.session_forecast_s, cfg.session_risk) == (120.0, 0.001)
     assert not cfg.session_joint_box and shipped.session_joint_box
     assert cfg.session_requester_quantile == 0.5
+    assert shipped.session_requester_quantile == "draw" == CloakConfig().session_requester_quantile
     assert (shipped.session_forecast_s, shipped.session_risk) == (
         CloakConfig().session_forecast_s,
         CloakConfig().session_risk,
@@ -212,6 +213,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
         "session_joint_box = 3",
         "session_requester_quantile = 1.5",
         "session_requester_quantile = -0.1",
+        'session_requester_quantile = "median"',
     ):
         path.write_text(f"[cloak]\n{bad}\n")
         with pytest.raises(ConfigError, match=rf"cloak\.{bad.split()[0]}"):
@@ -225,9 +227,9 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
     for risk in (0.0, 1.0, float("nan")):
         with pytest.raises(ConfigError, match="session_risk"):
             CloakConfig(session_risk=risk)
-    for q in (-0.1, 1.5, float("nan")):
+    for q in (-0.1, 1.5, float("nan"), "median"):
         with pytest.raises(ConfigError, match="session_requester_quantile"):
-            CloakConfig(session_requester_quantile=q)
+            CloakConfig(session_requester_quantile=q)  # type: ignore[arg-type]
 
 
 def test_session_area_bound_keeps_the_users_who_stay_nearest() -> None:

@@ -514,6 +514,8 @@ class Cloaker:
         idx = np.asarray(rows, dtype=np.int64)
         xy = np.column_stack([snap.x[idx], snap.y[idx]])
         rng = np.random.default_rng(session.seed)  # the same grid for the whole session
+        # the requester's drawn margin, per request, from a stream of its own
+        draw = np.random.default_rng([session.seed, session.count, 1])
         # the set shrinks from its pool to k over session_shrink_requests answered requests
         steps = max(1, self.config.session_shrink_requests)
         # (the first region covers the whole pool: choosing part of it around her would centre
@@ -547,7 +549,7 @@ class Cloaker:
         age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
         worst = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
         margin = worst.copy()
-        margin[me] = max(float(worst[me]), self._requester_floor(worst, me))
+        margin[me] = max(float(worst[me]), self._requester_floor(worst, me, draw))
         poly, chosen, reason = session_region(
             xy, me, m, p.a_min_m2, p.a_max_m2, rng, margin_m=margin, score=score
         )
@@ -555,7 +557,7 @@ class Cloaker:
         slack = cfg.session_slack
         if slack > 0 and len(rows) >= session.k + slack:
             # thin margins around dead-reckoned positions, k + slack members (statistical)
-            guess, drift = self._thin(snap, idx, xy, age, worst, k=session.k, me=me)
+            guess, drift = self._thin(snap, idx, xy, age, worst, k=session.k, me=me, draw=draw)
             m_thin = max(session.k + slack, min(m + slack, len(rows)))
             got = session_region(
                 guess,
@@ -591,7 +593,9 @@ class Cloaker:
                     margin = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
                     at = xy
                     if thin:
-                        at, margin = self._thin(snap, idx, xy, age, margin, k=session.k, me=me)
+                        at, margin = self._thin(
+                            snap, idx, xy, age, margin, k=session.k, me=me, draw=draw
+                        )
             # every member the region covers with her margin stays (the chosen ones do)
             held = (
                 (at[:, 0] - margin >= x0)
@@ -621,16 +625,24 @@ class Cloaker:
         return region, ""
 
     def _thin(
-        self, snap: _Snapshot, idx: I64, xy: F64, age: F64, margin: F64, *, k: int, me: int
+        self,
+        snap: _Snapshot,
+        idx: I64,
+        xy: F64,
+        age: F64,
+        margin: F64,
+        *,
+        k: int,
+        me: int,
+        draw: np.random.Generator,
     ) -> tuple[F64, F64]:
         """Dead-reckoned positions of snapshot rows ``idx`` (at ``xy``, fixes ``age`` s old) and
         their thin margins (never above the worst-case ``margin``): ``floor + drift * age``,
         thinner for members who had stayed put for long (:func:`still_margins`, ``k`` the
         session's). Row ``me``, the requester, keeps her fix and her worst-case margin: the
         region must hold her, not only probably (her request usually brings a fresh fix); and
-        at least the ``session_requester_quantile`` quantile of the others' thin margins
-        (:meth:`_requester_floor`), so that she sits no nearer the edges than most members
-        do."""
+        at least another member's thin margin drawn at random (:meth:`_requester_floor`), so
+        that she sits as deep as a member does."""
         cfg = self.config
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
         standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * age)
@@ -646,21 +658,26 @@ class Cloaker:
         )
         guess = xy + v * age[:, None]
         guess[me] = xy[me]
-        drift[me] = max(float(margin[me]), self._requester_floor(drift, me))
+        drift[me] = max(float(margin[me]), self._requester_floor(drift, me, draw))
         return guess, drift
 
-    def _requester_floor(self, margin: F64, me: int) -> float:
+    def _requester_floor(self, margin: F64, me: int, draw: np.random.Generator) -> float:
         """The least margin (m) for row ``me``, the requester, in a region whose members keep
-        ``margin``: the ``session_requester_quantile`` quantile of the others' (0 with no
-        others). Her request usually brings a fresh fix, so her own margin is a few metres
-        where the others' cover fixes up to an update interval old: boxed by the thinnest
-        margin, she would be the user nearest an edge far more often than chance (among the
-        users left in every region of her session, 2.14-2.41 times as often in the city
-        before worst-case regions had this floor too)."""
+        ``margin``: the margin of another member drawn with ``draw`` (``session_requester_quantile``
+        ``"draw"``), or that quantile of the others' (0 with no others). Her request usually
+        brings a fresh fix, so her own margin is a few metres where the others' cover fixes up
+        to an update interval old: boxed by the thinnest margin, she would be the user nearest
+        an edge far more often than chance (among the users left in every region of her
+        session, 2.14-2.41 times as often in the city before worst-case regions had a floor
+        too); boxed by a fixed quantile, at a typical depth (the best depth-rank guess among
+        them, 1.27-1.46 times chance at 0.75; 1.20-1.30 drawn)."""
         others = np.delete(margin, me)
         if not len(others):
             return 0.0
-        return float(np.quantile(others, self.config.session_requester_quantile))
+        q = self.config.session_requester_quantile
+        if q == "draw":
+            return float(others[int(draw.integers(len(others)))])
+        return float(np.quantile(others, q))
 
     def _audit(self, session: _Session) -> None:
         """Drop from ``session`` every member whose update since a region was answered from

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import shapely
 
@@ -157,13 +158,15 @@ class CloakConfig:
     unseen; it sizes their thin margins (:func:`locpriv.core.cloak.history.still_margins`):
     a member who had stayed put for an hour keeps about ``session_floor_m``, one who just
     stopped the ordinary thin margin. In (0, 1)."""
-    session_requester_quantile: float = 0.75
-    """A session region keeps its requester at least this quantile of the other members'
-    margins off its edges (a worst-case region of their worst-case margins, a thin region of
-    their thin ones; never less than her own worst-case margin, which a fresh fix makes
-    ~3 m): with only that she would be the member nearest the edges, and the user nearest an
-    edge would be the requester far more often than chance (docs/algorithms.md measures the
-    guess and the area). In [0, 1]."""
+    session_requester_quantile: float | Literal["draw"] = "draw"
+    """A session region keeps its requester at least the margin of another member drawn at
+    random for each region (``"draw"``), or this quantile of the other members' margins, off
+    its edges (a worst-case region of their worst-case margins, a thin region of their thin
+    ones; never less than her own worst-case margin, which a fresh fix makes ~3 m): with only
+    that she would be the member nearest the edges, and the user nearest an edge would be
+    the requester far more often than chance; with a fixed quantile she sits at a typical
+    depth, which a guess by depth rank finds (docs/algorithms.md measures the guesses and the
+    area). ``"draw"`` or in [0, 1]."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
@@ -202,8 +205,9 @@ class CloakConfig:
             )
         if not 0 < self.session_risk < 1:  # nan fails too
             raise ConfigError("session_risk must be in (0, 1)")
-        if not 0 <= self.session_requester_quantile <= 1:  # nan fails too
-            raise ConfigError("session_requester_quantile must be in [0, 1]")
+        q = self.session_requester_quantile
+        if q != "draw" and not (isinstance(q, int | float) and 0 <= q <= 1):  # nan fails too
+            raise ConfigError('session_requester_quantile must be "draw" or in [0, 1]')
         if self.session_pool_factor < 1 or self.session_candidate_factor < 1:
             raise ConfigError("session_pool_factor and session_candidate_factor must be >= 1")
         if self.session_shrink_requests < 1:
