@@ -210,7 +210,7 @@ def requester_guesses(
     x0, y0, x1, y1 = bounds
     px, py = xy[rows, 0], xy[rows, 1]
     mid = np.maximum(np.abs(px - (x0 + x1) / 2), np.abs(py - (y0 + y1) / 2))
-    rim = np.minimum.reduce([px - x0, x1 - px, py - y0, y1 - py])
+    rim = _depth(bounds, xy, rows)
     me = rows == requester
 
     def hit(score: F64) -> float:
@@ -218,6 +218,14 @@ def requester_guesses(
         return float(np.count_nonzero(tied & me)) / float(np.count_nonzero(tied))
 
     return hit(mid), hit(rim), 1.0 / len(rows)
+
+
+def _depth(bounds: tuple[float, float, float, float], xy: F64, rows: NDArray[np.int64]) -> F64:
+    """Distance (m) of each of the users ``rows`` to the nearest edge of the box ``bounds``."""
+    x0, y0, x1, y1 = bounds
+    px, py = xy[rows, 0], xy[rows, 1]
+    out: F64 = np.minimum.reduce([px - x0, x1 - px, py - y0, y1 - py])
+    return out
 
 
 RANK_QUANTILES: F64 = np.linspace(0.1, 0.9, 9)
@@ -284,10 +292,7 @@ class GuessTally:
         self.edge_c += hit_e
         self.chance_c += odds
         if len(at):
-            x0, y0, x1, y1 = bounds
-            px, py = xy[at, 0], xy[at, 1]
-            depth = np.minimum.reduce([px - x0, x1 - px, py - y0, y1 - py])
-            order = at[np.argsort(depth, kind="stable")]
+            order = at[np.argsort(_depth(bounds, xy, at), kind="stable")]
             picks = order[np.minimum(len(at) - 1, (RANK_QUANTILES * len(at)).astype(np.int64))]
             self.rank_c += picks == requester
             self.decoy_c += picks == at[int(self.rng.integers(len(at)))]
@@ -315,7 +320,9 @@ class GuessTally:
             "rank_decoy_over_chance": (
                 float(self.decoy_c.max()) / self.chance_c if self.chance_c else nan
             ),
-            "rank_quantile": float(RANK_QUANTILES[int(np.argmax(self.rank_c))]),
+            "rank_quantile": (
+                float(RANK_QUANTILES[int(np.argmax(self.rank_c))]) if self.chance_c else nan
+            ),
         }
 
 
