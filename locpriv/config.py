@@ -158,7 +158,9 @@ class CloakSection(_Section):
     session_drift_m_s: float = Field(1.0, ge=0, le=1000)
     session_floor_m: float = Field(5.0, ge=0, le=10_000)
     session_risk: float = Field(1e-4, gt=0, lt=1)
-    session_requester_quantile: Annotated[float, Field(ge=0, le=1)] | Literal["draw"] = "draw"
+    session_requester_quantile: (
+        Annotated[float, Field(ge=0, le=1, strict=True)] | Literal["draw"]
+    ) = "draw"
     session_adopt: bool = True
     default_k: int = Field(10, ge=1)
     default_a_min_m2: float = Field(1e4, ge=0)

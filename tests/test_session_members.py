@@ -214,6 +214,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
         "session_requester_quantile = 1.5",
         "session_requester_quantile = -0.1",
         'session_requester_quantile = "median"',
+        "session_requester_quantile = true",
     ):
         path.write_text(f"[cloak]\n{bad}\n")
         with pytest.raises(ConfigError, match=rf"cloak\.{bad.split()[0]}"):
@@ -227,7 +228,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
     for risk in (0.0, 1.0, float("nan")):
         with pytest.raises(ConfigError, match="session_risk"):
             CloakConfig(session_risk=risk)
-    for q in (-0.1, 1.5, float("nan"), "median"):
+    for q in (-0.1, 1.5, float("nan"), "median", True):
         with pytest.raises(ConfigError, match="session_requester_quantile"):
             CloakConfig(session_requester_quantile=q)  # type: ignore[arg-type]
 

@@ -206,7 +206,8 @@ class CloakConfig:
         if not 0 < self.session_risk < 1:  # nan fails too
             raise ConfigError("session_risk must be in (0, 1)")
         q = self.session_requester_quantile
-        if q != "draw" and not (isinstance(q, int | float) and 0 <= q <= 1):  # nan fails too
+        number = isinstance(q, int | float) and not isinstance(q, bool)
+        if q != "draw" and not (number and 0 <= q <= 1):  # nan fails too
             raise ConfigError('session_requester_quantile must be "draw" or in [0, 1]')
         if self.session_pool_factor < 1 or self.session_candidate_factor < 1:
             raise ConfigError("session_pool_factor and session_candidate_factor must be >= 1")
