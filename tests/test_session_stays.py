@@ -318,3 +318,36 @@ def test_parked_insiders_take_places_in_the_set_of_a_requester_who_stays_put(
     parked = parked_insiders_attack(2, still_users=still, walkers=walking, askers=20, minutes=20)
     assert parked.below_k_rate >= 0.5
     assert parked.honest_median <= clean.honest_median - 2
+
+
+@pytest.mark.parametrize("slack", [0, 2])
+def test_the_cloaker_counts_session_regions_by_their_margins(slack: int) -> None:
+    """Every answered session region is counted once, as thin or worst-case
+    (``session_thin_regions``, ``session_worst_case_regions``: benchmarks read where a
+    session's cost comes from). Users who stay put with fixes 20 s old: the thin margins (5 m
+    + 1 m/s x age) beat the worst-case ones (3 m/s x age), so with a slack most regions are thin
+    (the rest cover more members than the thin region's k + slack); with none, worst-case
+    only."""
+    rng = np.random.default_rng(4)
+    n = 400
+    xy = rng.uniform(0.0, SIDE_M, (n, 2))
+    ids = [f"u{i}" for i in range(n)]
+    cloaker = Cloaker(
+        CloakConfig(world=(0.0, 0.0, SIDE_M, SIDE_M), session_slack=slack),
+        rng=np.random.default_rng(5),
+    )
+    answered = 0
+    t = 1000.0
+    for step in range(12):
+        cloaker.update_many(ids, xy, t + 60.0 * step)
+        for a in range(5):
+            out = cloaker.request(("q", a, step), ids[a], PARAMS, t + 60.0 * step + 20.0)
+            assert out is not None
+            answered += out.region is not None
+    assert answered == 60
+    thin, worst = cloaker.session_thin_regions, cloaker.session_worst_case_regions
+    assert thin + worst == answered
+    if slack:
+        assert thin >= 0.75 * answered  # measured 50 of 60
+    else:
+        assert thin == 0

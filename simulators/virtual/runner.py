@@ -178,9 +178,10 @@ class _Runner(PeerNodes):
             ds_timeout_s=cfg.ds_timeout_s,
             max_pending=1_000_000,
         )
+        # seeded: the cloaker's secret grid phase and session grids are random
+        self.cloaker = Cloaker(self.cloak_cfg, rng=np.random.default_rng([built.protocol_seed, 7]))
         anonymizer = Anonymizer(
-            # seeded: the cloaker's secret grid phase and session grids are random
-            Cloaker(self.cloak_cfg, rng=np.random.default_rng([built.protocol_seed, 7])),
+            self.cloaker,
             self.proj,
             prepare_epochs=cfg.prepare_epochs,
         )
@@ -421,6 +422,11 @@ class _Runner(PeerNodes):
             "p4_rounds": dict(sorted(self.p4_rounds.items())),
             "delivered": self.bus.delivered,
             "peer_stats": dict(sum((pm.stats for pm in self.peers.values()), Counter())),
+            # session regions by the margins they were answered from (historical k-anonymity)
+            "session_regions": {
+                "thin": self.cloaker.session_thin_regions,
+                "worst_case": self.cloaker.session_worst_case_regions,
+            },
         }
         return VirtualResult(self.records, stats, extra)
 

@@ -218,6 +218,11 @@ class Cloaker:
         self._next_expiry = math.inf
         self.session_rekeys = 0
         """Sessions restarted with a fresh set (``CloakConfig.session_rekey_factor``)."""
+        self.session_thin_regions = 0
+        """Session regions answered from thin margins (``k + session_slack`` members or more)."""
+        self.session_worst_case_regions = 0
+        """Session regions answered from worst-case margins: the thin region was larger, or
+        was not built because fewer than ``k + session_slack`` members were left."""
 
     # ----------------------------------------------------------------- users
     def update(self, user_id: str, x_m: float, y_m: float, now: float) -> list[CloakOutcome]:
@@ -619,6 +624,10 @@ class Cloaker:
             )
         session.last = now
         session.count += 1
+        if thin:
+            self.session_thin_regions += 1
+        else:
+            self.session_worst_case_regions += 1
         region = CloakRegion(
             poly, float(poly.area), int(inside.sum()), float(snap.t[kept].min()), snap.time
         )
