@@ -14,7 +14,9 @@ virtual clock) on each seed, and per setting:
   ``narrowed``: the share of sessions the intersection attack singles out below k;
 * where the cost lies: per k, the sessions' median over the undefended median of the same k;
   per request index within a session (0-9, 10-29, 30 and later), the median over the seed's
-  undefended median (a set only shrinks, so members scatter as a session ages);
+  undefended median (a set only shrinks, so members scatter as a session ages); ``thin_share``:
+  the share of session regions answered from thin margins (the rest from worst-case margins,
+  the cloaker's ``session_thin_regions`` and ``session_worst_case_regions``);
 * who asked: bench_privacy's requester guesses (the user inside nearest the centre, or nearest
   an edge, over a guess at random among those inside; 1 is chance), per seed and their range;
   the same guesses among the session's candidates only (the users inside every region so far).
@@ -106,8 +108,15 @@ def _job(job: tuple[int, float, dict[str, Any], bool]) -> dict[str, Any]:
         "narrowed": f["success_rate"],
         "answered": f["answered_rate"],
         "areas": _areas(res.records),
+        "thin_share": _thin_share(res.extra.get("session_regions", {})),
         **{k: v for k, v in g.items() if k.endswith("over_chance")},
     }
+
+
+def _thin_share(regions: dict[str, int]) -> float | None:
+    """The share of session regions answered from thin margins (the rest: worst-case)."""
+    n = regions.get("thin", 0) + regions.get("worst_case", 0)
+    return regions.get("thin", 0) / n if n else None
 
 
 def _breakdown(run: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
@@ -233,6 +242,7 @@ def _city_part(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) 
                     "ratio": r["area_m2_median"] / b["area_m2_median"],
                     "answered": r["answered"],
                     "narrowed": r["narrowed"],
+                    "thin_share": r["thin_share"],
                     **{k: v for k, v in r.items() if k.endswith("over_chance")},
                     **_breakdown(r, b),
                 }
@@ -246,11 +256,13 @@ def _city_part(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) 
         + " ".join(f"{'k=' + k:>7}" for k in ks)
         + " "
         + " ".join(f"{'req ' + a:>9}" for a in next(iter(shipped.values()))["by_age"])
+        + f" {'thin':>6}"
     )
     for seed, p in shipped.items():
         kc = " ".join(f"{p['by_k'][k]['ratio']:7.2f}" for k in ks if k in p["by_k"])
         ac = " ".join(f"{b['ratio']:9.2f}" for b in p["by_age"].values())
-        print(f"{'city seed ' + seed:32} {kc} {ac}")
+        thin = "" if p["thin_share"] is None else f"{p['thin_share']:6.3f}"
+        print(f"{'city seed ' + seed:32} {kc} {ac} {thin:>6}")
     seconds = time.perf_counter() - t0
     print(f"(city: {seconds:.0f} s)\n")
     return {"machine": _machine(), "seeds": seeds, "settings": rows, "seconds": seconds}
