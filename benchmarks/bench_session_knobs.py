@@ -15,8 +15,10 @@ virtual clock) on each seed, and per setting:
 * where the cost lies: per k, the sessions' median over the undefended median of the same k;
   per request index within a session (0-9, 10-29, 30 and later), the median over the seed's
   undefended median (a set only shrinks, so members scatter as a session ages); ``thin_share``:
-  the share of session regions answered from thin margins (the rest from worst-case margins,
-  the cloaker's ``session_thin_regions`` and ``session_worst_case_regions``);
+  the share of session regions answered from thin margins (the rest from worst-case ones),
+  ``short_share`` the share answered from worst-case margins because fewer than k + slack
+  members were left, ``audit_dropped`` the members the self-audit dropped (the cloaker's
+  ``session_counts``; in the JSON for the walker conditions too);
 * who asked: bench_privacy's requester guesses (the user inside nearest the centre, or nearest
   an edge, over a guess at random among those inside; 1 is chance), per seed and their range;
   the same guesses among the session's candidates only (the users inside every region so far).
@@ -40,7 +42,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -108,15 +110,26 @@ def _job(job: tuple[int, float, dict[str, Any], bool]) -> dict[str, Any]:
         "narrowed": f["success_rate"],
         "answered": f["answered_rate"],
         "areas": _areas(res.records),
-        "thin_share": _thin_share(res.extra.get("session_regions", {})),
+        **_session_shares(res.extra["sessions"]),
         **{k: v for k, v in g.items() if k.endswith("over_chance")},
     }
 
 
-def _thin_share(regions: dict[str, int]) -> float | None:
-    """The share of session regions answered from thin margins (the rest: worst-case)."""
-    n = regions.get("thin", 0) + regions.get("worst_case", 0)
-    return regions.get("thin", 0) / n if n else None
+SESSION_KEYS = ("thin_share", "short_share", "audit_dropped")
+"""What :func:`_session_shares` reports per run."""
+
+
+def _session_shares(counts: Mapping[str, int]) -> dict[str, Any]:
+    """From the cloaker's ``session_counts``: the share of session regions answered from thin
+    margins (``thin_share``; the rest from worst-case margins), the share answered from
+    worst-case margins because fewer than k + slack members were left (``short_share``), and
+    the members the self-audit dropped (``audit_dropped``)."""
+    n = counts.get("thin", 0) + counts.get("worst_case", 0)
+    return {
+        "thin_share": counts.get("thin", 0) / n if n else None,
+        "short_share": counts.get("short", 0) / n if n else None,
+        "audit_dropped": counts.get("audit_dropped", 0),
+    }
 
 
 def _breakdown(run: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
@@ -164,6 +177,7 @@ def _walker_job(job: tuple[str, dict[str, Any], dict[str, Any] | None]) -> dict[
         "area_m2_median": r.area_m2_median,
         "answered": r.answered_rate,
         "narrowed": r.success_rate,
+        **_session_shares(r.session_counts),
         **{
             f.name: getattr(r, f.name)
             for f in dataclasses.fields(r)
@@ -242,7 +256,7 @@ def _city_part(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) 
                     "ratio": r["area_m2_median"] / b["area_m2_median"],
                     "answered": r["answered"],
                     "narrowed": r["narrowed"],
-                    "thin_share": r["thin_share"],
+                    **{k: r[k] for k in SESSION_KEYS},
                     **{k: v for k, v in r.items() if k.endswith("over_chance")},
                     **_breakdown(r, b),
                 }
@@ -256,13 +270,16 @@ def _city_part(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) 
         + " ".join(f"{'k=' + k:>7}" for k in ks)
         + " "
         + " ".join(f"{'req ' + a:>9}" for a in next(iter(shipped.values()))["by_age"])
-        + f" {'thin':>6}"
+        + f" {'thin':>6} {'short':>6} {'dropped':>7}"
     )
     for seed, p in shipped.items():
         kc = " ".join(f"{p['by_k'][k]['ratio']:7.2f}" for k in ks if k in p["by_k"])
         ac = " ".join(f"{b['ratio']:9.2f}" for b in p["by_age"].values())
-        thin = "" if p["thin_share"] is None else f"{p['thin_share']:6.3f}"
-        print(f"{'city seed ' + seed:32} {kc} {ac} {thin:>6}")
+        shares = " ".join(
+            f"{'' if p[key] is None else format(p[key], '.3f'):>6}"
+            for key in ("thin_share", "short_share")
+        )
+        print(f"{'city seed ' + seed:32} {kc} {ac} {shares} {p['audit_dropped']:7d}")
     seconds = time.perf_counter() - t0
     print(f"(city: {seconds:.0f} s)\n")
     return {"machine": _machine(), "seeds": seeds, "settings": rows, "seconds": seconds}
@@ -284,6 +301,7 @@ def _walker_part(knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any
                 "ratio": r["area_m2_median"] / before[r["condition"]]["area_m2_median"],
                 "answered": r["answered"],
                 "narrowed": r["narrowed"],
+                **{k: r[k] for k in SESSION_KEYS},
                 **{k: v for k, v in r.items() if k.endswith("over_chance")},
             }
             for r in runs
@@ -292,6 +310,10 @@ def _walker_part(knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any
         rows.append({"knob": knob, "conditions": per, **_summary(per)})
     print("walkers, conditions: " + "; ".join(f"{i}: {n}" for i, (n, _) in enumerate(conds)))
     _table(rows, "conditions", 6)
+    thin = [p["thin_share"] for p in rows[0]["conditions"].values() if p["thin_share"] is not None]
+    if thin:
+        label = _label(rows[0]["knob"])
+        print(f"{label}: thin share {min(thin):.3f}-{max(thin):.3f} over the conditions")
     seconds = time.perf_counter() - t0
     print(f"(walkers: {seconds:.0f} s)\n")
     return {"machine": _machine(), "settings": rows, "seconds": seconds}

@@ -30,7 +30,7 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -391,6 +391,8 @@ class RepeatedCloaksResult:
     """The best depth-rank guess among her candidates (:class:`GuessTally`) ..."""
     rank_decoy_over_chance: float = math.nan
     """... and the same statistic on a decoy, what it scores when nothing leaks."""
+    session_counts: Mapping[str, int] = field(default_factory=dict)
+    """What the cloaker's sessions did (``Cloaker.session_counts``)."""
 
 
 def party_leads(users: int, askers: int, size: int) -> NDArray[np.int64]:
@@ -559,6 +561,7 @@ def repeated_cloaks_attack(
         edge_among_candidates_over_chance=guesses["edge_among_candidates_over_chance"],
         rank_among_candidates_over_chance=guesses["rank_among_candidates_over_chance"],
         rank_decoy_over_chance=guesses["rank_decoy_over_chance"],
+        session_counts=dict(cloaker.session_counts),
     )
 
 

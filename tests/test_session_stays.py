@@ -323,11 +323,10 @@ def test_parked_insiders_take_places_in_the_set_of_a_requester_who_stays_put(
 @pytest.mark.parametrize("slack", [0, 2])
 def test_the_cloaker_counts_session_regions_by_their_margins(slack: int) -> None:
     """Every answered session region is counted once, as thin or worst-case
-    (``session_thin_regions``, ``session_worst_case_regions``: benchmarks read where a
-    session's cost comes from). Users who stay put with fixes 20 s old: the thin margins (5 m
-    + 1 m/s x age) beat the worst-case ones (3 m/s x age), so with a slack most regions are thin
-    (the rest cover more members than the thin region's k + slack); with none, worst-case
-    only."""
+    (``Cloaker.session_counts``: benchmarks read where a session's cost comes from). Users
+    who stay put with fixes 20 s old: the thin margins (5 m + 1 m/s x age) beat the
+    worst-case ones (3 m/s x age), so with a slack most regions are thin; with none,
+    worst-case only, and none counted ``short`` (that needs a slack to fall short of)."""
     rng = np.random.default_rng(4)
     n = 400
     xy = rng.uniform(0.0, SIDE_M, (n, 2))
@@ -345,9 +344,22 @@ def test_the_cloaker_counts_session_regions_by_their_margins(slack: int) -> None
             assert out is not None
             answered += out.region is not None
     assert answered == 60
-    thin, worst = cloaker.session_thin_regions, cloaker.session_worst_case_regions
+    counts = cloaker.session_counts
+    thin, worst = counts["thin"], counts["worst_case"]
     assert thin + worst == answered
+    assert counts["short"] <= worst
+    assert counts["audit_dropped"] == 0  # nobody moves
     if slack:
         assert thin >= 0.75 * answered  # measured 50 of 60
     else:
-        assert thin == 0
+        assert thin == 0 and counts["short"] == 0
+    # everyone but the askers reports 400 m east of where she was: interpolated to when the
+    # last regions were answered, members of the thin ones were outside, and the audit
+    # drops them (worst-case regions are not audited)
+    t_last = t + 60.0 * 11 + 20.0
+    moved = xy.copy()
+    moved[5:, 0] += 400.0
+    cloaker.update_many(ids[5:], moved[5:], t_last + 10.0)
+    for a in range(5):
+        cloaker.request(("q", a, 12), ids[a], PARAMS, t_last + 40.0)
+    assert (counts["audit_dropped"] > 0) == bool(slack)

@@ -422,11 +422,8 @@ class _Runner(PeerNodes):
             "p4_rounds": dict(sorted(self.p4_rounds.items())),
             "delivered": self.bus.delivered,
             "peer_stats": dict(sum((pm.stats for pm in self.peers.values()), Counter())),
-            # session regions by the margins they were answered from (historical k-anonymity)
-            "session_regions": {
-                "thin": self.cloaker.session_thin_regions,
-                "worst_case": self.cloaker.session_worst_case_regions,
-            },
+            # what historical k-anonymity's sessions did (Cloaker.session_counts)
+            "sessions": dict(self.cloaker.session_counts),
         }
         return VirtualResult(self.records, stats, extra)
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -216,13 +216,13 @@ class Cloaker:
         self._seq = 0
         self._retry_epoch: int | None = None  # last epoch whose pending were retried
         self._next_expiry = math.inf
-        self.session_rekeys = 0
-        """Sessions restarted with a fresh set (``CloakConfig.session_rekey_factor``)."""
-        self.session_thin_regions = 0
-        """Session regions answered from thin margins (``k + session_slack`` members or more)."""
-        self.session_worst_case_regions = 0
-        """Session regions answered from worst-case margins: the thin region was larger, or
-        was not built because fewer than ``k + session_slack`` members were left."""
+        self.session_counts: Counter[str] = Counter()
+        """What sessions did, for benchmarks and operators: ``thin`` and ``worst_case``,
+        regions answered from thin or from worst-case margins; ``short``, the worst-case ones
+        answered because fewer than ``k + session_slack`` members were left (no thin region
+        could be built; with a slack only); ``audit_dropped``, members the self-audit found
+        outside a thin region they were counted in; ``rekeys``, sessions restarted with a
+        fresh set (``CloakConfig.session_rekey_factor``)."""
 
     # ----------------------------------------------------------------- users
     def update(self, user_id: str, x_m: float, y_m: float, now: float) -> list[CloakOutcome]:
@@ -434,7 +434,7 @@ class Cloaker:
                     return got, why
                 # re-keyed (opt-in, weakens the guarantee): a fresh set from the current leaf
                 del self._sessions[user_id]
-                self.session_rekeys += 1
+                self.session_counts["rekeys"] += 1
         region, reason, leaf_of = self._shared_attempt(snap, i, p)
         if region is not None and leaf_of is not None and p.session_s > 0:
             # a new session: its anonymity set is the shared region's members, and already
@@ -624,10 +624,9 @@ class Cloaker:
             )
         session.last = now
         session.count += 1
-        if thin:
-            self.session_thin_regions += 1
-        else:
-            self.session_worst_case_regions += 1
+        self.session_counts["thin" if thin else "worst_case"] += 1
+        if not thin and slack > 0 and len(rows) < session.k + slack:
+            self.session_counts["short"] += 1
         region = CloakRegion(
             poly, float(poly.area), int(inside.sum()), float(snap.t[kept].min()), snap.time
         )
@@ -715,6 +714,7 @@ class Cloaker:
                 y = by + w * (float(table.y[slot]) - by)
                 if not (x0 + tol <= x <= x1 - tol and y0 + tol <= y <= y1 - tol):
                     members.discard(uid)
+                    self.session_counts["audit_dropped"] += 1
                 del fixes[uid]
             if fixes:
                 left.append((t_ans, (x0, y0, x1, y1), fixes))
