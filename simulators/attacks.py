@@ -434,7 +434,8 @@ def repeated_cloaks_attack(
     user reports her true position at each request (the attack at its strongest against
     the regions); with ``update_s`` > 0 each reports every ``update_s`` seconds at her own
     phase (fixes up to ``update_s`` old when a request comes, and the walker may have turned
-    since: what margins and dead reckoning must cover), motion simulated in 5 s steps.
+    since: what margins and dead reckoning must cover), motion simulated in 5 s steps; an
+    asker's request carries her own fix, as a P1 or P3 request does.
 
     ``dwell_share`` > 0 makes users alternate stays and walks (motion in 5 s steps): that share
     starts in a stay, which has already lasted a heavy-tailed time; a stay that has lasted
@@ -513,6 +514,10 @@ def repeated_cloaks_attack(
                     cloaker.update_many([ids[u] for u in due], xy[due], t)
         if update_s == 0:
             cloaker.update_many(ids, xy, now)
+        elif askers:
+            # a request carries the asker's own fix (as P1 and P3 requests do); one epoch's
+            # snapshot is shared, so every asker reports before the first request
+            cloaker.update_many(ids[:askers], xy[:askers], now)
         if oracle_margin_m is not None:
             frames.append((xy[:, 0].copy(), xy[:, 1].copy()))
         for a in range(askers):
