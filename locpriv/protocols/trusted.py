@@ -120,6 +120,10 @@ class TrustedCore:
         """Cloak requests waiting for enough users (temporal cloaking)."""
         return self.anonymizer.pending
 
+    def session_counts(self) -> dict[str, int]:
+        """What session cloaks did in every tile (:meth:`TileCloakers.session_counts`)."""
+        return self.anonymizer.cloakers.session_counts()
+
     def users_per_tile(self) -> dict[str, int]:
         """Current users of every tile this machine has a cloaker for."""
         return self.anonymizer.cloakers.users_per_tile()

@@ -27,6 +27,13 @@ metric                                 type       labels
 ``locpriv_shed_total``                 counter    ``service``, ``reason`` (DS: ``too_costly``,
                                                   ``waited`` - overloaded by waiting time,
                                                   ``lane_rate`` - public lane over its rate)
+``locpriv_session_regions_total``      counter    ``service``, ``margins`` (``thin``,
+                                                  ``worst_case``): session cloaks answered
+``locpriv_session_events_total``       counter    ``service``, ``event`` (``short`` - a
+                                                  worst-case region because fewer than k +
+                                                  slack members were left; ``audit_dropped``
+                                                  - members the self-audit dropped;
+                                                  ``rekeys`` - sessions restarted)
 =====================================  =========  ============================================
 
 Labels never hold a user id, a correlation id or a position. Latencies are monotonic seconds
@@ -192,6 +199,8 @@ class _StateCollector(Collector):
             )
             forged.add_metric([name], float(machine.forged_answers))
             yield forged
+        if hasattr(machine, "session_counts"):
+            yield from _session_metrics(name, machine.session_counts())
         shed = CounterMetricFamily(
             "locpriv_shed", "Requests refused to keep a fair share", labels=["service", "reason"]
         )
@@ -199,3 +208,23 @@ class _StateCollector(Collector):
             if reason in d.stats:
                 shed.add_metric([name, reason], float(d.stats[reason]))
         yield shed
+
+
+def _session_metrics(service: str, counts: dict[str, int]) -> Iterator[Any]:
+    """The cloakers' ``session_counts`` as two counter families (fixed label values: bounded)."""
+    regions = CounterMetricFamily(
+        "locpriv_session_regions",
+        "Session cloaks answered, by the margins they were built from",
+        labels=["service", "margins"],
+    )
+    for margins in ("thin", "worst_case"):
+        regions.add_metric([service, margins], float(counts.get(margins, 0)))
+    yield regions
+    events = CounterMetricFamily(
+        "locpriv_session_events",
+        "Session events: short sets, members the self-audit dropped, sessions re-keyed",
+        labels=["service", "event"],
+    )
+    for event in ("short", "audit_dropped", "rekeys"):
+        events.add_metric([service, event], float(counts.get(event, 0)))
+    yield events

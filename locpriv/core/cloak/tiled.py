@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import hmac
 import math
+from collections import Counter
 from collections.abc import Hashable
 from dataclasses import replace
 
@@ -77,6 +78,14 @@ class TileCloakers:
     def users_per_tile(self) -> dict[str, int]:
         """Current users of every tile that has a cloaker."""
         return {t: len(c) for t, c in self.cloakers.items()}
+
+    def session_counts(self) -> dict[str, int]:
+        """:attr:`Cloaker.session_counts` summed over every tile's cloaker (what sessions
+        did: ``thin``, ``worst_case``, ``short``, ``audit_dropped``, ``rekeys``)."""
+        total: Counter[str] = Counter()
+        for c in self.cloakers.values():
+            total.update(c.session_counts)
+        return dict(total)
 
     def pending(self) -> int:
         """Requests waiting in every tile (temporal cloaking)."""
