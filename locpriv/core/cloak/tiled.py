@@ -83,8 +83,10 @@ class TileCloakers:
         """:attr:`Cloaker.session_counts` summed over every tile's cloaker (what sessions
         did: ``thin``, ``worst_case``, ``short``, ``audit_dropped``, ``rekeys``)."""
         total: Counter[str] = Counter()
-        for c in self.cloakers.values():
-            total.update(c.session_counts)
+        # Prometheus reads this from its own thread: copy each dict in one C-level step
+        # (atomic under the GIL) rather than iterate it while the service's loop writes to it
+        for c in list(self.cloakers.values()):
+            total.update(dict(c.session_counts))
         return dict(total)
 
     def pending(self) -> int:
