@@ -6,22 +6,23 @@ counts."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 from _svc_helpers import PROJ, make_config, running, seed_population
 
 from locpriv.client import Client
 from locpriv.service.anonymizer import AnonymizerService
+from locpriv.service.metrics import _session_metrics
 from locpriv.wire.topics import Topics
 from simulators.scrape import metric, scrape
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.timeout(90)]
 
 
+@pytest.mark.integration
 @pytest.mark.asyncio
 async def test_session_regions_are_exported_by_their_margins(
-    broker_url: str, topics: Topics, tmp_path: Path
+    broker_url: str, topics: Topics
 ) -> None:
     anonymizer = AnonymizerService(broker_url, make_config(topics), metrics_port=0)
     async with running(anonymizer):
@@ -30,10 +31,8 @@ async def test_session_regions_are_exported_by_their_margins(
             lon, lat = PROJ.point_to_lonlat(10.0, -20.0)
             await alice.update_location(lon=lon, lat=lat)
             await asyncio.sleep(0.5)  # past the next snapshot epoch
-            answered = 0
             for _ in range(5):
                 await alice.cloak(k=3, a_min_m2=1e4, a_max_m2=5e7, max_delay_s=2.0, session_s=600.0)
-                answered += 1
                 await asyncio.sleep(0.3)
         assert anonymizer.metrics_port
         samples = await asyncio.to_thread(scrape, anonymizer.metrics_port)
@@ -43,12 +42,29 @@ async def test_session_regions_are_exported_by_their_margins(
         for m in ("thin", "worst_case")
     }
     # every answered session cloak is counted once (the first one too), by its margins
-    assert by["thin"] + by["worst_case"] == answered
+    assert by["thin"] + by["worst_case"] == 5
     assert by == {m: counts.get(m, 0) for m in ("thin", "worst_case")}
     for event in ("short", "audit_dropped", "rekeys"):
-        exported = metric(
-            samples, "locpriv_session_events_total", service="anonymizer", event=event
-        )
-        assert exported == counts.get(event, 0)
-    # a fresh population with no fix older than the request: nothing to audit or re-key
-    assert counts.get("rekeys", 0) == 0
+        name = "locpriv_session_events_total"
+        assert metric(samples, name, service="anonymizer", event=event) == counts.get(event, 0)
+
+
+def test_each_session_count_reaches_its_own_sample() -> None:
+    """The events a short live run leaves at 0 (short sets, audit drops, re-keys): each count
+    lands on its own label, none is lost or swapped."""
+    counts = {"thin": 7, "worst_case": 5, "short": 3, "audit_dropped": 2, "rekeys": 1}
+    got = {
+        (s.name, s.labels.get("margins") or s.labels.get("event")): s.value
+        for family in _session_metrics("anonymizer", counts)
+        for s in family.samples
+        if s.labels["service"] == "anonymizer"
+    }
+    assert got == {
+        ("locpriv_session_regions_total", "thin"): 7,
+        ("locpriv_session_regions_total", "worst_case"): 5,
+        ("locpriv_session_events_total", "short"): 3,
+        ("locpriv_session_events_total", "audit_dropped"): 2,
+        ("locpriv_session_events_total", "rekeys"): 1,
+    }
+    empty = {s.value for f in _session_metrics("anonymizer", {}) for s in f.samples}
+    assert empty == {0.0}  # every label present from the start: rate() needs no gap fill

@@ -77,7 +77,7 @@ class TileCloakers:
 
     def users_per_tile(self) -> dict[str, int]:
         """Current users of every tile that has a cloaker."""
-        return {t: len(c) for t, c in self.cloakers.items()}
+        return {t: len(c) for t, c in list(self.cloakers.items())}  # see session_counts
 
     def session_counts(self) -> dict[str, int]:
         """:attr:`Cloaker.session_counts` summed over every tile's cloaker (what sessions
