@@ -38,10 +38,19 @@ metric                                 type       labels
 
 Labels never hold a user id, a correlation id or a position. Latencies are monotonic seconds
 from the message's receipt to the confirmed publish of its answer (or error).
+
+Prometheus scrapes from the HTTP server's thread, while the driver and its machine belong to
+the event loop: the state gauges are therefore read *on the loop* (the scrape thread hands it
+the read and waits up to :data:`SCRAPE_WAIT_S`), so a scrape never sees a dict or a table
+half-way through an update. A loop too busy to answer in time gets the previous scrape's
+values (logged at WARNING), never a hung or failed scrape.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import logging
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -58,7 +67,13 @@ from locpriv.wire.messages import ErrorReply
 if TYPE_CHECKING:
     from locpriv.service.driver import ServiceDriver
 
-__all__ = ["ServiceMetrics"]
+__all__ = ["SCRAPE_WAIT_S", "ServiceMetrics"]
+
+log = logging.getLogger(__name__)
+
+SCRAPE_WAIT_S = 5.0
+"""How long, seconds, a scrape waits for the event loop to read the state gauges before it
+answers with the previous scrape's values."""
 
 _MAX_TRACKED = 100_000
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -90,12 +105,15 @@ class ServiceMetrics:
             buckets=_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(_StateCollector(driver))
+        self.state = _StateCollector(driver)
+        self.registry.register(self.state)
         self._open: dict[tuple[str, str], tuple[float, str]] = {}
         self._server: Any = None
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:
-        """Start the HTTP endpoint (``/metrics``) in a thread; returns the bound port."""
+        """Start the HTTP endpoint (``/metrics``) in a thread; returns the bound port. Call it
+        from the event loop that runs the driver: the state gauges are read on that loop."""
+        self.state.loop = asyncio.get_running_loop()
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)
         self._server = server
         return int(server.server_port)
@@ -132,82 +150,134 @@ class ServiceMetrics:
 
 
 class _StateCollector(Collector):
-    """Gauges read from the driver and its machine at scrape time."""
+    """Gauges read from the driver and its machine at scrape time, on the driver's loop."""
 
     def __init__(self, driver: ServiceDriver) -> None:
         self.driver = driver
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The loop that runs the driver (set by :meth:`ServiceMetrics.serve`); None: read
+        in the caller's thread."""
+        self._last: list[Any] = []
+        self.late = 0
+        """Scrapes the loop did not answer within :data:`SCRAPE_WAIT_S`."""
 
     def collect(self) -> Iterator[Any]:
-        d = self.driver
-        name = d.status_name
-        queue = GaugeMetricFamily(
-            "locpriv_queue_depth", "Messages waiting in the process", labels=["service", "queue"]
+        loop = self.loop
+        if loop is None or loop.is_closed() or _on_loop(loop):
+            families = _read_state(self.driver)
+        else:
+            done: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
+
+            def read() -> None:
+                if done.set_running_or_notify_cancel():
+                    try:
+                        done.set_result(_read_state(self.driver))
+                    except BaseException as exc:  # handed to the scrape thread
+                        done.set_exception(exc)
+
+            try:
+                loop.call_soon_threadsafe(read)
+            except RuntimeError:  # the loop has closed: nothing writes any more
+                yield from _read_state(self.driver)
+                return
+            try:
+                families = done.result(timeout=SCRAPE_WAIT_S)
+            except concurrent.futures.TimeoutError:  # the loop is busy
+                done.cancel()
+                self.late += 1
+                log.warning(
+                    "metrics: the event loop did not read the state within %.0f s; the"
+                    " previous scrape's values are served",
+                    SCRAPE_WAIT_S,
+                )
+                families = self._last
+        self._last = families
+        yield from families
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the calling thread is running ``loop``."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _read_state(d: ServiceDriver) -> list[Any]:
+    """The state gauges and counters of driver ``d`` and its machine (call on its loop)."""
+    return list(_state_families(d))
+
+
+def _state_families(d: ServiceDriver) -> Iterator[Any]:
+    name = d.status_name
+    queue = GaugeMetricFamily(
+        "locpriv_queue_depth", "Messages waiting in the process", labels=["service", "queue"]
+    )
+    queue.add_metric([name, "inbound"], d.backlog)
+    queue.add_metric([name, "outbound"], d.outbox_size)
+    yield queue
+    reconnects = CounterMetricFamily(
+        "locpriv_reconnects", "Broker connections re-established", labels=["service"]
+    )
+    reconnects.add_metric([name], d.reconnects)
+    yield reconnects
+    recent = GaugeMetricFamily(
+        "locpriv_reconnects_recent",
+        "Broker connections re-established within the last 60 s",
+        labels=["service"],
+    )
+    recent.add_metric([name], float(d.reconnects_recent))
+    yield recent
+    unsolicited = CounterMetricFamily(
+        "locpriv_unsolicited",
+        "Answers on a service-to-service route with no request outstanding, dropped unread",
+        labels=["service"],
+    )
+    unsolicited.add_metric([name], float(d.stats.get("unsolicited", 0)))
+    yield unsolicited
+    dropped = CounterMetricFamily(
+        "locpriv_dropped",
+        "Messages dropped unread by a per-user rate limit (location updates)",
+        labels=["service"],
+    )
+    dropped.add_metric([name], float(d.stats.get("dropped", 0)))
+    yield dropped
+    machine: Any = d.machine
+    pending = GaugeMetricFamily(
+        "locpriv_pending_requests", "Requests waiting for DS or a cloak", labels=["service"]
+    )
+    pending.add_metric([name], float(getattr(machine, "pending", 0)))
+    yield pending
+    if hasattr(machine, "pending_cloaks"):
+        cloaks = GaugeMetricFamily(
+            "locpriv_pending_cloaks", "Temporal cloaks waiting", labels=["service"]
         )
-        queue.add_metric([name, "inbound"], d.backlog)
-        queue.add_metric([name, "outbound"], d.outbox_size)
-        yield queue
-        reconnects = CounterMetricFamily(
-            "locpriv_reconnects", "Broker connections re-established", labels=["service"]
+        cloaks.add_metric([name], float(machine.pending_cloaks))
+        yield cloaks
+    if hasattr(machine, "users_per_tile"):
+        users = GaugeMetricFamily(
+            "locpriv_users", "Current users by tile", labels=["service", "tile"]
         )
-        reconnects.add_metric([name], d.reconnects)
-        yield reconnects
-        recent = GaugeMetricFamily(
-            "locpriv_reconnects_recent",
-            "Broker connections re-established within the last 60 s",
+        for tile, n in sorted(machine.users_per_tile().items()):
+            users.add_metric([name, tile], float(n))
+        yield users
+    if hasattr(machine, "forged_answers"):
+        forged = CounterMetricFamily(
+            "locpriv_forged_answers",
+            "DS replies dropped unrelayed: their mac did not check",
             labels=["service"],
         )
-        recent.add_metric([name], float(d.reconnects_recent))
-        yield recent
-        unsolicited = CounterMetricFamily(
-            "locpriv_unsolicited",
-            "Answers on a service-to-service route with no request outstanding, dropped unread",
-            labels=["service"],
-        )
-        unsolicited.add_metric([name], float(d.stats.get("unsolicited", 0)))
-        yield unsolicited
-        dropped = CounterMetricFamily(
-            "locpriv_dropped",
-            "Messages dropped unread by a per-user rate limit (location updates)",
-            labels=["service"],
-        )
-        dropped.add_metric([name], float(d.stats.get("dropped", 0)))
-        yield dropped
-        machine: Any = d.machine
-        pending = GaugeMetricFamily(
-            "locpriv_pending_requests", "Requests waiting for DS or a cloak", labels=["service"]
-        )
-        pending.add_metric([name], float(getattr(machine, "pending", 0)))
-        yield pending
-        if hasattr(machine, "pending_cloaks"):
-            cloaks = GaugeMetricFamily(
-                "locpriv_pending_cloaks", "Temporal cloaks waiting", labels=["service"]
-            )
-            cloaks.add_metric([name], float(machine.pending_cloaks))
-            yield cloaks
-        if hasattr(machine, "users_per_tile"):
-            users = GaugeMetricFamily(
-                "locpriv_users", "Current users by tile", labels=["service", "tile"]
-            )
-            for tile, n in sorted(machine.users_per_tile().items()):
-                users.add_metric([name, tile], float(n))
-            yield users
-        if hasattr(machine, "forged_answers"):
-            forged = CounterMetricFamily(
-                "locpriv_forged_answers",
-                "DS replies dropped unrelayed: their mac did not check",
-                labels=["service"],
-            )
-            forged.add_metric([name], float(machine.forged_answers))
-            yield forged
-        if hasattr(machine, "session_counts"):
-            yield from _session_metrics(name, machine.session_counts())
-        shed = CounterMetricFamily(
-            "locpriv_shed", "Requests refused to keep a fair share", labels=["service", "reason"]
-        )
-        for reason in ("too_costly", "waited", "lane_rate"):
-            if reason in d.stats:
-                shed.add_metric([name, reason], float(d.stats[reason]))
-        yield shed
+        forged.add_metric([name], float(machine.forged_answers))
+        yield forged
+    if hasattr(machine, "session_counts"):
+        yield from _session_metrics(name, machine.session_counts())
+    shed = CounterMetricFamily(
+        "locpriv_shed", "Requests refused to keep a fair share", labels=["service", "reason"]
+    )
+    for reason in ("too_costly", "waited", "lane_rate"):
+        if reason in d.stats:
+            shed.add_metric([name, reason], float(d.stats[reason]))
+    yield shed
 
 
 def _session_metrics(service: str, counts: dict[str, int]) -> Iterator[Any]:

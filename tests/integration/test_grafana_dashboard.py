@@ -4,6 +4,7 @@ query names metrics, and groups by labels, found in a running anonymizer's and D
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -72,7 +73,9 @@ async def test_every_panel_queries_metrics_the_services_export(amqtt_url: str) -
         )
         assert not [s for s in steps if s.outcome == "FAIL"], steps
         assert anonymizer.metrics_port and ds.metrics_port
-        samples = scrape(anonymizer.metrics_port) + scrape(ds.metrics_port)
+        # from another thread: the services' loop (this one) answers the scrape
+        samples = await asyncio.to_thread(scrape, anonymizer.metrics_port)
+        samples += await asyncio.to_thread(scrape, ds.metrics_port)
     exported: dict[str, set[str]] = {}
     for s in samples:
         exported.setdefault(s.name, set()).update(s.labels)

@@ -109,7 +109,7 @@ async def test_a_taken_over_service_keeps_serving_and_reports_the_storm(
                 await seed_population(mosquitto_url, topics, n=11, seed=1)  # u10 arrives
                 cloak = await asyncio.wait_for(pending, 30.0)
                 assert cloak.users is not None and cloak.users >= 12
-            samples = scrape(anon.metrics_port or 0)
+            samples = await asyncio.to_thread(scrape, anon.metrics_port or 0)
             assert (metric(samples, "locpriv_reconnects_total") or 0) >= 10
             assert (metric(samples, "locpriv_reconnects_recent") or 0) >= 10
             asked, answered = await _asks(mosquitto_url, topics, 2.0)
@@ -150,7 +150,7 @@ async def test_a_flood_on_the_mediators_answer_topic_is_dropped_unread(
             stop.set()
             await flooder
         dropped = anon.stats["unsolicited"]
-        samples = scrape(anon.metrics_port or 0)
+        samples = await asyncio.to_thread(scrape, anon.metrics_port or 0)
         assert metric(samples, "locpriv_unsolicited_total") == dropped
     p99 = (float(np.percentile(quiet, 99)), float(np.percentile(answered, 99)))
     print(

@@ -77,16 +77,14 @@ class TileCloakers:
 
     def users_per_tile(self) -> dict[str, int]:
         """Current users of every tile that has a cloaker."""
-        return {t: len(c) for t, c in list(self.cloakers.items())}  # see session_counts
+        return {t: len(c) for t, c in self.cloakers.items()}
 
     def session_counts(self) -> dict[str, int]:
         """:attr:`Cloaker.session_counts` summed over every tile's cloaker (what sessions
         did: ``thin``, ``worst_case``, ``short``, ``audit_dropped``, ``rekeys``)."""
         total: Counter[str] = Counter()
-        # Prometheus reads this from its own thread: copy each dict in one C-level step
-        # (atomic under the GIL) rather than iterate it while the service's loop writes to it
-        for c in list(self.cloakers.values()):
-            total.update(dict(c.session_counts))
+        for c in self.cloakers.values():
+            total.update(c.session_counts)
         return dict(total)
 
     def pending(self) -> int:
