@@ -43,7 +43,8 @@ Prometheus scrapes from the HTTP server's thread, while the driver and its machi
 the event loop: the state gauges are therefore read *on the loop* (the scrape thread hands it
 the read and waits up to :data:`SCRAPE_WAIT_S`), so a scrape never sees a dict or a table
 half-way through an update. A loop too busy to answer in time gets the previous scrape's
-values (logged at WARNING), never a hung or failed scrape.
+values (or, before any, those read when the endpoint started; logged at WARNING), never a
+hung or failed scrape.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class ServiceMetrics:
         """Start the HTTP endpoint (``/metrics``) in a thread; returns the bound port. Call it
         from the event loop that runs the driver: the state gauges are read on that loop."""
         self.state.loop = asyncio.get_running_loop()
+        self.state.prime()
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)
         self._server = server
         return int(server.server_port)
@@ -160,6 +162,11 @@ class _StateCollector(Collector):
         self._last: list[Any] = []
         self.late = 0
         """Scrapes the loop did not answer within :data:`SCRAPE_WAIT_S`."""
+
+    def prime(self) -> None:
+        """Read the state now (call on the loop): what a scrape gets if the loop is busy
+        before any scrape has been answered."""
+        self._last = _read_state(self.driver)
 
     def collect(self) -> Iterator[Any]:
         loop = self.loop
