@@ -41,6 +41,8 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     default_a_min_m2 = 1e4
     default_a_max_m2 = 4e6
     default_max_delay_s = 5.0
+    default_session_s = 0.0            # >0: requests without a profile get historical
+                                       # k-anonymity (larger regions: see algorithms.md)
     user_ttl_s = 300.0                 # forget users silent for this long
     epoch_s = 1.0                      # snapshot period of the cloaker
     world_half_m = 25000.0             # partitioned extent: a square of this half side
@@ -96,6 +98,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from locpriv.core.cloak.cloaker import CloakConfig, CloakParams
+from locpriv.core.cloak.types import ParamError
 from locpriv.core.geo import LocalProjection
 from locpriv.core.tiles import Tiling
 from locpriv.credentials import credential_name
@@ -166,6 +169,7 @@ class CloakSection(_Section):
     default_a_min_m2: float = Field(1e4, ge=0)
     default_a_max_m2: float = Field(4e6, gt=0)
     default_max_delay_s: float = Field(5.0, ge=0)
+    default_session_s: float = Field(0.0, ge=0)
     user_ttl_s: float = Field(300.0, gt=0)
     epoch_s: float = Field(1.0, gt=0)
     world_half_m: float = Field(25_000.0, gt=0)
@@ -276,7 +280,14 @@ class ServiceConfig(_Section):
             )
 
     def cloak_config(self) -> CloakConfig:
-        """The cloaking core's configuration (raises ConfigError if inconsistent)."""
+        """The cloaking core's configuration (raises ConfigError if inconsistent; a default
+        outside the bounds names its key, e.g. ``cloak.default_session_s``)."""
+        try:
+            return self._cloak_config()
+        except ParamError as exc:
+            raise ConfigError(f"cloak.default_{exc.param}: {exc}") from None
+
+    def _cloak_config(self) -> CloakConfig:
         c = self.cloak
         h = c.world_half_m
         return CloakConfig(
@@ -307,6 +318,7 @@ class ServiceConfig(_Section):
                 a_min_m2=c.default_a_min_m2,
                 a_max_m2=c.default_a_max_m2,
                 max_delay_s=c.default_max_delay_s,
+                session_s=c.default_session_s,
             ),
             user_ttl_s=c.user_ttl_s,
             world=(-h, -h, h, h),

@@ -233,6 +233,49 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
             CloakConfig(session_requester_quantile=q)  # type: ignore[arg-type]
 
 
+def test_an_operator_default_gives_profile_less_requests_sessions(tmp_path: Path) -> None:
+    """``[cloak] default_session_s`` (shipped 0) reaches the requests that carry no profile:
+    with 600 s, a user who asks three times without one keeps the same users in all her
+    regions (the intersection holds k), as a profile with ``session_s`` would; with 0 her
+    regions are one-shot. A default beyond ``session_s_bound`` is refused naming its key."""
+    shipped = load_config(Path(__file__).parents[1] / "deploy" / "locpriv.toml").cloak_config()
+    assert shipped.default.session_s == 0.0 == CloakConfig().default.session_s
+    path = tmp_path / "locpriv.toml"
+    base = "[cloak]\ndefault_k = 5\nworld_half_m = 2000.0\n"
+    rng = np.random.default_rng(11)
+    side = 4000.0
+    start = rng.uniform(-side / 2, side / 2, (400, 2))
+    ids = [f"u{i}" for i in range(len(start))]
+    got = {}
+    for default_s in (0.0, 600.0):
+        path.write_text(base + f"default_session_s = {default_s}\n")
+        cfg = load_config(path).cloak_config()
+        assert cfg.default.session_s == default_s
+        cloaker = Cloaker(cfg, rng=np.random.default_rng(12))
+        xy = start.copy()
+        walk = np.random.default_rng(13)
+        common: set[int] | None = None
+        for step in range(3):
+            now = 1000.0 + 60.0 * step
+            heading = walk.uniform(0, 2 * np.pi, len(xy))
+            xy += np.column_stack([np.cos(heading), np.sin(heading)]) * 1.4 * 60.0 * (step > 0)
+            cloaker.update_many(ids, xy, now)
+            cloaker.update_many(ids, xy, now + 1.5)  # a fix each, past the epoch boundary
+            out = cloaker.request(("q", step), ids[0], None, now + 1.5)
+            assert out is not None and out.region is not None
+            x0, y0, x1, y1 = out.region.polygon.bounds
+            inside = (xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)
+            here = set(np.flatnonzero(inside).tolist())
+            common = here if common is None else common & here
+        assert common is not None
+        got[default_s] = (sum(cloaker.session_counts.values()), len(common))
+    assert got[0.0][0] == 0 and got[0.0][1] < 5  # one-shot regions: intersected, below k
+    assert got[600.0][0] >= 3 and got[600.0][1] >= 5  # every region a session's: k kept
+    path.write_text(base + "session_s_bound = 600.0\ndefault_session_s = 900.0\n")
+    with pytest.raises(ConfigError, match=r"cloak\.default_session_s"):
+        load_config(path)
+
+
 def test_session_area_bound_keeps_the_users_who_stay_nearest() -> None:
     """The oracle's bound: the fixed k users that stay nearest the requester over a session,
     their box (with margin, at least a_min) per request."""
