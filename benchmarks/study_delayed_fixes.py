@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from locpriv.core.cloak.cloaker import Cloaker
 from locpriv.core.cloak.types import CloakConfig, CloakParams
-from simulators.attacks import intersection_attack
+from simulators.attacks import intersection_attack, random_walks
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONDITIONS: tuple[dict[str, Any], ...] = (
@@ -74,24 +74,32 @@ def replay(
 ) -> dict[str, float]:
     """One replay: the median region area (m²), narrowed and answered shares."""
     every_s, dt = 60.0, 5.0
-    rng = np.random.default_rng(seed)
-    xy = rng.uniform(0.0, side_m, (users, 2))
+    steps = int(minutes * 60 / every_s)
+    frames: list[np.ndarray] = []
+    stamps: list[float] = []
+    fixes: list[np.ndarray] = []
+    at_request: dict[int, int] = {}  # request round -> its frame
+    # bench_privacy's walks (the same draws), one round past the last request: fixes after it
+    for w in random_walks(
+        users=users,
+        side_m=side_m,
+        askers=askers,
+        every_s=every_s,
+        rounds=steps + 1,
+        speed_m_s=speed_m_s,
+        update_s=update_s,
+        seed=seed,
+    ):
+        frames.append(w.xy.copy())
+        stamps.append(w.t)
+        fixes.append(np.isin(np.arange(users), w.due))
+        if w.request is not None:
+            at_request[w.request] = len(frames) - 1
+    walk = np.stack(frames)  # (frames, users, 2), frame f at times[f]; frame 0 everyone's fix
+    times = np.asarray(stamps)
+    due = np.stack(fixes)  # who sends a fix in each frame
     ids = [f"u{i}" for i in range(users)]
-    steps, sub = int(minutes * 60 / every_s), round(every_s / dt)
-    phase = rng.uniform(0.0, update_s, users)
-    t0 = 1000.0 - every_s
-    frames = [xy.copy()]
-    for _ in range(steps + 1):  # a minute past the last request: fixes after it
-        heading = rng.uniform(0, 2 * np.pi, users)
-        vel = np.column_stack([np.cos(heading), np.sin(heading)]) * speed_m_s
-        for _ in range(sub):
-            xy = np.clip(xy + vel * dt, 0.0, side_m)
-            frames.append(xy.copy())
-    walk = np.stack(frames)  # (frames, users, 2), frame f at t0 + f * dt
-    times = t0 + dt * np.arange(len(walk))
-    rounds = np.floor((times[:, None] - phase[None, :]) / update_s)
-    due = np.zeros(rounds.shape, dtype=bool)
-    due[1:] = rounds[1:] > rounds[:-1]  # who sends a fix in each frame
+    t0 = float(times[0])
     cloaker = Cloaker(
         CloakConfig(world=(0.0, 0.0, side_m, side_m), epoch_s=1.0, **(cloak or {})),
         rng=np.random.default_rng(seed + 1),
@@ -105,7 +113,7 @@ def replay(
     reach = int(update_s / dt) + 1
     for step in range(steps):
         now = 1000.0 + step * every_s
-        f_now = round((now - t0) / dt)
+        f_now = at_request[step]
         pos = walk[f_now]
         if mode == "stale":
             for f in range(fed + 1, f_now + 1):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,12 +51,14 @@ __all__ = [
     "ParkedInsidersResult",
     "RepeatedCloaksResult",
     "StaticDeviceResult",
+    "WalkStep",
     "attacks_summary",
     "broker_tracking_attack",
     "edge_attack",
     "edge_population",
     "intersection_attack",
     "parked_insiders_attack",
+    "random_walks",
     "repeated_cloaks_attack",
     "requester_guesses",
     "static_device_attack",
@@ -404,6 +406,87 @@ def party_leads(users: int, askers: int, size: int) -> NDArray[np.int64]:
     return lead
 
 
+@dataclass(frozen=True, slots=True)
+class WalkStep:
+    """One step of :func:`random_walks`: at ``t`` (s) every user is at ``xy`` (metres; the
+    live array, copy it to keep it), ``due`` (user indices) report a fix now, and ``request``
+    is the index of the request round that falls at ``t`` (None between requests)."""
+
+    t: float
+    xy: F64
+    due: NDArray[np.int64]
+    request: int | None
+
+
+def random_walks(
+    *,
+    users: int,
+    side_m: float,
+    askers: int,
+    every_s: float,
+    rounds: int,
+    speed_m_s: float,
+    update_s: float = 0.0,
+    dwell_share: float = 0.0,
+    dwell_scale_s: float = 300.0,
+    walk_s: float = 300.0,
+    party_size: int = 1,
+    party_m: float = 5.0,
+    seed: int = 0,
+) -> Iterator[WalkStep]:
+    """The random walkers of :func:`repeated_cloaks_attack` (its docstring describes them),
+    as a stream: with fixes (``update_s`` > 0) or stays (``dwell_share`` > 0), first every
+    user's fix at ``1000 - every_s`` s, then 5 s steps; each round of ``every_s`` seconds
+    (a new heading per walker) ends with a step whose ``request`` is the round's index, at
+    ``1000 + request * every_s``. Without fixes or stays, one step per round. ``rounds``
+    rounds in all; deterministic in ``seed``."""
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(0.0, side_m, (users, 2))
+    dt = 5.0
+    fine = update_s > 0 or dwell_share > 0
+    sub = max(1, round(every_s / dt)) if fine else 1
+    phase = rng.uniform(0.0, update_s, users) if update_s > 0 else np.zeros(users)
+    staying = np.zeros(users, dtype=bool)
+    stayed = np.zeros(users)
+    none = np.empty(0, dtype=np.int64)
+    # each user's party: the row whose draws she shares (her own unless ``party_size`` > 1)
+    lead = party_leads(users, askers, party_size)
+    if dwell_share > 0:
+        staying = (rng.random(users) < dwell_share)[lead]
+        # how long each stay has lasted: Pareto (survival s / (s + t)), at most 8 hours
+        u0 = rng.uniform(1e-9, 1.0, users)[lead]
+        stayed = np.minimum(dwell_scale_s * (1.0 / u0 - 1.0), 28_800.0)
+        if party_size > 1:
+            xy = np.clip(xy[lead] + rng.uniform(-party_m, party_m, (users, 2)), 0.0, side_m)
+    if fine:
+        yield WalkStep(1000.0 - every_s, xy, np.arange(users, dtype=np.int64), None)
+    for step in range(rounds):
+        now = 1000.0 + step * every_s
+        heading = rng.uniform(0, 2 * np.pi, users)[lead]
+        vel = np.column_stack([np.cos(heading), np.sin(heading)]) * speed_m_s
+        for j in range(sub):
+            t = now - every_s + (j + 1) * every_s / sub
+            step_s = every_s / sub
+            if dwell_share > 0:
+                u = rng.random(users)[lead]
+                leave = staying & (u < step_s / (stayed + dwell_scale_s))
+                stop = ~staying & (u < step_s / walk_s)
+                staying = (staying & ~leave) | stop
+                stayed = np.where(staying & ~stop, stayed + step_s, 0.0)
+                xy += np.where(staying[:, None], 0.0, vel * step_s)
+            else:
+                xy += vel * step_s
+            np.clip(xy, 0.0, side_m, out=xy)
+            due = none
+            if update_s > 0:
+                # users whose report falls in this 5 s step report where they are
+                prev = t - every_s / sub
+                due = np.flatnonzero(
+                    np.floor((t - phase) / update_s) > np.floor((prev - phase) / update_s)
+                )
+            yield WalkStep(now if j == sub - 1 else t, xy, due, step if j == sub - 1 else None)
+
+
 def repeated_cloaks_attack(
     *,
     users: int = 2000,
@@ -454,8 +537,6 @@ def repeated_cloaks_attack(
     from locpriv.core.cloak.cloaker import Cloaker
     from locpriv.core.cloak.types import CloakConfig, CloakParams
 
-    rng = np.random.default_rng(seed)
-    xy = rng.uniform(0.0, side_m, (users, 2))
     ids = [f"u{i}" for i in range(users)]
     cloaker = Cloaker(
         CloakConfig(world=(0.0, 0.0, side_m, side_m), epoch_s=1.0, **(cloak or {})),
@@ -469,49 +550,28 @@ def repeated_cloaks_attack(
     areas: list[float] = []
     frames: list[tuple[F64, F64]] = []
     asked = answered = 0
-    steps = int(minutes * 60 / every_s)
-    dt = 5.0
-    fine = update_s > 0 or dwell_share > 0
-    sub = max(1, round(every_s / dt)) if fine else 1
-    phase = rng.uniform(0.0, update_s, users) if update_s > 0 else np.zeros(users)
-    staying = np.zeros(users, dtype=bool)
-    stayed = np.zeros(users)
-    # each user's party: the row whose draws she shares (her own unless ``party_size`` > 1)
-    lead = party_leads(users, askers, party_size)
-    if dwell_share > 0:
-        staying = (rng.random(users) < dwell_share)[lead]
-        # how long each stay has lasted: Pareto (survival s / (s + t)), at most 8 hours
-        u0 = rng.uniform(1e-9, 1.0, users)[lead]
-        stayed = np.minimum(dwell_scale_s * (1.0 / u0 - 1.0), 28_800.0)
-        if party_size > 1:
-            xy = np.clip(xy[lead] + rng.uniform(-party_m, party_m, (users, 2)), 0.0, side_m)
-    if fine:
-        cloaker.update_many(ids, xy, 1000.0 - every_s)
-    for step in range(steps):
-        now = 1000.0 + step * every_s
-        heading = rng.uniform(0, 2 * np.pi, users)[lead]
-        vel = np.column_stack([np.cos(heading), np.sin(heading)]) * speed_m_s
-        for j in range(sub):
-            t = now - every_s + (j + 1) * every_s / sub
-            step_s = every_s / sub
-            if dwell_share > 0:
-                u = rng.random(users)[lead]
-                leave = staying & (u < step_s / (stayed + dwell_scale_s))
-                stop = ~staying & (u < step_s / walk_s)
-                staying = (staying & ~leave) | stop
-                stayed = np.where(staying & ~stop, stayed + step_s, 0.0)
-                xy += np.where(staying[:, None], 0.0, vel * step_s)
-            else:
-                xy += vel * step_s
-            np.clip(xy, 0.0, side_m, out=xy)
-            if update_s > 0:
-                # users whose report falls in this 5 s step report where they are
-                prev = t - every_s / sub
-                due = np.flatnonzero(
-                    np.floor((t - phase) / update_s) > np.floor((prev - phase) / update_s)
-                )
-                if len(due):
-                    cloaker.update_many([ids[u] for u in due], xy[due], t)
+    walks = random_walks(
+        users=users,
+        side_m=side_m,
+        askers=askers,
+        every_s=every_s,
+        rounds=int(minutes * 60 / every_s),
+        speed_m_s=speed_m_s,
+        update_s=update_s,
+        dwell_share=dwell_share,
+        dwell_scale_s=dwell_scale_s,
+        walk_s=walk_s,
+        party_size=party_size,
+        party_m=party_m,
+        seed=seed,
+    )
+    for w in walks:
+        xy = w.xy
+        if len(w.due):
+            cloaker.update_many([ids[u] for u in w.due], xy[w.due], w.t)
+        if w.request is None:
+            continue
+        step, now = w.request, w.t
         if update_s == 0:
             cloaker.update_many(ids, xy, now)
         elif askers:
