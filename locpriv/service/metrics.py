@@ -223,44 +223,17 @@ def _state_families(d: ServiceDriver) -> Iterator[Any]:
     queue.add_metric([name, "inbound"], d.backlog)
     queue.add_metric([name, "outbound"], d.outbox_size)
     yield queue
-    reconnects = CounterMetricFamily(
-        "locpriv_reconnects", "Broker connections re-established", labels=["service"]
-    )
-    reconnects.add_metric([name], d.reconnects)
-    yield reconnects
-    recent = GaugeMetricFamily(
-        "locpriv_reconnects_recent",
-        "Broker connections re-established within the last 60 s",
-        labels=["service"],
-    )
-    recent.add_metric([name], float(d.reconnects_recent))
-    yield recent
-    unsolicited = CounterMetricFamily(
-        "locpriv_unsolicited",
-        "Answers on a service-to-service route with no request outstanding, dropped unread",
-        labels=["service"],
-    )
-    unsolicited.add_metric([name], float(d.stats.get("unsolicited", 0)))
-    yield unsolicited
-    dropped = CounterMetricFamily(
-        "locpriv_dropped",
-        "Messages dropped unread by a per-user rate limit (location updates)",
-        labels=["service"],
-    )
-    dropped.add_metric([name], float(d.stats.get("dropped", 0)))
-    yield dropped
+    yield _one(CounterMetricFamily, "locpriv_reconnects", _RECONNECTS, name, d.reconnects)
+    yield _one(GaugeMetricFamily, "locpriv_reconnects_recent", _RECENT, name, d.reconnects_recent)
+    unsolicited = d.stats.get("unsolicited", 0)
+    yield _one(CounterMetricFamily, "locpriv_unsolicited", _UNSOLICITED, name, unsolicited)
+    yield _one(CounterMetricFamily, "locpriv_dropped", _DROPPED, name, d.stats.get("dropped", 0))
     machine: Any = d.machine
-    pending = GaugeMetricFamily(
-        "locpriv_pending_requests", "Requests waiting for DS or a cloak", labels=["service"]
-    )
-    pending.add_metric([name], float(getattr(machine, "pending", 0)))
-    yield pending
+    pending = float(getattr(machine, "pending", 0))
+    yield _one(GaugeMetricFamily, "locpriv_pending_requests", _PENDING, name, pending)
     if hasattr(machine, "pending_cloaks"):
-        cloaks = GaugeMetricFamily(
-            "locpriv_pending_cloaks", "Temporal cloaks waiting", labels=["service"]
-        )
-        cloaks.add_metric([name], float(machine.pending_cloaks))
-        yield cloaks
+        cloaks = machine.pending_cloaks
+        yield _one(GaugeMetricFamily, "locpriv_pending_cloaks", _CLOAKS, name, cloaks)
     if hasattr(machine, "users_per_tile"):
         users = GaugeMetricFamily(
             "locpriv_users", "Current users by tile", labels=["service", "tile"]
@@ -269,13 +242,8 @@ def _state_families(d: ServiceDriver) -> Iterator[Any]:
             users.add_metric([name, tile], float(n))
         yield users
     if hasattr(machine, "forged_answers"):
-        forged = CounterMetricFamily(
-            "locpriv_forged_answers",
-            "DS replies dropped unrelayed: their mac did not check",
-            labels=["service"],
-        )
-        forged.add_metric([name], float(machine.forged_answers))
-        yield forged
+        forged = machine.forged_answers
+        yield _one(CounterMetricFamily, "locpriv_forged_answers", _FORGED, name, forged)
     if hasattr(machine, "session_counts"):
         yield from _session_metrics(name, machine.session_counts())
     shed = CounterMetricFamily(
@@ -285,6 +253,28 @@ def _state_families(d: ServiceDriver) -> Iterator[Any]:
         if reason in d.stats:
             shed.add_metric([name, reason], float(d.stats[reason]))
     yield shed
+
+
+_RECONNECTS = "Broker connections re-established"
+_RECENT = "Broker connections re-established within the last 60 s"
+_UNSOLICITED = "Answers on a service-to-service route with no request outstanding, dropped unread"
+_DROPPED = "Messages dropped unread by a per-user rate limit (location updates)"
+_PENDING = "Requests waiting for DS or a cloak"
+_CLOAKS = "Temporal cloaks waiting"
+_FORGED = "DS replies dropped unrelayed: their mac did not check"
+
+
+def _one(
+    family: type[CounterMetricFamily] | type[GaugeMetricFamily],
+    metric: str,
+    doc: str,
+    service: str,
+    value: float,
+) -> CounterMetricFamily | GaugeMetricFamily:
+    """A family of one sample, labelled with the service only."""
+    out = family(metric, doc, labels=["service"])
+    out.add_metric([service], float(value))
+    return out
 
 
 def _session_metrics(service: str, counts: dict[str, int]) -> Iterator[Any]:
