@@ -32,12 +32,27 @@ STILL_RADIUS_M = 25.0
 (:attr:`UserTable.still_t`): a walker leaves it within a minute, a GPS fix's scatter does not."""
 
 
+SPEED_MEMORY_S = 900.0
+"""Half-life, seconds of moving, of :attr:`UserTable.vmax`, the fastest a user has been seen
+to move: a cyclist who slows down keeps most of hers for minutes, and nobody loses hers while
+she stays put (a parked car may drive off at any moment)."""
+
+FIX_SCATTER_M = 10.0
+"""How far, metres, one fix may lie from the truth (GPS scatter): each end of a chord may be
+off by this much, so a chord's speed is read from its length less twice this."""
+
+SPEED_BASELINE_S = 30.0
+"""Least time, seconds, between the two reports whose chord gives a speed: over shorter
+chords a fix's scatter would hide a car's speed (10 m in 1 s) or make one of a still phone."""
+
+
 class UserTable:
     """Latest position ``(x, y)`` in metres and update time ``t`` in seconds per user id, and
     what the anonymizer knows of how each user moves (for session cloaks, see
     :mod:`locpriv.core.cloak.history`): the report before the latest, ``(px, py, pt)``
-    (``pt = -inf`` until there is one), and ``still_t``, since when her reports have stayed
-    within :data:`STILL_RADIUS_M` of the point ``(sx, sy)`` where she settled.
+    (``pt = -inf`` until there is one), ``still_t``, since when her reports have stayed
+    within :data:`STILL_RADIUS_M` of the point ``(sx, sy)`` where she settled, and ``vmax``,
+    the fastest she has been seen to move (m/s).
 
     Invariants: ``ids[uid] == slot`` iff ``alive[slot]``; freed slots are reused; arrays grow by
     doubling, so memory is O(peak number of users).
@@ -56,6 +71,15 @@ class UserTable:
         self.sx: F64 = np.zeros(cap)
         self.sy: F64 = np.zeros(cap)
         self.still_t: F64 = np.zeros(cap)
+        self.vmax: F64 = np.zeros(cap)
+        """The fastest she has been seen to move, m/s: the chords between her reports at
+        least :data:`SPEED_BASELINE_S` apart, less their scatter, each kept and halved every
+        :data:`SPEED_MEMORY_S` seconds she has moved since (not while she stays put); 0
+        until a chord is long enough."""
+        self.ax: F64 = np.zeros(cap)
+        self.ay: F64 = np.zeros(cap)
+        self.at: F64 = np.full(cap, -math.inf)
+        """The report the next chord starts from (``at = -inf`` until there is one)."""
         self.alive: NDArray[np.bool_] = np.zeros(cap, dtype=bool)
         self.gen: I64 = np.zeros(cap, dtype=np.int64)
         """Incremented each time a slot is (re)assigned, to tell reused slots apart."""
@@ -79,6 +103,10 @@ class UserTable:
         self.sx = np.concatenate([self.sx, np.zeros(old)])
         self.sy = np.concatenate([self.sy, np.zeros(old)])
         self.still_t = np.concatenate([self.still_t, np.zeros(old)])
+        self.vmax = np.concatenate([self.vmax, np.zeros(old)])
+        self.ax = np.concatenate([self.ax, np.zeros(old)])
+        self.ay = np.concatenate([self.ay, np.zeros(old)])
+        self.at = np.concatenate([self.at, np.full(old, -math.inf)])
         self.alive = np.concatenate([self.alive, np.zeros(old, dtype=bool)])
         self.gen = np.concatenate([self.gen, np.zeros(old, dtype=np.int64)])
         self.slot_ids.extend([None] * old)
@@ -110,6 +138,20 @@ class UserTable:
         point of those who left it (before ``x, y, t`` take the new report)."""
         new = ~np.isfinite(self.t[slots])  # first report (a fresh or reused slot)
         later = ~new & (self.t[slots] < now)
+        # speed: the chord from the anchor report, once it is long enough in time
+        long = ~new & (now - self.at[slots] >= SPEED_BASELINE_S)
+        s = slots[long]
+        dt = now - self.at[s]
+        step = np.hypot(xy[long, 0] - self.ax[s], xy[long, 1] - self.ay[s])
+        chord = np.maximum(step - 2 * FIX_SCATTER_M, 0.0) / dt
+        kept = np.where(chord > 0, np.exp2(-dt / SPEED_MEMORY_S), 1.0)  # no decay at rest
+        self.vmax[s] = np.maximum(chord, self.vmax[s] * kept)
+        anchor = new | long
+        s = slots[anchor]
+        self.ax[s] = xy[anchor, 0]
+        self.ay[s] = xy[anchor, 1]
+        self.at[s] = now
+        self.vmax[slots[new]] = 0.0
         s = slots[later]
         self.px[s] = self.x[s]
         self.py[s] = self.y[s]
