@@ -294,13 +294,24 @@ STAY_CONDITIONS: tuple[dict[str, Any], ...] = (
 )
 """People who alternate stays and walks (fixes every 30 s)."""
 
+DEVICE_CONDITIONS: tuple[dict[str, Any], ...] = (
+    {"fast_share": 0.2},
+    {"fast_share": 0.2, "fast_m_s": 10.0, "dwell_share": 0.5},
+    {"fix_loss": 0.3},
+)
+"""Real neighbours and devices (fixes every 30 s): a fifth of the users who do not ask ride
+bicycles at 6 m/s; a fifth drive at 10 m/s among people who stay and walk, and set off at
+that speed when a stay ends (a parked car, a bus stop); 30 % of fixes lost."""
+
 
 def walker_runs(quick: bool) -> list[tuple[str, dict[str, Any]]]:
     """The walker conditions as (name, ``repeated_cloaks_attack`` arguments but the session's):
-    every walker condition with fixes at every request and every 30 s, then the stays."""
+    every walker condition with fixes at every request and every 30 s, then the stays, then
+    the fast users and lost fixes (:data:`DEVICE_CONDITIONS`)."""
     conds, stays = WALKER_CONDITIONS, STAY_CONDITIONS
     runs = [(c, u) for u in (0.0, 30.0) for c in (conds[:2] if quick else conds)]
     runs += [(c, 30.0) for c in (stays[:2] if quick else stays)]
+    runs += [(c, 30.0) for c in (DEVICE_CONDITIONS[:1] if quick else DEVICE_CONDITIONS)]
     out = []
     for c, update_s in runs:
         key = ",".join(f"{a}={b:g}" for a, b in c.items()) or "default"

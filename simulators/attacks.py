@@ -432,6 +432,9 @@ def random_walks(
     walk_s: float = 300.0,
     party_size: int = 1,
     party_m: float = 5.0,
+    fast_share: float = 0.0,
+    fast_m_s: float = 6.0,
+    fix_loss: float = 0.0,
     seed: int = 0,
 ) -> Iterator[WalkStep]:
     """The random walkers of :func:`repeated_cloaks_attack` (its docstring describes them),
@@ -451,6 +454,12 @@ def random_walks(
     none = np.empty(0, dtype=np.int64)
     # each user's party: the row whose draws she shares (her own unless ``party_size`` > 1)
     lead = party_leads(users, askers, party_size)
+    losses = np.random.default_rng([seed, 8])
+    speed = np.full(users, speed_m_s)
+    if fast_share > 0:
+        fast = np.random.default_rng([seed, 7]).random(users)[lead] < fast_share
+        fast[:askers] = False
+        speed[fast] = fast_m_s
     if dwell_share > 0:
         staying = (rng.random(users) < dwell_share)[lead]
         # how long each stay has lasted: Pareto (survival s / (s + t)), at most 8 hours
@@ -463,7 +472,7 @@ def random_walks(
     for step in range(rounds):
         now = 1000.0 + step * every_s
         heading = rng.uniform(0, 2 * np.pi, users)[lead]
-        vel = np.column_stack([np.cos(heading), np.sin(heading)]) * speed_m_s
+        vel = np.column_stack([np.cos(heading), np.sin(heading)]) * speed[:, None]
         for j in range(sub):
             t = now - every_s + (j + 1) * every_s / sub
             step_s = every_s / sub
@@ -484,6 +493,8 @@ def random_walks(
                 due = np.flatnonzero(
                     np.floor((t - phase) / update_s) > np.floor((prev - phase) / update_s)
                 )
+                if fix_loss > 0:
+                    due = due[losses.random(len(due)) >= fix_loss]
             yield WalkStep(now if j == sub - 1 else t, xy, due, step if j == sub - 1 else None)
 
 
@@ -508,6 +519,9 @@ def repeated_cloaks_attack(
     oracle_margin_m: float | None = None,
     party_size: int = 1,
     party_m: float = 5.0,
+    fast_share: float = 0.0,
+    fast_m_s: float = 6.0,
+    fix_loss: float = 0.0,
 ) -> RepeatedCloaksResult:
     """Users random-walk over a square; ``askers`` of them ask for a k-cloak every
     ``every_s`` for ``minutes``; an adversary who knows every position intersects the users
@@ -531,7 +545,10 @@ def repeated_cloaks_attack(
     ``party_m`` (per axis) of its first member and stays, leaves, walks the same way and stops
     together (one draw per party: 5 m, a meeting that ends or friends who walk off together;
     hundreds of metres, a shift that ends), so stays end together instead of independently.
-    ``oracle_margin_m``: also what the oracles that know every future position pay on the same
+    ``fast_share`` of the users who do not ask move at ``fast_m_s`` (bicycles, cars; with
+    stays, they set off at that speed), and ``fix_loss`` of the fixes due are lost
+    (:func:`random_walks`). ``oracle_margin_m``: also what the oracles that know every future
+    position pay on the same
     walks (``oracle_area_m2_median``, ``oracle_joint_area_m2_median``,
     ``oracle_online_area_m2_median``)."""
     from locpriv.core.cloak.cloaker import Cloaker
@@ -563,6 +580,9 @@ def repeated_cloaks_attack(
         walk_s=walk_s,
         party_size=party_size,
         party_m=party_m,
+        fast_share=fast_share,
+        fast_m_s=fast_m_s,
+        fix_loss=fix_loss,
         seed=seed,
     )
     for w in walks:
