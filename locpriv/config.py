@@ -18,8 +18,11 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     a_max_ceiling_m2 = 1e9
     max_delay_s_bound = 60.0
     session_s_bound = 14400.0          # longest historical-k-anonymity session a request may ask
-    session_margin_m = 100.0           # session regions keep members this far from the edges
-    session_speed_m_s = 3.0            # ... or speed x age of the member's last update, if less
+    session_margin_m = 100.0           # widest margin a session vouches for (older fix: stale)
+    session_speed_m_s = 3.0            # margin: this speed x age of the member's last update ...
+    session_speed_factor = 1.25        # ... or this x the fastest she was seen to move, if more
+    session_spare = 1                  # worst-case regions cover k + this many members ...
+    session_spare_fast_share = 0.01    # ... while this share of users moves faster than above
     session_pool_factor = 2            # a session's set starts with this many x k members ...
     session_shrink_requests = 10       # ... and narrows to k over this many answered requests
     session_candidate_factor = 32      # first members chosen among this many x k (motion-ranked)
@@ -149,6 +152,9 @@ class CloakSection(_Section):
     session_s_bound: float = Field(4 * 3600.0, ge=0)
     session_margin_m: float = Field(100.0, ge=0)
     session_speed_m_s: float = Field(3.0, ge=0, le=1000)
+    session_speed_factor: float = Field(1.25, ge=0, le=100)
+    session_spare: int = Field(1, ge=0, le=1000)
+    session_spare_fast_share: float = Field(0.01, ge=0, le=1)
     session_pool_factor: int = Field(2, ge=1, le=100)
     session_shrink_requests: int = Field(10, ge=1, le=10_000)
     session_candidate_factor: int = Field(32, ge=1, le=100)
@@ -299,6 +305,9 @@ class ServiceConfig(_Section):
             session_s_bound=c.session_s_bound,
             session_margin_m=c.session_margin_m,
             session_speed_m_s=c.session_speed_m_s,
+            session_speed_factor=c.session_speed_factor,
+            session_spare=c.session_spare,
+            session_spare_fast_share=c.session_spare_fast_share,
             session_pool_factor=c.session_pool_factor,
             session_shrink_requests=c.session_shrink_requests,
             session_candidate_factor=c.session_candidate_factor,

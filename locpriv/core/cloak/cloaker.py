@@ -88,6 +88,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+STALE_RANK = 1e12
+"""Added to the rank of a session member whose fix is too old to vouch for (ranks are metres
+or below 0), so that every other member is chosen first."""
+
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
@@ -111,6 +115,8 @@ class _Snapshot:
         safe = np.where(ok, dt, 1.0)
         self.vx = np.where(ok, (self.x - table.px[self.slots]) / safe, np.nan)
         self.vy = np.where(ok, (self.y - table.py[self.slots]) / safe, np.nan)
+        self.vmax = table.vmax[self.slots].copy()  # the fastest each was seen to move, m/s
+        self._fast: dict[float, float] = {}
         # how long she had stayed put when she sent her latest fix (0: she was moving), and
         # as of now, taking her to stay put until a fix says otherwise (0 for a mover, not
         # her fix's age)
@@ -143,6 +149,14 @@ class _Snapshot:
         if i < 0 or self.gen[i] != table.gen[slot]:
             return -1
         return i
+
+    def fast_share(self, speed_m_s: float) -> float:
+        """The share of the snapshot's users seen moving faster than ``speed_m_s``."""
+        got = self._fast.get(speed_m_s)
+        if got is None:
+            got = float(np.mean(self.vmax > speed_m_s)) if self.n else 0.0
+            self._fast[speed_m_s] = got
+        return got
 
     def knn_area(self, i: int, k: int) -> float:
         """Area (m²) of the smallest disc around user ``i`` holding ``k`` users of the snapshot."""
@@ -526,7 +540,11 @@ class Cloaker:
         # (the first region covers the whole pool: choosing part of it around her would centre
         # the region on her)
         want = session.pool - -((session.pool - session.k) * session.count // -steps)
-        m = max(session.k, min(want, len(rows)))
+        m_base = max(session.k, min(want, len(rows)))
+        spare = cfg.session_spare
+        if snap.fast_share(cfg.session_speed_m_s) < cfg.session_spare_fast_share:
+            spare = 0  # nobody here moves faster than the margins assume
+        m = max(session.k, min(max(m_base, session.k + spare), len(rows)))
         me = rows.index(i)
         score = None
         if cfg.session_horizon_s > 0:
@@ -550,20 +568,27 @@ class Cloaker:
                     horizon_s=cfg.session_horizon_s,
                     forecast_s=cfg.session_forecast_s,
                     limit=m + max(cfg.session_slack, 0),
+                    scale=self._scale(snap, idx),
                 )
         age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
-        worst = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
+        worst, stale = self._worst(snap, idx, age, me)
+        if stale.any():  # not vouched for: chosen last, kept only where a region covers them
+            if score is None:
+                score = np.hypot(xy[:, 0] - xy[me, 0], xy[:, 1] - xy[me, 1])
+            score = score + np.where(stale, STALE_RANK, 0.0)
         margin = worst.copy()
-        margin[me] = max(float(worst[me]), self._requester_floor(worst, me, draw))
+        margin[me] = max(float(worst[me]), self._requester_floor(worst, me, draw, stale))
         poly, chosen, reason = session_region(
             xy, me, m, p.a_min_m2, p.a_max_m2, rng, margin_m=margin, score=score
         )
         at, thin = xy, False
         slack = cfg.session_slack
-        if slack > 0 and len(rows) >= session.k + slack:
+        if slack > 0 and len(rows) - int(stale.sum()) >= session.k + slack:
             # thin margins around dead-reckoned positions, k + slack members (statistical)
-            guess, drift = self._thin(snap, idx, xy, age, worst, k=session.k, me=me, draw=draw)
-            m_thin = max(session.k + slack, min(m + slack, len(rows)))
+            guess, drift = self._thin(
+                snap, idx, xy, age, worst, k=session.k, me=me, draw=draw, stale=stale
+            )
+            m_thin = max(session.k + slack, min(m_base + slack, len(rows)))
             got = session_region(
                 guess,
                 me,
@@ -595,7 +620,7 @@ class Cloaker:
                     names = names + [self.table.slot_ids[int(snap.slots[j])] or "" for j in extra]
                     xy = np.column_stack([snap.x[idx], snap.y[idx]])
                     age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
-                    margin = np.minimum(cfg.session_margin_m, cfg.session_speed_m_s * age)
+                    margin, _ = self._worst(snap, idx, age, me)
                     at = xy
                     if thin:
                         at, margin = self._thin(
@@ -632,6 +657,28 @@ class Cloaker:
         )
         return region, ""
 
+    def _scale(self, snap: _Snapshot, idx: I64) -> F64:
+        """How much faster than ``session_speed_m_s`` each of snapshot rows ``idx`` may move
+        (at least 1): ``session_speed_factor`` times the fastest she was seen to move, over
+        ``session_speed_m_s``. Every margin of hers scales by it."""
+        cfg = self.config
+        base = max(cfg.session_speed_m_s, 1e-9)
+        return np.maximum(1.0, cfg.session_speed_factor * snap.vmax[idx] / base)
+
+    def _worst(self, snap: _Snapshot, idx: I64, age: F64, me: int) -> tuple[F64, NDArray[np.bool_]]:
+        """Worst-case margins (m) of snapshot rows ``idx`` whose fixes are ``age`` s old,
+        ``session_speed_m_s * age`` scaled by :meth:`_scale`, and which rows are *stale*: not
+        vouched for, their margin beyond ``session_margin_m`` (so scaled) because their fix is
+        older than ``session_margin_m / session_speed_m_s`` seconds (row ``me``, the
+        requester, never is). A stale member is chosen last and stays in the set only where a
+        region covers her whole margin; capping her margin instead would count her inside a
+        region she may have left."""
+        cfg = self.config
+        base = cfg.session_speed_m_s * age
+        stale = base > cfg.session_margin_m
+        stale[me] = False
+        return base * self._scale(snap, idx), stale
+
     def _thin(
         self,
         snap: _Snapshot,
@@ -643,6 +690,7 @@ class Cloaker:
         k: int,
         me: int,
         draw: np.random.Generator,
+        stale: NDArray[np.bool_] | None = None,
     ) -> tuple[F64, F64]:
         """Dead-reckoned positions of snapshot rows ``idx`` (at ``xy``, fixes ``age`` s old) and
         their thin margins (never above the worst-case ``margin``): ``floor + drift * age``,
@@ -653,7 +701,8 @@ class Cloaker:
         that she sits as deep as a member does."""
         cfg = self.config
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
-        standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * age)
+        scale = self._scale(snap, idx)
+        standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * scale * age)
         drift = still_margins(
             age,
             snap.stayed_s[idx],
@@ -661,15 +710,24 @@ class Cloaker:
             k=k,
             slack=cfg.session_slack,
             risk=cfg.session_risk,
-            speed_m_s=cfg.session_speed_m_s,
+            speed_m_s=cfg.session_speed_m_s * scale,
             floor_m=cfg.session_floor_m,
         )
         guess = xy + v * age[:, None]
+        if stale is not None:  # not vouched for, even statistically: her worst-case box
+            guess[stale] = xy[stale]
+            drift[stale] = margin[stale]
         guess[me] = xy[me]
-        drift[me] = max(float(margin[me]), self._requester_floor(drift, me, draw))
+        drift[me] = max(float(margin[me]), self._requester_floor(drift, me, draw, stale))
         return guess, drift
 
-    def _requester_floor(self, margin: F64, me: int, draw: np.random.Generator) -> float:
+    def _requester_floor(
+        self,
+        margin: F64,
+        me: int,
+        draw: np.random.Generator,
+        stale: NDArray[np.bool_] | None = None,
+    ) -> float:
         """The least margin (m) for row ``me``, the requester, in a region whose members keep
         ``margin``: the margin of another member drawn with ``draw`` (``session_requester_quantile``
         ``"draw"``), or that quantile of the others' (0 with no others). Her request usually
@@ -678,8 +736,11 @@ class Cloaker:
         an edge far more often than chance (among the users left in every region of her
         session, 2.14-2.41 times as often in the city before worst-case regions had a floor
         too); boxed by a fixed quantile, at a typical depth (the best depth-rank guess among
-        them, 1.27-1.46 times chance at 0.75; 1.20-1.30 drawn)."""
-        others = np.delete(margin, me)
+        them, 1.27-1.46 times chance at 0.75; 1.20-1.30 drawn). Members ``stale`` (not
+        vouched for: :meth:`_worst`) are not drawn from."""
+        keep = np.ones(len(margin), dtype=bool) if stale is None else ~stale
+        keep[me] = False
+        others = margin[keep]
         if not len(others):
             return 0.0
         q = self.config.session_requester_quantile
@@ -691,7 +752,8 @@ class Cloaker:
         """Drop from ``session`` every member whose update since a region was answered from
         dead-reckoned positions puts her, interpolated to the time it was answered, outside
         that region less ``session_floor_m`` (what an adversary who knew her true path would
-        deduce: she is not in every region); members not updated since stay pending."""
+        deduce: she is not in every region); members not updated since stay pending. Of her
+        last two reports, the earliest after the answer is read (the one nearest in time)."""
         tol = self.config.session_floor_m
         members = set(session.members)
         table = self.table
@@ -706,12 +768,15 @@ class Cloaker:
                     del fixes[uid]
                     continue
                 bx, by, bt = fixes[uid]
-                ta = float(table.t[slot])
+                ta, ax, ay = float(table.t[slot]), float(table.x[slot]), float(table.y[slot])
                 if ta <= t_ans or ta <= bt:
                     continue  # no update since: still pending
+                pt = float(table.pt[slot])
+                if pt > t_ans and pt > bt:  # the report before the latest is nearer in time
+                    ta, ax, ay = pt, float(table.px[slot]), float(table.py[slot])
                 w = (t_ans - bt) / (ta - bt)
-                x = bx + w * (float(table.x[slot]) - bx)
-                y = by + w * (float(table.y[slot]) - by)
+                x = bx + w * (ax - bx)
+                y = by + w * (ay - by)
                 if not (x0 + tol <= x <= x1 - tol and y0 + tol <= y <= y1 - tol):
                     members.discard(uid)
                     self.session_counts["audit_dropped"] += 1

@@ -24,8 +24,11 @@ of the two, and audits each member against her next fix (``Cloaker._audit``): a 
 guarantee, measured in docs/algorithms.md. Members are ranked by :func:`motion_scores` (where
 their straight-line forecasts put them for the next minutes, and how long each has stayed put:
 stays tend to last), and a member who had stayed put for long gets a thinner margin
-(:func:`still_margins`, under a per-request risk budget). Coordinates are local metres; areas
-m².
+(:func:`still_margins`, under a per-request risk budget). Every margin of a member seen moving
+faster than the cloaker's pedestrian bound widens in proportion (``CloakConfig.
+session_speed_factor``), a member whose fix is too old is not vouched for, and worst-case
+regions keep a spare member while vehicles are about (``session_spare``). Coordinates are
+local metres; areas m².
 """
 
 from __future__ import annotations
@@ -136,23 +139,30 @@ def grow_box(
     *,
     count: int,
     cost: Callable[[F64], F64],
-    margin_m: float,
+    margin_m: float | F64,
 ) -> list[int]:
     """Greedy growth of a fixed set's box over frames: from row ``first``, ``count`` rows of
     ``candidates`` (columns of ``fx``, ``fy``: (frames, rows) x and y, metres), each the one
     whose joining gives the least ``cost`` (frames, candidates) areas (m², the box grown by
-    ``margin_m``) -> (candidates,) cost; ties go to the earlier candidate. Returns the rows
-    chosen, in order (``first`` not included)."""
-    lox, hix = fx[:, first].copy(), fx[:, first].copy()
-    loy, hiy = fy[:, first].copy(), fy[:, first].copy()
+    ``margin_m``: one value, or one per row, each row's box grown by her own) ->
+    (candidates,) cost; ties go to the earlier candidate. Returns the rows chosen, in order
+    (``first`` not included)."""
+    rows = fx.shape[1]
+    mg = np.broadcast_to(np.asarray(margin_m, dtype=np.float64), (rows,))
+    one = np.ndim(margin_m) == 0
+    pad = float(margin_m) if one else 0.0  # one margin: grown once, as the box's own
+    ex = np.zeros(rows) if one else mg  # per row: each point grown by hers
+    lox, hix = fx[:, first] - ex[first], fx[:, first] + ex[first]
+    loy, hiy = fy[:, first] - ex[first], fy[:, first] + ex[first]
     cand = np.asarray(candidates, dtype=np.int64)
     chosen: list[int] = []
     while len(chosen) < count and len(cand):
-        nlox = np.minimum(lox[:, None], fx[:, cand])
-        nhix = np.maximum(hix[:, None], fx[:, cand])
-        nloy = np.minimum(loy[:, None], fy[:, cand])
-        nhiy = np.maximum(hiy[:, None], fy[:, cand])
-        area = (nhix - nlox + 2 * margin_m) * (nhiy - nloy + 2 * margin_m)
+        e = ex[cand]
+        nlox = np.minimum(lox[:, None], fx[:, cand] - e)
+        nhix = np.maximum(hix[:, None], fx[:, cand] + e)
+        nloy = np.minimum(loy[:, None], fy[:, cand] - e)
+        nhiy = np.maximum(hiy[:, None], fy[:, cand] + e)
+        area = (nhix - nlox + 2 * pad) * (nhiy - nloy + 2 * pad)
         j = int(np.argmin(cost(area)))
         chosen.append(int(cand[j]))
         lox, hix, loy, hiy = nlox[:, j], nhix[:, j], nloy[:, j], nhiy[:, j]
@@ -171,6 +181,7 @@ def joint_box_ranks(
     horizon_s: float,
     forecast_s: float,
     limit: int,
+    scale: F64 | None = None,
 ) -> F64:
     """Session members in the order that keeps their joint box smallest: the requester first
     (-1), then, greedily, the row whose joining grows the expected log-area of the box of the
@@ -184,9 +195,11 @@ def joint_box_ranks(
     straight-line forecast puts her (trusted ``forecast_s`` seconds), scattered by a normal
     cloud of :data:`BOX_WANDER_M_S` times her expected time moving (:func:`moving_time`; the
     requester's too); :data:`BOX_SAMPLES` futures per horizon drawn from ``rng``; each box is
-    grown by :data:`BOX_MARGIN_M`. The log weighs a horizon by how much a member grows the box
-    relative to its size then, so the first minutes count as much as the last. ``xy`` (m, 2)
-    metres, ``v`` (m, 2) m/s (nan: 0), ``still_s`` (m,) seconds, ``score`` (m,) ties and tail.
+    grown by :data:`BOX_MARGIN_M` (times each row's ``scale``, when given: how much faster than
+    a pedestrian she may move, so her margins are that much wider). The log weighs a horizon
+    by how much a member grows the box relative to its size then, so the first minutes count
+    as much as the last. ``xy`` (m, 2) metres, ``v`` (m, 2) m/s (nan: 0), ``still_s`` (m,)
+    seconds, ``score`` (m,) ties and tail, ``scale`` (m,).
     Cost O(limit * m * samples)."""
     m = len(xy)
     ranks = np.array(score, dtype=np.float64)
@@ -217,7 +230,9 @@ def joint_box_ranks(
         others,
         count=min(limit, m) - 1,
         cost=lambda area: np.log(area).mean(axis=0),
-        margin_m=BOX_MARGIN_M,
+        margin_m=BOX_MARGIN_M
+        if scale is None or np.all(scale == 1)
+        else BOX_MARGIN_M * np.asarray(scale, dtype=np.float64),
     )
     for r, c in enumerate(order, start=1):
         ranks[c] = -1.0 + r / m  # below every score (scores are >= 0), in the order chosen
@@ -232,7 +247,7 @@ def still_margins(
     k: int,
     slack: int,
     risk: float,
-    speed_m_s: float,
+    speed_m_s: float | F64,
     floor_m: float,
 ) -> F64:
     """Thin margins, metres, of members who had stayed put before their last fix: never more
