@@ -1017,6 +1017,19 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         name: repeated_cloaks_attack(session_s=s, seed=seed, askers=40 if small else 100)
         for name, s in (("before", 0.0), ("after", 600.0))
     }
+    # everyone at a cyclist's pace, fixes every 30 s: margins of a pedestrian for everyone
+    # (before) and margins sized by each member's seen speed (after)
+    fast = {
+        name: repeated_cloaks_attack(
+            session_s=600.0,
+            seed=seed,
+            askers=40 if small else 100,
+            speed_m_s=5.0,
+            update_s=30.0,
+            cloak=cloak,
+        )
+        for name, cloak in (("before", {"session_speed_factor": 0.0}), ("after", None))
+    }
     broker = {
         name: broker_tracking_attack(devices=n_broker, defended=d, seed=seed)
         for name, d in (("before", False), ("after", True))
@@ -1050,6 +1063,8 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
             f"{k}_centre_over_chance": v.centre_among_candidates_over_chance
             for k, v in cloaks.items()
         },
+        "fast_neighbours": {f"{k}_success_rate": v.success_rate for k, v in fast.items()}
+        | {f"{k}_area_m2_median": v.area_m2_median for k, v in fast.items()},
         "broker_tracking": {f"{k}_error_m_median": v.error_m_median for k, v in broker.items()}
         | {f"{k}_linked_hours": v.linked_hours_mean for k, v in broker.items()},
     }

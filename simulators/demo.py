@@ -130,6 +130,9 @@ def format_attacks(attacks: dict[str, Any]) -> str:
     g = attacks.get(
         "requester_guess", {"before_edge_over_chance": math.nan, "after_edge_over_chance": math.nan}
     )
+    f = attacks.get(
+        "fast_neighbours", {"before_success_rate": math.nan, "after_success_rate": math.nan}
+    )
     return "\n".join(
         [
             "  attacks over time (before -> defended):",
@@ -140,6 +143,8 @@ def format_attacks(attacks: dict[str, Any]) -> str:
             f"    repeated cloaks: intersection attack success {c['before_success_rate']:.0%} -> "
             f"{c['after_success_rate']:.0%}, median area {c['before_area_m2_median']:.0f} -> "
             f"{c['after_area_m2_median']:.0f} m2",
+            f"    repeated cloaks among cyclists (fixes every 30 s): intersection attack success "
+            f"{f['before_success_rate']:.0%} -> {f['after_success_rate']:.0%}",
             f"    repeated cloaks: requester found as the candidate nearest an edge "
             f"{g['before_edge_over_chance']:.2f} -> {g['after_edge_over_chance']:.2f}x chance",
             f"    P4 broker: device followed {b['before_linked_hours']:.1f} -> "

@@ -225,6 +225,11 @@ def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> P
         ),
         ("repeated_cloaks", "success_rate", "intersection attack\nsuccess rate, lower is safer"),
         (
+            "fast_neighbours",
+            "success_rate",
+            "intersection attack, cyclists\n(fixes every 30 s), lower is safer",
+        ),
+        (
             "requester_guess",
             "edge_over_chance",
             "who asked: user nearest an edge\namong candidates (× chance), 1 is blind",

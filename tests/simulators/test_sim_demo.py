@@ -83,6 +83,9 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert attacks["repeated_cloaks"]["after_success_rate"] < 0.05
     assert attacks["repeated_cloaks"]["before_success_rate"] > 0.5
     assert attacks["broker_tracking"]["after_linked_hours"] <= 1.5
+    # among cyclists with fixes every 30 s: pedestrians' margins, then margins by seen speed
+    assert attacks["fast_neighbours"]["before_success_rate"] > 0.5
+    assert attacks["fast_neighbours"]["after_success_rate"] <= 0.01
     # who asked, guessed as the candidate nearest an edge: near a guess at random (measured
     # 0.99-1.13x with sessions on seeds 0-3; 40 askers leave about 10 % of noise)
     assert 0.0 <= attacks["requester_guess"]["after_edge_over_chance"] <= 1.5
