@@ -45,6 +45,27 @@ def test_user_table_update_many_is_vectorised_update() -> None:
         tab.update_many(["a"], np.zeros((2, 2)), now=1.0)
 
 
+def test_user_table_batch_and_single_updates_keep_the_same_state() -> None:
+    """A batch applies its rows in order, as the same reports one ``update()`` at a time
+    would: positions, previous reports, settle points and seen speeds alike."""
+    rng = np.random.default_rng(5)
+    ids = [f"u{i}" for i in range(40)]
+    one, many = UserTable(capacity=4), UserTable(capacity=4)
+    pos = rng.uniform(0.0, 500.0, (40, 2))
+    now = 0.0
+    for _ in range(60):
+        now += float(rng.choice([1.0, 10.0, 30.0, 45.0]))
+        pos += rng.normal(0.0, float(rng.choice([1.0, 20.0, 200.0])), pos.shape)
+        rows = rng.integers(0, 40, size=25)  # repeats included
+        many.update_many([ids[i] for i in rows], pos[rows], now)
+        for i in rows:
+            one.update(ids[i], float(pos[i, 0]), float(pos[i, 1]), now)
+    assert one.ids == many.ids
+    for name in ("x", "y", "t", "px", "py", "pt", "sx", "sy", "still_t", "vmax", "at"):
+        assert np.array_equal(getattr(one, name), getattr(many, name)), name
+    assert many.vmax.max() > 3.0  # the 200 m jumps were read as speeds
+
+
 def test_user_table_expire_forgets_silent_users() -> None:
     tab = UserTable()
     tab.update("old", 0.0, 0.0, 0.0)

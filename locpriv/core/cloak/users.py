@@ -2,8 +2,9 @@
 
 All coordinates are local metres (x east, y north); times are seconds on the caller's clock.
 
-:class:`UserTable` keeps one slot per current user in flat numpy arrays, so that an update is a
-dict lookup plus three array writes and a batch update is vectorised. Spatial structure is built
+:class:`UserTable` keeps one slot per current user in flat numpy arrays; an update is a dict
+lookup plus one compiled loop (:func:`locpriv.core.cloak.motion.record`), for one report or a
+batch. Spatial structure is built
 from a *snapshot* of the table (:mod:`locpriv.core.cloak.cloaker` re-partitions it once per
 epoch). ``benchmarks/bench_index.py`` compares this design against incrementally maintained
 indexes (``benchmarks/spatial_indexes.py``); the numbers and the choice are in
@@ -19,31 +20,26 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["UserTable"]
+from locpriv.core.cloak.motion import (
+    FIX_SCATTER_M,
+    SPEED_BASELINE_S,
+    SPEED_MEMORY_S,
+    STILL_RADIUS_M,
+    record,
+)
+
+__all__ = [
+    "FIX_SCATTER_M",
+    "SPEED_BASELINE_S",
+    "SPEED_MEMORY_S",
+    "STILL_RADIUS_M",
+    "UserTable",
+]
 
 log = logging.getLogger(__name__)
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
-
-
-STILL_RADIUS_M = 25.0
-"""A user whose reports stay within this many metres of where she settled counts as still
-(:attr:`UserTable.still_t`): a walker leaves it within a minute, a GPS fix's scatter does not."""
-
-
-SPEED_MEMORY_S = 900.0
-"""Half-life, seconds of moving, of :attr:`UserTable.vmax`, the fastest a user has been seen
-to move: a cyclist who slows down keeps most of hers for minutes, and nobody loses hers while
-she stays put (a parked car may drive off at any moment)."""
-
-FIX_SCATTER_M = 10.0
-"""How far, metres, one fix may lie from the truth (GPS scatter): each end of a chord may be
-off by this much, so a chord's speed is read from its length less twice this."""
-
-SPEED_BASELINE_S = 30.0
-"""Least time, seconds, between the two reports whose chord gives a speed: over shorter
-chords a fix's scatter would hide a car's speed (10 m in 1 s) or make one of a still phone."""
 
 
 class UserTable:
@@ -84,6 +80,8 @@ class UserTable:
         self.gen: I64 = np.zeros(cap, dtype=np.int64)
         """Incremented each time a slot is (re)assigned, to tell reused slots apart."""
         self._free: list[int] = list(range(cap - 1, -1, -1))
+        # compile the kernel now (about a second, once per process), not at the first report
+        self._record(np.empty(0, dtype=np.int64), np.empty(0), np.empty(0), 0.0)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -127,49 +125,20 @@ class UserTable:
     def update(self, user_id: str, x_m: float, y_m: float, now: float) -> int:
         """Record the latest position of ``user_id``; returns its slot."""
         slot = self._slot(user_id)
-        self._motion(np.array([slot], dtype=np.int64), np.array([[x_m, y_m]]), now)
-        self.x[slot] = x_m
-        self.y[slot] = y_m
-        self.t[slot] = now
+        self._record(np.array([slot], dtype=np.int64), np.array([x_m]), np.array([y_m]), now)
         return slot
 
-    def _motion(self, slots: I64, xy: F64, now: float) -> None:
-        """Shift the latest report of ``slots`` to the previous one and move the settle
-        point of those who left it (before ``x, y, t`` take the new report)."""
-        new = ~np.isfinite(self.t[slots])  # first report (a fresh or reused slot)
-        later = ~new & (self.t[slots] < now)
-        # speed: the chord from the anchor report, once it is long enough in time
-        long = ~new & (now - self.at[slots] >= SPEED_BASELINE_S)
-        s = slots[long]
-        dt = now - self.at[s]
-        step = np.hypot(xy[long, 0] - self.ax[s], xy[long, 1] - self.ay[s])
-        chord = np.maximum(step - 2 * FIX_SCATTER_M, 0.0) / dt
-        kept = np.where(chord > 0, np.exp2(-dt / SPEED_MEMORY_S), 1.0)  # no decay at rest
-        self.vmax[s] = np.maximum(chord, self.vmax[s] * kept)
-        anchor = new | long
-        s = slots[anchor]
-        self.ax[s] = xy[anchor, 0]
-        self.ay[s] = xy[anchor, 1]
-        self.at[s] = now
-        self.vmax[slots[new]] = 0.0
-        s = slots[later]
-        self.px[s] = self.x[s]
-        self.py[s] = self.y[s]
-        self.pt[s] = self.t[s]
-        s = slots[new]
-        self.pt[s] = -math.inf
-        moved = new | (
-            np.hypot(xy[:, 0] - self.sx[slots], xy[:, 1] - self.sy[slots]) > STILL_RADIUS_M
-        )
-        s = slots[moved]
-        self.sx[s] = xy[moved, 0]
-        self.sy[s] = xy[moved, 1]
-        self.still_t[s] = now
+    def _record(self, slots: I64, xs: F64, ys: F64, now: float) -> None:
+        record(
+            slots, xs, ys, float(now), self.x, self.y, self.t, self.px, self.py, self.pt,
+            self.ax, self.ay, self.at, self.vmax, self.sx, self.sy, self.still_t,
+        )  # fmt: skip
 
     def update_many(self, user_ids: Sequence[str], xy_m: F64, now: float) -> I64:
         """Vectorised :meth:`update` of ``len(user_ids)`` users; ``xy_m`` has shape (n, 2).
 
-        When an id occurs twice, the last row wins. Returns the slots.
+        Rows apply in order: an id given twice takes both reports, the last one latest.
+        Returns the slots.
         """
         xy = np.asarray(xy_m, dtype=np.float64)
         if xy.shape != (len(user_ids), 2):
@@ -180,10 +149,7 @@ class UserTable:
             dtype=np.int64,
             count=len(user_ids),
         )
-        self._motion(slots, xy, now)
-        self.x[slots] = xy[:, 0]
-        self.y[slots] = xy[:, 1]
-        self.t[slots] = now
+        self._record(slots, np.ascontiguousarray(xy[:, 0]), np.ascontiguousarray(xy[:, 1]), now)
         return slots
 
     def remove(self, user_id: str) -> bool:

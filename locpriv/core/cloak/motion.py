@@ -1,0 +1,70 @@
+"""The one kernel that records location reports in :class:`~locpriv.core.cloak.users.UserTable`.
+
+``record(slots, xs, ys, now, table arrays...)`` applies report ``i`` (``xs[i], ys[i]`` metres,
+at ``now`` seconds) to slot ``slots[i]``, rows in order (a slot given twice takes both
+reports, one after the other): it shifts the latest report to the previous one, reads the
+chord speed (:data:`SPEED_BASELINE_S`, :data:`FIX_SCATTER_M`, :data:`SPEED_MEMORY_S`), moves
+the settle point of a user who left it (:data:`STILL_RADIUS_M`) and writes the new latest
+report. A slot whose ``t`` is not finite takes its first report. One compiled loop serves a
+single update and a batch alike, a few microseconds a report (``benchmarks/bench_cloak.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+STILL_RADIUS_M = 25.0
+"""A user whose reports stay within this many metres of where she settled counts as still
+(``UserTable.still_t``): a walker leaves it within a minute, a GPS fix's scatter does not."""
+
+SPEED_MEMORY_S = 900.0
+"""Half-life, seconds of moving, of ``UserTable.vmax``, the fastest a user has been seen
+to move: a cyclist who slows down keeps most of hers for minutes, and nobody loses hers while
+she stays put (a parked car may drive off at any moment)."""
+
+FIX_SCATTER_M = 10.0
+"""How far, metres, one fix may lie from the truth (GPS scatter): each end of a chord may be
+off by this much, so a chord's speed is read from its length less twice this."""
+
+SPEED_BASELINE_S = 30.0
+"""Least time, seconds, between the two reports whose chord gives a speed: over shorter
+chords a fix's scatter would hide a car's speed (10 m in 1 s) or make one of a still phone."""
+
+
+@numba.njit(nogil=True)  # no cache: the service's install may be read-only (ProtectSystem)
+def record(  # type: ignore[no-untyped-def]  # noqa: PLR0917  # pragma: no cover - numba
+    slots, xs, ys, now, x, y, t, px, py, pt, ax, ay, at, vmax, sx, sy, still_t
+):
+    """Apply reports ``(xs[i], ys[i])`` at ``now`` to ``slots[i]``, in order (see module)."""
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        nx = xs[i]
+        ny = ys[i]
+        new = not math.isfinite(t[s])
+        if new:
+            vmax[s] = 0.0
+            pt[s] = -math.inf
+        else:
+            if t[s] < now:  # the latest report becomes the previous one
+                px[s] = x[s]
+                py[s] = y[s]
+                pt[s] = t[s]
+            dt = now - at[s]
+            if dt >= SPEED_BASELINE_S:  # a chord long enough in time gives a speed
+                chord = max(math.hypot(nx - ax[s], ny - ay[s]) - 2 * FIX_SCATTER_M, 0.0) / dt
+                kept = np.exp2(-dt / SPEED_MEMORY_S) if chord > 0 else 1.0  # none at rest
+                vmax[s] = max(chord, vmax[s] * kept)
+        if new or now - at[s] >= SPEED_BASELINE_S:  # the next chord starts here
+            ax[s] = nx
+            ay[s] = ny
+            at[s] = now
+        if new or math.hypot(nx - sx[s], ny - sy[s]) > STILL_RADIUS_M:
+            sx[s] = nx
+            sy[s] = ny
+            still_t[s] = now
+        x[s] = nx
+        y[s] = ny
+        t[s] = now
