@@ -10,6 +10,7 @@ check that.
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import re
@@ -200,14 +201,23 @@ def unit_command(
     of the unit and nothing else, copied from the line's source file (path substituted) or
     taken from ``credentials`` (id -> content, e.g. the password of the login the test runs the
     unit as); a missing source fails, as it fails the unit's start.
-    ``CREDENTIALS_DIRECTORY`` names it. ``instance`` is a template unit's ``%i`` (``name`` is
-    then ``unit@.service``).
+    ``CREDENTIALS_DIRECTORY`` names it. ``Environment=`` lines apply below the env files;
+    ``CacheDirectory=`` is :data:`CACHE_ROOT` (made 0700) and the environment points there. A
+    unit with ``ProtectSystem=strict`` runs with the install read-only and no home to write
+    in, wherever :func:`read_only_install` works. ``instance`` is a template unit's ``%i``
+    (``name`` is then ``unit@.service``).
     """
     settings = {
         key: [v.replace("%i", instance) for v in values]
         for key, values in unit_service(name).items()
     }
     env: dict[str, str] = {}
+    for line in settings.get("Environment", []):  # EnvironmentFile= lines override these
+        key, _, value = line.partition("=")
+        env[key] = substitute(value, paths)
+    for cache in settings.get("CacheDirectory", []):  # made by systemd, owned by the unit
+        CACHE_ROOT.mkdir(parents=True, exist_ok=True, mode=0o700)
+        env = {k: v.replace(f"/var/cache/{cache}", str(CACHE_ROOT)) for k, v in env.items()}
     for env_file in settings.get("EnvironmentFile", []):
         shipped = DEPLOY / "systemd" / Path(env_file).name
         env.update({k: substitute(v, paths) for k, v in read_env_file(shipped).items()})
@@ -225,7 +235,46 @@ def unit_command(
     (exec_start,) = settings["ExecStart"]
     words = shlex.split(substitute(exec_start, paths))
     expanded = [re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], w) for w in words]
+    if settings.get("ProtectSystem") == ["strict"] and read_only_install():
+        expanded = [*_UNSHARE, "sh", "-c", _read_only_script(), "sh", *expanded]
+        env["HOME"] = str(ROOT / ".no-home")  # ProtectHome: no home to write a cache in
     return expanded, env
+
+
+CACHE_ROOT = Path(tempfile.gettempdir()) / f"locpriv-test-numba-cache-{os.getuid()}"
+"""Where every unit's ``CacheDirectory=`` (``/var/cache/NAME``) lies for tests: one for the
+machine's login (the tests run every unit as it), so that numba compiles the services'
+kernels once, not in every deployment nor once per unit."""
+
+_UNSHARE = ["unshare", "--mount"] + ([] if os.geteuid() == 0 else ["--map-root-user"])
+
+
+def _read_only_script() -> str:
+    """Shell lines that make the install read-only (the checkout, the venv, the interpreter)
+    in the unit's own mount namespace, then run the unit's command (``"$@"``)."""
+    tops: list[str] = []
+    for path in sorted({str(ROOT), sys.prefix, sys.base_prefix}):
+        if not any(path.startswith(top + "/") for top in tops):
+            tops.append(path)
+    mounts = [
+        f"mount --bind {shlex.quote(t)} {shlex.quote(t)} && "
+        f"mount -o remount,bind,ro {shlex.quote(t)}"
+        for t in tops
+    ]
+    return " && ".join([*mounts, 'exec "$@"'])
+
+
+@functools.cache
+def read_only_install() -> bool:
+    """Whether units run as under ``ProtectSystem=strict``: their install read-only (a mount
+    namespace, ``unshare``, which needs root or unprivileged user namespaces). Units started
+    by :func:`unit_command` get it wherever it works; a test that needs it checks this."""
+    probe = [*_UNSHARE, "sh", "-c", _read_only_script(), "sh", "test", "!", "-w", str(ROOT)]
+    try:
+        done = subprocess.run(probe, check=False, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def locpriv_paths(dep: Deployment) -> dict[str, str]:
@@ -251,7 +300,11 @@ def locpriv_paths(dep: Deployment) -> dict[str, str]:
 
 def service_env(extra: dict[str, str]) -> dict[str, str]:
     """The test process's environment (PATH, HOME, ...) with a unit's environment on top."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCPRIV_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LOCPRIV_", "NUMBA_CACHE_DIR", "XDG_CACHE_HOME"))
+    }
     env.update(extra)
     return env
 

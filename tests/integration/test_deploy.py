@@ -32,7 +32,11 @@ import pytest
 import shapely
 import yaml  # type: ignore[import-untyped]
 from _deploy import (
+    ANONYMIZER,
+    CACHE_ROOT,
     DEPLOY,
+    DS,
+    ROOT,
     Deployment,
     app,
     build,
@@ -40,6 +44,7 @@ from _deploy import (
     load_credentials,
     locpriv_paths,
     read_env_file,
+    read_only_install,
     service_env,
     service_ids,
     start_mosquitto,
@@ -554,6 +559,14 @@ def test_each_unit_runs_as_its_own_user_with_only_its_own_credentials() -> None:
         assert settings["ProtectSystem"] == ["strict"], unit
         if "StateDirectoryMode" in settings:
             assert settings["StateDirectoryMode"] == ["0700"], unit
+        # numba's cache (code the service loads) in a directory of the unit's own, 0700, one
+        # per user: the install is read-only and no home is visible
+        (cache,) = settings["CacheDirectory"]
+        assert settings["CacheDirectoryMode"] == ["0700"], unit
+        assert settings["Environment"] == [f"NUMBA_CACHE_DIR=/var/cache/{cache}"], unit
+    caches = {u: unit_service(u)["CacheDirectory"][0] for u in UNITS}
+    assert caches["locpriv-anonymizer.service"] == caches["locpriv-anonymizer@.service"]
+    assert len({caches[u] for u in roles}) == 3
     # the key files of the one locpriv.toml are credentials: which unit gets them is the units'
     # LoadCredential lines, so the configuration cannot point DS at a token key it could read
     shipped = load_config(DEPLOY / "locpriv.toml")
@@ -570,12 +583,36 @@ def test_each_unit_runs_as_its_own_user_with_only_its_own_credentials() -> None:
     assert file_auth["password_file"] == run + "amqtt-passwd"
 
 
+def test_the_services_run_with_the_install_read_only(
+    deployment: tuple[Deployment, dict[str, subprocess.Popen[bytes]]],
+) -> None:
+    """As under the units' ProtectSystem=strict and ProtectHome=true: the checkout, venv and
+    interpreter are read-only in each service's mount namespace and its home is not writable,
+    and the services still start and serve; numba caches their kernels in the unit's own
+    CacheDirectory (without it, the first numba kernel stops the program at import)."""
+    if not read_only_install():
+        pytest.skip("no mount namespace here (unshare needs root or user namespaces)")
+    _, services = deployment
+    for user, unit in ((ANONYMIZER, "locpriv-anonymizer.service"), (DS, "locpriv-ds.service")):
+        proc = services[user]
+        assert proc.poll() is None, user
+        mounts = Path(f"/proc/{proc.pid}/mountinfo").read_text().splitlines()
+        here = [m.split() for m in mounts if m.split()[4] == str(ROOT)]
+        assert here and "ro" in here[-1][5].split(","), (user, here)
+        env = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
+        assert f"NUMBA_CACHE_DIR={CACHE_ROOT}".encode() in env, (user, unit)
+        assert not any(e.startswith(b"XDG_CACHE_HOME=") for e in env), user
+    assert list(CACHE_ROOT.rglob("cloak_*/partition*.nbi"))  # the anonymizer's kernels
+    assert not list(ROOT.glob(".no-home*"))
+
+
 def test_no_secret_is_in_a_unit_its_environment_files_or_the_command_line() -> None:
     """Secrets reach the services as credential files only: the units' ExecStart, Environment
     and EnvironmentFile name no secret value, only ``${CREDENTIALS_DIRECTORY}`` paths."""
     for unit in UNITS:
         settings = unit_service(unit)
-        assert "Environment" not in settings, unit  # EnvironmentFile= only, checked below
+        # EnvironmentFile= (checked below), and one Environment= line: where numba caches
+        assert all(v.startswith("NUMBA_CACHE_DIR=") for v in settings.get("Environment", []))
         assert "SetCredential" not in settings, unit  # a secret written in the unit itself
         (exec_start,) = settings["ExecStart"]
         assert "password-file ${CREDENTIALS_DIRECTORY}/broker-password" in exec_start or (

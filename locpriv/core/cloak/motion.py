@@ -34,7 +34,7 @@ SPEED_BASELINE_S = 30.0
 chords a fix's scatter would hide a car's speed (10 m in 1 s) or make one of a still phone."""
 
 
-@numba.njit(nogil=True)  # no cache: the service's install may be read-only (ProtectSystem)
+@numba.njit(cache=True, nogil=True)
 def record(  # type: ignore[no-untyped-def]  # noqa: PLR0917  # pragma: no cover - numba
     slots, xs, ys, now, x, y, t, px, py, pt, ax, ay, at, vmax, sx, sy, still_t
 ):

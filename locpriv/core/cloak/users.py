@@ -80,7 +80,7 @@ class UserTable:
         self.gen: I64 = np.zeros(cap, dtype=np.int64)
         """Incremented each time a slot is (re)assigned, to tell reused slots apart."""
         self._free: list[int] = list(range(cap - 1, -1, -1))
-        # compile the kernel now (about a second, once per process), not at the first report
+        # load (or compile, about a second) the kernel now, not at the first report
         self._record(np.empty(0, dtype=np.int64), np.empty(0), np.empty(0), 0.0)
 
     def __len__(self) -> int:
