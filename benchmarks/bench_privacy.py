@@ -20,6 +20,9 @@
 * repeated cloaks, people who stay and leave - the same attack on users who alternate
   heavy-tailed stays and walks (a stay may end at any moment, right after a fix too), fixes
   every 30 s, over densities, stay lengths, k and session lengths;
+* repeated cloaks, real neighbours and devices - the same attack where a fifth of the users
+  who do not ask cycle at 6 m/s, or drive at 10 m/s among people who stay and walk (and set
+  off at that speed when a stay ends), or where 30 % of fixes are lost; fixes every 30 s;
 * repeated cloaks, city simulator - the ``city_sessions`` scenario on the virtual clock
   (2,000 pedestrians on a street grid, 30 % of them never moving, 100 users asking by P1 or
   P3 every minute for 30-60 minutes, reports every 30 s) on five seeds (one seed's median
