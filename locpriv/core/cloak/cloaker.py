@@ -546,6 +546,7 @@ class Cloaker:
             spare = 0  # nobody here moves faster than the margins assume
         m = max(session.k, min(max(m_base, session.k + spare), len(rows)))
         me = rows.index(i)
+        scale = self._scale(snap, idx)
         score = None
         if cfg.session_horizon_s > 0:
             vel = np.column_stack([snap.vx[idx], snap.vy[idx]])
@@ -568,10 +569,10 @@ class Cloaker:
                     horizon_s=cfg.session_horizon_s,
                     forecast_s=cfg.session_forecast_s,
                     limit=m + max(cfg.session_slack, 0),
-                    scale=self._scale(snap, idx),
+                    scale=scale,
                 )
         age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
-        worst, stale = self._worst(snap, idx, age, me)
+        worst, stale = self._worst(age, scale, me)
         if stale.any():  # not vouched for: chosen last, kept only where a region covers them
             if score is None:
                 score = np.hypot(xy[:, 0] - xy[me, 0], xy[:, 1] - xy[me, 1])
@@ -586,7 +587,7 @@ class Cloaker:
         if slack > 0 and len(rows) - int(stale.sum()) >= session.k + slack:
             # thin margins around dead-reckoned positions, k + slack members (statistical)
             guess, drift = self._thin(
-                snap, idx, xy, age, worst, k=session.k, me=me, draw=draw, stale=stale
+                snap, idx, xy, age, worst, scale=scale, stale=stale, k=session.k, me=me, draw=draw
             )
             m_thin = max(session.k + slack, min(m_base + slack, len(rows)))
             got = session_region(
@@ -620,11 +621,21 @@ class Cloaker:
                     names = names + [self.table.slot_ids[int(snap.slots[j])] or "" for j in extra]
                     xy = np.column_stack([snap.x[idx], snap.y[idx]])
                     age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
-                    margin, _ = self._worst(snap, idx, age, me)
+                    scale = self._scale(snap, idx)
+                    margin, stale = self._worst(age, scale, me)
                     at = xy
-                    if thin:
+                    if thin:  # the adopted stale too: their worst-case box, not a thin one
                         at, margin = self._thin(
-                            snap, idx, xy, age, margin, k=session.k, me=me, draw=draw
+                            snap,
+                            idx,
+                            xy,
+                            age,
+                            margin,
+                            scale=scale,
+                            stale=stale,
+                            k=session.k,
+                            me=me,
+                            draw=draw,
                         )
             # every member the region covers with her margin stays (the chosen ones do)
             held = (
@@ -665,19 +676,18 @@ class Cloaker:
         base = max(cfg.session_speed_m_s, 1e-9)
         return np.maximum(1.0, cfg.session_speed_factor * snap.vmax[idx] / base)
 
-    def _worst(self, snap: _Snapshot, idx: I64, age: F64, me: int) -> tuple[F64, NDArray[np.bool_]]:
-        """Worst-case margins (m) of snapshot rows ``idx`` whose fixes are ``age`` s old,
-        ``session_speed_m_s * age`` scaled by :meth:`_scale`, and which rows are *stale*: not
-        vouched for, their margin beyond ``session_margin_m`` (so scaled) because their fix is
-        older than ``session_margin_m / session_speed_m_s`` seconds (row ``me``, the
-        requester, never is). A stale member is chosen last and stays in the set only where a
-        region covers her whole margin; capping her margin instead would count her inside a
-        region she may have left."""
+    def _worst(self, age: F64, scale: F64, me: int) -> tuple[F64, NDArray[np.bool_]]:
+        """Worst-case margins (m) of members whose fixes are ``age`` s old: ``session_speed_m_s
+        * age`` times their ``scale`` (:meth:`_scale`); and which are *stale*, not vouched for
+        because their fix is older than ``session_margin_m / session_speed_m_s - epoch_s``
+        seconds (row ``me``, the requester, never is). A stale member is chosen last and
+        stays in the set only where a region covers her whole margin; capping her margin
+        instead would count her inside a region she may have left."""
         cfg = self.config
         base = cfg.session_speed_m_s * age
         stale = base > cfg.session_margin_m
         stale[me] = False
-        return base * self._scale(snap, idx), stale
+        return base * scale, stale
 
     def _thin(
         self,
@@ -687,10 +697,11 @@ class Cloaker:
         age: F64,
         margin: F64,
         *,
+        scale: F64,
+        stale: NDArray[np.bool_],
         k: int,
         me: int,
         draw: np.random.Generator,
-        stale: NDArray[np.bool_] | None = None,
     ) -> tuple[F64, F64]:
         """Dead-reckoned positions of snapshot rows ``idx`` (at ``xy``, fixes ``age`` s old) and
         their thin margins (never above the worst-case ``margin``): ``floor + drift * age``,
@@ -698,10 +709,10 @@ class Cloaker:
         session's). Row ``me``, the requester, keeps her fix and her worst-case margin: the
         region must hold her, not only probably (her request usually brings a fresh fix); and
         at least another member's thin margin drawn at random (:meth:`_requester_floor`), so
-        that she sits as deep as a member does."""
+        that she sits as deep as a member does. Every margin of a row grows by her ``scale``
+        (:meth:`_scale`); rows ``stale`` (:meth:`_worst`) keep their fix and worst-case margin."""
         cfg = self.config
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
-        scale = self._scale(snap, idx)
         standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * scale * age)
         drift = still_margins(
             age,
@@ -714,9 +725,8 @@ class Cloaker:
             floor_m=cfg.session_floor_m,
         )
         guess = xy + v * age[:, None]
-        if stale is not None:  # not vouched for, even statistically: her worst-case box
-            guess[stale] = xy[stale]
-            drift[stale] = margin[stale]
+        guess[stale] = xy[stale]  # not vouched for, even statistically: her worst-case box
+        drift[stale] = margin[stale]
         guess[me] = xy[me]
         drift[me] = max(float(margin[me]), self._requester_floor(drift, me, draw, stale))
         return guess, drift
@@ -726,7 +736,7 @@ class Cloaker:
         margin: F64,
         me: int,
         draw: np.random.Generator,
-        stale: NDArray[np.bool_] | None = None,
+        stale: NDArray[np.bool_],
     ) -> float:
         """The least margin (m) for row ``me``, the requester, in a region whose members keep
         ``margin``: the margin of another member drawn with ``draw`` (``session_requester_quantile``
@@ -738,7 +748,7 @@ class Cloaker:
         too); boxed by a fixed quantile, at a typical depth (the best depth-rank guess among
         them, 1.27-1.46 times chance at 0.75; 1.20-1.30 drawn). Members ``stale`` (not
         vouched for: :meth:`_worst`) are not drawn from."""
-        keep = np.ones(len(margin), dtype=bool) if stale is None else ~stale
+        keep = ~stale
         keep[me] = False
         others = margin[keep]
         if not len(others):
