@@ -22,7 +22,7 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     session_speed_m_s = 3.0            # margin: this speed x age of the member's last update ...
     session_speed_factor = 1.25        # ... or this x the fastest she was seen to move, if more
     session_spare = 1                  # worst-case regions cover k + this many members ...
-    session_spare_fast_share = 0.01    # ... while this share of users moves faster than above
+    session_spare_fast_users = 1       # ... while this many users move faster than above
     session_pool_factor = 2            # a session's set starts with this many x k members ...
     session_shrink_requests = 10       # ... and narrows to k over this many answered requests
     session_candidate_factor = 32      # first members chosen among this many x k (motion-ranked)
@@ -154,7 +154,7 @@ class CloakSection(_Section):
     session_speed_m_s: float = Field(3.0, ge=0, le=1000)
     session_speed_factor: float = Field(1.25, ge=0, le=100)
     session_spare: int = Field(1, ge=0, le=1000)
-    session_spare_fast_share: float = Field(0.01, ge=0, le=1)
+    session_spare_fast_users: int = Field(1, ge=0, le=1_000_000_000)
     session_pool_factor: int = Field(2, ge=1, le=100)
     session_shrink_requests: int = Field(10, ge=1, le=10_000)
     session_candidate_factor: int = Field(32, ge=1, le=100)
@@ -307,7 +307,7 @@ class ServiceConfig(_Section):
             session_speed_m_s=c.session_speed_m_s,
             session_speed_factor=c.session_speed_factor,
             session_spare=c.session_spare,
-            session_spare_fast_share=c.session_spare_fast_share,
+            session_spare_fast_users=c.session_spare_fast_users,
             session_pool_factor=c.session_pool_factor,
             session_shrink_requests=c.session_shrink_requests,
             session_candidate_factor=c.session_candidate_factor,

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from locpriv.core.cloak.cloaker import Cloaker
+from locpriv.core.cloak.types import CloakConfig, CloakParams
 from locpriv.core.cloak.users import FIX_SCATTER_M, SPEED_BASELINE_S, SPEED_MEMORY_S, UserTable
 from simulators.attacks import repeated_cloaks_attack
 
@@ -80,15 +82,57 @@ def test_a_spare_member_holds_k_when_stays_end_in_cars() -> None:
 def test_the_spare_is_off_among_pedestrians() -> None:
     """Among walkers at 1.4 m/s nobody is seen faster than the 3 m/s margins, so the spare
     member stays off: the same regions as with ``session_spare = 0``; on whatever the
-    population (``session_spare_fast_share = 0``), it costs area."""
+    population (``session_spare_fast_users = 0``), it costs area."""
     kw: dict[str, Any] = {"update_s": 30.0, "askers": 30, "minutes": 15.0}
     shipped = repeated_cloaks_attack(session_s=SESSION_S, **kw)
     off = repeated_cloaks_attack(session_s=SESSION_S, cloak={"session_spare": 0}, **kw)
     always = repeated_cloaks_attack(
-        session_s=SESSION_S, cloak={"session_spare_fast_share": 0.0}, **kw
+        session_s=SESSION_S, cloak={"session_spare_fast_users": 0}, **kw
     )
     assert shipped.area_m2_median == off.area_m2_median
     assert always.area_m2_median > shipped.area_m2_median
+
+
+def _session_areas(*, fast: int, still: int, **cloak: Any) -> list[float]:
+    """Areas (m²) of 14 session regions of one requester among 400 walkers on 4 km × 4 km
+    (fixes every 30 s, a request a minute, k = 5), beside ``fast`` users driving at 10 m/s
+    and ``still`` users who never move, both 10 km away (in the same cloaker, in no region of
+    hers)."""
+    rng = np.random.default_rng(3)
+    walkers = rng.uniform(-2000.0, 2000.0, (400, 2))
+    far = np.column_stack([rng.uniform(9000.0, 11000.0, still + fast), np.zeros(still + fast)])
+    far[:, 1] = rng.uniform(-1000.0, 1000.0, still + fast)
+    ids = [f"w{i}" for i in range(400)] + [f"f{i}" for i in range(still + fast)]
+    world = (-20000.0, -20000.0, 20000.0, 20000.0)
+    cloaker = Cloaker(CloakConfig(world=world, **cloak), rng=np.random.default_rng(4))
+    params = CloakParams(k=5, a_min_m2=1.0e4, a_max_m2=4.0e7, max_delay_s=5.0, session_s=3600.0)
+    walk = np.random.default_rng(5)
+    areas = []
+    for step in range(2 * 14):
+        now = 1000.0 + 30.0 * step
+        heading = walk.uniform(0, 2 * np.pi, 400)
+        walkers += np.column_stack([np.cos(heading), np.sin(heading)]) * 1.4 * 30.0
+        far[still:, 0] += 10.0 * 30.0 * (1 - 2 * (step % 20 >= 10))  # there and back
+        cloaker.update_many(ids, np.vstack([walkers, far]), now)
+        if step % 2:
+            out = cloaker.request(("q", step), "w0", params, now + 0.5)
+            assert out is not None and out.region is not None, out
+            areas.append(out.region.area_m2)
+    return areas
+
+
+def test_users_who_stand_still_cannot_switch_the_spare_off() -> None:
+    """The spare is on while some user is seen faster than a pedestrian, however many others
+    stand still: 20,000 still logins beside one car (what an adversary can add; a share of
+    the users would fall to 0.005 %) leave the requester's regions those with the spare on,
+    wider than with ``session_spare = 0``; with no car about they are the spare-less ones."""
+    still = _session_areas(fast=0, still=20000)
+    assert _session_areas(fast=0, still=20000, session_spare=0) == still  # off: no car about
+    car = _session_areas(fast=1, still=20000)
+    bare = _session_areas(fast=1, still=20000, session_spare=0)
+    # the set shrinks to k over 10 requests: the spare shows from then on
+    assert car[:9] == bare[:9]
+    assert sum(car[9:]) > sum(bare[9:]), (car, bare)
 
 
 def _drive(table: UserTable, uid: str, xy: np.ndarray, t: np.ndarray) -> None:

@@ -160,7 +160,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
         "session_slack = 1\nsession_drift_m_s = 0.5\nsession_floor_m = 8.0\n"
         "session_adopt = false\nsession_forecast_s = 120.0\nsession_risk = 0.001\n"
         "session_joint_box = false\nsession_requester_quantile = 0.5\n"
-        "session_speed_factor = 2.0\nsession_spare = 0\nsession_spare_fast_share = 0.5\n"
+        "session_speed_factor = 2.0\nsession_spare = 0\nsession_spare_fast_users = 7\n"
     )
     cfg = load_config(path).cloak_config()
     assert (cfg.session_candidate_factor, cfg.session_horizon_s) == (6, 0.0)
@@ -172,7 +172,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
     assert not cfg.session_joint_box and shipped.session_joint_box
     assert cfg.session_requester_quantile == 0.5
     assert (cfg.session_speed_factor, cfg.session_spare) == (2.0, 0)
-    assert cfg.session_spare_fast_share == 0.5
+    assert cfg.session_spare_fast_users == 7 and shipped.session_spare_fast_users == 1
     assert shipped.session_requester_quantile == "draw" == CloakConfig().session_requester_quantile
     assert (shipped.session_forecast_s, shipped.session_risk) == (
         CloakConfig().session_forecast_s,
@@ -199,7 +199,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
             "session_requester_quantile",
             "session_speed_factor",
             "session_spare",
-            "session_spare_fast_share",
+            "session_spare_fast_users",
         )
     }
     r = repeated_cloaks_attack(session_s=600.0, askers=20, cloak=cloak)
@@ -223,7 +223,8 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
         "session_requester_quantile = true",
         "session_speed_factor = -1.0",
         "session_spare = -1",
-        "session_spare_fast_share = 1.5",
+        "session_spare_fast_users = -1",
+        "session_spare_fast_users = 0.5",
     ):
         path.write_text(f"[cloak]\n{bad}\n")
         with pytest.raises(ConfigError, match=rf"cloak\.{bad.split()[0]}"):
@@ -234,9 +235,8 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
         CloakConfig(session_slack=-1)
     with pytest.raises(ConfigError, match="session_forecast_s"):
         CloakConfig(session_forecast_s=-1.0)
-    for share in (-0.1, 1.5, float("nan")):
-        with pytest.raises(ConfigError, match="session_spare_fast_share"):
-            CloakConfig(session_spare_fast_share=share)
+    with pytest.raises(ConfigError, match="session_spare_fast_users"):
+        CloakConfig(session_spare_fast_users=-1)
     with pytest.raises(ConfigError, match="session_speed_factor"):
         CloakConfig(session_speed_factor=-1.0)
     for risk in (0.0, 1.0, float("nan")):

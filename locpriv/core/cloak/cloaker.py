@@ -116,7 +116,7 @@ class _Snapshot:
         self.vx = np.where(ok, (self.x - table.px[self.slots]) / safe, np.nan)
         self.vy = np.where(ok, (self.y - table.py[self.slots]) / safe, np.nan)
         self.vmax = table.vmax[self.slots].copy()  # the fastest each was seen to move, m/s
-        self._fast: dict[float, float] = {}
+        self._fast: dict[float, int] = {}
         # how long she had stayed put when she sent her latest fix (0: she was moving), and
         # as of now, taking her to stay put until a fix says otherwise (0 for a mover, not
         # her fix's age)
@@ -150,11 +150,12 @@ class _Snapshot:
             return -1
         return i
 
-    def fast_share(self, speed_m_s: float) -> float:
-        """The share of the snapshot's users seen moving faster than ``speed_m_s``."""
+    def fast_users(self, speed_m_s: float) -> int:
+        """How many of the snapshot's users have been seen moving faster than ``speed_m_s``
+        (a count, not a share: users an adversary adds who stand still cannot lower it)."""
         got = self._fast.get(speed_m_s)
         if got is None:
-            got = float(np.mean(self.vmax > speed_m_s)) if self.n else 0.0
+            got = int(np.count_nonzero(self.vmax > speed_m_s))
             self._fast[speed_m_s] = got
         return got
 
@@ -542,7 +543,7 @@ class Cloaker:
         want = session.pool - -((session.pool - session.k) * session.count // -steps)
         m_base = max(session.k, min(want, len(rows)))
         spare = cfg.session_spare
-        if snap.fast_share(cfg.session_speed_m_s) < cfg.session_spare_fast_share:
+        if snap.fast_users(cfg.session_speed_m_s) < cfg.session_spare_fast_users:
             spare = 0  # nobody here moves faster than the margins assume
         m = max(session.k, min(max(m_base, session.k + spare), len(rows)))
         me = rows.index(i)

@@ -118,10 +118,12 @@ class CloakConfig:
     """Worst-case regions cover at least ``k`` plus this many members (when the set has them),
     so that one member who outruns her margin (a stay that ends in a car, a bus, a bicycle:
     faster than she was ever seen to move) does not narrow the session below ``k`` on her
-    own; while :attr:`session_spare_fast_share` says nobody around moves that fast, none."""
-    session_spare_fast_share: float = 0.01
-    """:attr:`session_spare` applies while at least this share of the cloaker's current users
-    has been seen moving faster than :attr:`session_speed_m_s` (vehicles about); 0: always."""
+    own; while :attr:`session_spare_fast_users` says nobody around moves that fast, none."""
+    session_spare_fast_users: int = 1
+    """:attr:`session_spare` applies while at least this many of the cloaker's current users
+    have been seen moving faster than :attr:`session_speed_m_s` (vehicles about); 0: always.
+    A count, not a share of the users: logins an adversary adds that stand still cannot
+    switch the spare off (those that report fast motion can only switch it on: a cost)."""
     session_candidate_factor: int = 32
     """A session's first members are a group of the requester's leaf of the partition for
     ``session_candidate_factor * k`` (reciprocal): the leaf split into groups that move alike
@@ -220,15 +222,15 @@ class CloakConfig:
             self.session_forecast_s,
             self.session_speed_factor,
             self.session_spare,
+            self.session_spare_fast_users,
         )
         if not all(v >= 0 for v in knobs):  # nan fails too
             raise ConfigError(
                 "session_margin_m, session_speed_m_s, session_horizon_s,"
                 " session_rekey_factor, session_slack, session_drift_m_s, session_floor_m,"
-                " session_forecast_s, session_speed_factor and session_spare must be >= 0"
+                " session_forecast_s, session_speed_factor, session_spare and"
+                " session_spare_fast_users must be >= 0"
             )
-        if not 0 <= self.session_spare_fast_share <= 1:  # nan fails too
-            raise ConfigError("session_spare_fast_share must be in [0, 1]")
         if not 0 < self.session_risk < 1:  # nan fails too
             raise ConfigError("session_risk must be in (0, 1)")
         q = self.session_requester_quantile
