@@ -32,10 +32,22 @@ SESSION_S = 3600.0
         ({"fast_share": 0.2}, 0.95),  # a fifth of the others on bicycles at 6 m/s
         ({"fast_share": 0.2, "fast_m_s": 12.0, "users": 4000}, 0.95),  # cars in a dense crowd
         ({"fast_share": 0.2, "fast_m_s": 10.0, "dwell_share": 0.5}, 0.95),  # parked cars leave
+        # ... and in a sparse town
+        ({"fast_share": 0.2, "fast_m_s": 10.0, "dwell_share": 0.5, "users": 1000}, 0.95),
         ({"fix_loss": 0.3}, 0.95),  # phones that lose 30 % of their fixes
+        ({"fix_loss": 0.5, "users": 4000}, 0.95),  # half of them, in a dense crowd
         ({"fix_loss": 0.1, "fast_share": 0.1, "dwell_share": 0.5}, 0.95),
     ],
-    ids=["cyclists", "some_cyclists", "cars_dense", "stays_end_in_cars", "lost_fixes", "mixed"],
+    ids=[
+        "cyclists",
+        "some_cyclists",
+        "cars_dense",
+        "stays_end_in_cars",
+        "stays_end_in_cars_sparse",
+        "lost_fixes",
+        "half_lost_dense",
+        "mixed",
+    ],
 )
 def test_sessions_hold_k_among_fast_people_and_lost_fixes(
     conditions: dict[str, Any], answered: float
