@@ -37,8 +37,7 @@ sys.path.insert(0, str(ROOT))
 from locpriv.core.cloak.partition import (  # noqa: E402
     Partition,
     build_partition,
-    leaf_region,
-    shrunk_region,
+    shared_region,
 )
 from locpriv.core.cloak.types import CloakParams, round_a_min  # noqa: E402
 from locpriv.core.tiles import Tiling, shard_of  # noqa: E402
@@ -117,16 +116,15 @@ def _partition(xy: np.ndarray, bounds: tuple[float, ...], p: CloakParams) -> Par
     )
 
 
-def _region(part: Partition, i: int, p: CloakParams) -> tuple[bool, int, float, tuple[float, ...]]:
-    """What the anonymizer answers user ``i``: (ok, users, area m², bounds)."""
-    leaf = int(part.leaf_of[i])
-    region = leaf_region(part, leaf, 0.0)
-    if region.area_m2 >= p.a_max_m2:
-        rung = CloakParams(p.k, round_a_min(p.a_min_m2, STEP), p.a_max_m2, 0.0)
-        small = shrunk_region(part, leaf, rung, 0.0)
-        if small is None:
-            return False, 0, math.nan, ()
-        region = small
+def _region(
+    part: Partition, xy: np.ndarray, i: int, p: CloakParams
+) -> tuple[bool, int, float, tuple[float, ...]]:
+    """What the anonymizer answers user ``i`` of ``xy``: (ok, users, area m², bounds)."""
+    rung = CloakParams(p.k, round_a_min(p.a_min_m2, STEP), p.a_max_m2, 0.0)
+    t = np.zeros(len(xy))
+    region, _ = shared_region(part, i, rung, 0.0, x=xy[:, 0], y=xy[:, 1], t=t)
+    if region is None:
+        return False, 0, math.nan, ()
     return True, region.users, region.area_m2, tuple(region.polygon.bounds)
 
 
@@ -136,7 +134,7 @@ def quality(xy: np.ndarray, side: float, sample: np.ndarray) -> list[dict[str, A
     rows = []
     for p in PROFILES:
         whole = _partition(xy, (-HALF_M, -HALF_M, HALF_M, HALF_M), p)
-        base = [_region(whole, int(i), p) for i in sample]
+        base = [_region(whole, xy, int(i), p) for i in sample]
         order = np.lexsort((iy, ix))
         tiled: dict[int, tuple[bool, int, float, tuple[float, ...]]] = {}
         want = set(sample.tolist())
@@ -154,7 +152,7 @@ def quality(xy: np.ndarray, side: float, sample: np.ndarray) -> list[dict[str, A
                 continue
             part = _partition(xy[block], rect, p)
             for j in hit:
-                tiled[int(block[j])] = _region(part, j, p)
+                tiled[int(block[j])] = _region(part, xy[block], j, p)
         near = []
         for i, (ok, _u, _a, bounds) in zip(sample.tolist(), base, strict=True):
             rect = Tiling(side).rect(f"t{ix[i]}_{iy[i]}") or (0.0, 0.0, 0.0, 0.0)

@@ -6,7 +6,8 @@ Pure functions behind the comparison in ``notebooks/mobility_and_privacy.ipynb``
   crowds of 60, 150 and 400 m and a 20 % uniform background);
 * :func:`locpriv_cloak` — every user's region from locpriv's shared partition
   (:func:`locpriv.core.cloak.partition.build_partition`, then the leaf or, above ``a_max``, the
-  leaf shrunk toward its members: what :func:`~locpriv.core.cloak.partition.cloak_once` returns
+  leaf shrunk toward its members or its core: what
+  :func:`~locpriv.core.cloak.partition.cloak_once` returns
   for each user, built once for all; Protocols 1 and 3 get their regions from this cloaker);
 * :func:`region_metrics` — achieved k, areas and the area window, reciprocity, and three
   adversaries who know every position and see the region of a request made by a uniformly
@@ -24,8 +25,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from locpriv.core.cloak.partition import build_partition, leaf_region, shrunk_region
-from locpriv.core.cloak.types import CloakParams, CloakRegion
+from locpriv.core.cloak.partition import RegionCache, build_partition, shared_region
+from locpriv.core.cloak.types import CloakParams
 from simulators.baselines import users_inside
 
 __all__ = ["locpriv_cloak", "population", "region_metrics"]
@@ -54,16 +55,14 @@ def locpriv_cloak(xy: F64, params: CloakParams, world: tuple[float, float, float
     """Every user's locpriv region (n × 4; NaN where no region fits the area window)."""
     xy = np.asarray(xy, dtype=np.float64)
     n = len(xy)
-    part = build_partition(xy[:, 0], xy[:, 1], np.zeros(n), world, k=params.k,
-                           a_min_m2=params.a_min_m2)  # fmt: skip
-    leaf_rects = np.full((len(part.rects), 4), np.nan)
-    for leaf in range(len(part.rects)):
-        region: CloakRegion | None = leaf_region(part, leaf, 0.0)
-        if region is not None and region.area_m2 >= params.a_max_m2:
-            region = shrunk_region(part, leaf, params, 0.0)
+    t = np.zeros(n)
+    part = build_partition(xy[:, 0], xy[:, 1], t, world, k=params.k, a_min_m2=params.a_min_m2)
+    cache = RegionCache()
+    out: F64 = np.full((n, 4), np.nan)
+    for i in range(n):
+        region, _ = shared_region(part, i, params, 0.0, x=xy[:, 0], y=xy[:, 1], t=t, cache=cache)
         if region is not None:
-            leaf_rects[leaf] = region.polygon.bounds
-    out: F64 = leaf_rects[part.leaf_of]
+            out[i] = region.polygon.bounds
     return out
 
 

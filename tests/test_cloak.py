@@ -248,19 +248,22 @@ def test_non_finite_coordinates_are_rejected() -> None:
     assert len(ck) == 0
 
 
-def test_success_wherever_a_centred_region_would_fit() -> None:
+@pytest.mark.parametrize("phase", [0.1, 0.3, 0.5, 0.7, 0.9])
+def test_success_wherever_a_centred_region_would_fit(phase: float) -> None:
     """Errors only where infeasible: a centred square with k users under A_max exists => success
-    for at least 97 % of requests (clustered population with a dense spot and sparse fringe).
-    Split lines on data-independent grids (no edge at a member's coordinate) leave a few more
-    users in some leaves than exact rank splits did: 97.8-99.4 % over the grid's phase (mean
-    98.4 %), against 99.1 % for rank splits half-way between users."""
+    for at least 98.5 % of requests (clustered population with a dense spot and sparse fringe),
+    at every phase of the partition's grids. Split lines on data-independent grids (no edge at
+    a member's coordinate) leave a few more users in some leaves than exact rank splits did:
+    97.8-99.4 % over the grid's phase (mean 98.4 %), against 99.1 % for rank splits half-way
+    between users; leaves too wide for A_max answering their core brought it to 98.8-99.8 %
+    over 20 phases (mean 99.3 %)."""
     rng = np.random.default_rng(7)
     n = 4000
     xy = rng.uniform(0, 10_000, (n, 2))
     xy[:800] = rng.normal((3000.0, 3000.0), 25.0, (800, 2))
     xy[800:2800] = rng.normal((7000.0, 6000.0), 600.0, (2000, 2))
     xy = np.clip(xy, 0, 10_000)
-    ck = Cloaker(_cfg(), rng=np.random.default_rng(1))
+    ck = Cloaker(_cfg(), phase=phase)
     ids = [f"u{i}" for i in range(n)]
     ck.update_many(ids, xy, now=0.0)
     feasible = ok = 0
@@ -275,7 +278,7 @@ def test_success_wherever_a_centred_region_would_fit() -> None:
         assert out is not None
         ok += out.region is not None
     assert feasible > 1000
-    assert ok / feasible >= 0.97
+    assert ok / feasible >= 0.985
 
 
 def test_reused_slot_is_not_mistaken_for_its_previous_user() -> None:

@@ -46,7 +46,7 @@ import logging
 import math
 from collections import Counter, OrderedDict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -61,10 +61,10 @@ from locpriv.core.cloak.history import (
 )
 from locpriv.core.cloak.partition import (
     Partition,
+    RegionCache,
     build_partition,
     cloak_once,
-    leaf_region,
-    shrunk_region,
+    shared_region,
 )
 from locpriv.core.cloak.types import (
     CloakConfig,
@@ -170,7 +170,8 @@ class _Snapshot:
 @dataclass(slots=True)
 class _CachedPartition:
     part: Partition
-    regions: dict[int, CloakRegion]
+    regions: RegionCache
+    a_min_m2: float  # the rung it was built with
 
 
 @dataclass(slots=True)
@@ -421,7 +422,7 @@ class Cloaker:
                 order_y=snap.order_y,
                 phase=self._phase,
             )
-            cp = _CachedPartition(part, {})
+            cp = _CachedPartition(part, RegionCache(), key[1])
             snap.partitions[key] = cp
             if len(snap.partitions) > self.config.max_partitions:
                 snap.partitions.popitem(last=False)
@@ -450,14 +451,17 @@ class Cloaker:
                 # re-keyed (opt-in, weakens the guarantee): a fresh set from the current leaf
                 del self._sessions[user_id]
                 self.session_counts["rekeys"] += 1
-        region, reason, leaf_of = self._shared_attempt(snap, i, p)
-        if region is not None and leaf_of is not None and p.session_s > 0:
+        region, reason, held = self._shared_attempt(snap, i, p)
+        if region is not None and p.session_s > 0:
+            if held is None:  # the region holds her whole leaf
+                leaf_of = self._partition(snap, p.k, p.a_min_m2).part.leaf_of
+                held = np.flatnonzero(leaf_of == leaf_of[i])
             # a new session: its anonymity set is the shared region's members, and already
             # its first region is a session region (members kept off the edges)
             seed = int(self._rng.integers(2**63))
             cfg = self.config
             k_pool = cfg.session_pool_factor * p.k
-            pools = [np.flatnonzero(leaf_of == leaf_of[i])]
+            pools = [held]
             if k_pool > p.k and snap.n >= k_pool:
                 big = self._partition(snap, k_pool, p.a_min_m2).part.leaf_of
                 pools.insert(0, np.flatnonzero(big == big[i]))
@@ -800,23 +804,25 @@ class Cloaker:
     def _shared_attempt(
         self, snap: _Snapshot, i: int, p: CloakParams
     ) -> tuple[CloakRegion | None, str, I64 | None]:
-        """The shared-partition region of snapshot user ``i`` (reciprocal), and the leaf of
-        every snapshot user (to read the region's members)."""
+        """The shared-partition region of snapshot user ``i`` (reciprocal), and the snapshot
+        indices of the users it holds when that is not her whole leaf (a core region)."""
         if snap.n < p.k:
             return None, f"too few users: {snap.n} current users, k={p.k} requested", None
         cp = self._partition(snap, p.k, p.a_min_m2)
-        leaf = int(cp.part.leaf_of[i])
-        region = cp.regions.get(leaf)
-        if region is None:
-            region = leaf_region(cp.part, leaf, snap.time)
-            cp.regions[leaf] = region
-        if region.area_m2 < p.a_max_m2:
-            return region, "", cp.part.leaf_of
-        # shrink with the rung's a_min so that the region depends on (k, rung, a_max) only
-        rung = round_a_min(p.a_min_m2, self.config.a_min_step)
-        small = shrunk_region(cp.part, leaf, replace(p, a_min_m2=rung), snap.time)
-        if small is not None:
-            return small, "", cp.part.leaf_of
+        # regions use the rung's a_min, so that they depend on (k, rung, a_max) only
+        region, held = shared_region(
+            cp.part,
+            i,
+            p,
+            snap.time,
+            x=snap.x,
+            y=snap.y,
+            t=snap.t,
+            cache=cp.regions,
+            a_min_m2=cp.a_min_m2,
+        )
+        if region is not None:
+            return region, "", held
         disc = snap.knn_area(i, p.k)
         if disc >= p.a_max_m2:
             return (
@@ -831,7 +837,8 @@ class Cloaker:
             None,
             (
                 f"a_max_m2 too small for k={p.k}: the shared region holding the requester needs "
-                f"more than a_max_m2 ({region.area_m2:.0f} m² before shrinking)"
+                f"more than a_max_m2 ({cp.regions.leaves[int(cp.part.leaf_of[i])].area_m2:.0f} m² "
+                "before shrinking)"
             ),
             None,
         )

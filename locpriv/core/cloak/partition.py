@@ -26,13 +26,16 @@ positions learns only "one of the leaf's members asked". Cost: O(n log(n / k)) p
 presorted orders (x and y) shared by all builds of a snapshot.
 
 :func:`leaf_region` / :func:`shrunk_region` turn a leaf into a :class:`CloakRegion` (shrunk, from
-the leaf's data only, when the leaf exceeds ``a_max``); :func:`cloak_once` is the pure entry point
-for a static population (tests, simulators).
+the leaf's data only, when the leaf exceeds ``a_max``); when even that exceeds ``a_max``,
+:func:`core_region` answers the members inside the smallest family box holding ``k`` of them.
+:func:`shared_region` chooses among the three for a user; :func:`cloak_once` is the pure entry
+point for a static population (tests, simulators).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -45,11 +48,15 @@ from locpriv.errors import CloakInfeasible
 
 __all__ = [
     "Partition",
+    "RegionCache",
     "build_partition",
     "cloak_once",
+    "core_box",
+    "core_region",
     "covering_world",
     "grid_box",
     "leaf_region",
+    "shared_region",
     "shrunk_region",
     "warm_up",
 ]
@@ -409,6 +416,64 @@ def grid_box(rect: F64, mbr: F64, min_area_m2: float) -> F64:
     return np.array([xs[lx][0], ys[ly][0], xs[lx][1], ys[ly][1]])
 
 
+CORE_MAX_LEVEL = 12
+"""Finest level per axis searched for a core box (spans of side / 64, ~500 starts)."""
+
+
+def _level_spans(lo: float, hi: float, level: int) -> tuple[F64, float]:
+    """Every span of level ``level`` of :func:`_dyadic_span`'s family of ``[lo, hi]``: the
+    starts (metres) of the spans of length ``(hi - lo) / sqrt(2)**level`` that begin at a
+    multiple of an eighth of that length, the last one moved to end at ``hi``; and the length."""
+    side = hi - lo
+    size = side / math.sqrt(2.0) ** level
+    step = size / SPAN_STARTS
+    last = hi - size
+    starts: F64 = lo + step * np.arange(math.floor((last - lo) / step + 1e-9) + 1, dtype=np.float64)
+    if last - starts[-1] > 1e-9 * side:
+        starts = np.append(starts, last)
+    return starts, size
+
+
+def core_box(
+    rect: F64, px: F64, py: F64, k: int, min_area_m2: float
+) -> tuple[F64, NDArray[np.bool_]] | None:
+    """A box of the family of sub-boxes of ``rect`` that holds ``>= k`` of the points
+    ``(px, py)`` (a leaf's members, metres), for a leaf whose members span too much to fit
+    ``a_max``: ``(box, inside)`` with ``inside`` the points it holds (edges included), or None
+    when no box of the family holds ``k``.
+
+    Boxes of level ``s`` pair an x span of level ``Lx`` with a y span of level ``s - Lx``
+    (:func:`_level_spans`), so all have area ``|rect| / 2**(s / 2)``. Levels are descended
+    from ``s = 0`` while some box of the next level holds ``>= k`` points and has area
+    ``> min_area_m2``; the core is the box of the last such level holding the most points
+    (ties: the coarser x span, then the lower starts). Edges are family positions, fixed by
+    ``rect`` alone, and the choice reads only counts in family boxes, so the box says which
+    boxes hold ``k``, never where a member lies in one. It depends on no ``a_max``.
+    """
+    area0 = float((rect[2] - rect[0]) * (rect[3] - rect[1]))
+    best: tuple[F64, NDArray[np.bool_]] | None = None
+    for s in range(2 * CORE_MAX_LEVEL + 1):
+        if s > 0 and area0 / 2.0 ** (s / 2) <= min_area_m2:
+            break
+        top = -1
+        level_best: tuple[F64, NDArray[np.bool_]] | None = None
+        for lx in range(max(0, s - CORE_MAX_LEVEL), min(s, CORE_MAX_LEVEL) + 1):
+            sx, wx = _level_spans(float(rect[0]), float(rect[2]), lx)
+            sy, wy = _level_spans(float(rect[1]), float(rect[3]), s - lx)
+            in_x = (px[None, :] >= sx[:, None]) & (px[None, :] <= sx[:, None] + wx)
+            in_y = (py[None, :] >= sy[:, None]) & (py[None, :] <= sy[:, None] + wy)
+            counts = in_x.astype(np.int32) @ in_y.T.astype(np.int32)
+            a, b = np.unravel_index(int(np.argmax(counts)), counts.shape)
+            if counts[a, b] >= k and counts[a, b] > top:
+                top = int(counts[a, b])
+                box = np.array([sx[a], sy[b], sx[a] + wx, sy[b] + wy])
+                level_best = (box, in_x[a] & in_y[b])
+        if level_best is None:
+            break
+        best = level_best
+    return best
+
+
 def _box(rect: F64) -> shapely.Polygon:
     return shapely.box(float(rect[0]), float(rect[1]), float(rect[2]), float(rect[3]))
 
@@ -439,6 +504,75 @@ def shrunk_region(part: Partition, leaf: int, p: CloakParams, t2: float) -> Cloa
     if not p.a_min_m2 < area < p.a_max_m2:
         return None
     return CloakRegion(_box(r), area, int(part.counts[leaf]), float(part.tmin[leaf]), t2)
+
+
+def core_region(
+    part: Partition, leaf: int, p: CloakParams, t2: float, *, x: F64, y: F64, t: F64
+) -> tuple[CloakRegion, I64] | None:
+    """The core of a leaf whose members span too much for any ``a_max`` it was asked with: the
+    region of :func:`core_box` (from the leaf's rectangle, its members' positions ``x``, ``y``
+    and ``p.k``, ``p.a_min_m2`` only) and the members it holds (indices into ``x``), or None.
+
+    Reciprocal: it holds only members of the leaf, and each of them gets it; the leaf's other
+    members (fewer than ``k``) get no region. Not checked against ``a_max_m2``: like
+    :func:`shrunk_region`'s box, it is the same whatever ``a_max`` a request names.
+    """
+    members = np.flatnonzero(part.leaf_of == leaf)
+    got = core_box(part.rects[leaf], x[members], y[members], p.k, p.a_min_m2 * (1 + 1e-6))
+    if got is None:
+        return None
+    box, inside = got
+    held = members[inside]
+    area = _rect_area(box)
+    region = CloakRegion(_box(box), area, len(held), float(t[held].min()), t2)
+    return region, held
+
+
+@dataclass(slots=True)
+class RegionCache:
+    """One partition's regions by leaf, kept across requests (none depends on ``a_max``)."""
+
+    leaves: dict[int, CloakRegion] = field(default_factory=dict)
+    cores: dict[int, tuple[CloakRegion, I64] | None] = field(default_factory=dict)
+
+
+def shared_region(
+    part: Partition,
+    i: int,
+    p: CloakParams,
+    t2: float,
+    *,
+    x: F64,
+    y: F64,
+    t: F64,
+    cache: RegionCache | None = None,
+    a_min_m2: float | None = None,
+) -> tuple[CloakRegion | None, I64 | None]:
+    """The reciprocal region the partition gives point ``i`` (of ``x``, ``y``, updated at
+    ``t``) for ``p``, or ``(None, None)``: the leaf if it is under ``a_max_m2``, else its
+    :func:`shrunk_region`, else its :func:`core_region` if that holds ``i`` and fits. The second
+    value lists the members of a core region (indices into ``x``); it is None when the region
+    holds the whole leaf. ``a_min_m2`` (default ``p.a_min_m2``) is the partition's: the
+    rounded ``a_min`` it was built with, which shrunk regions and cores keep to.
+    """
+    memo = RegionCache() if cache is None else cache
+    leaf = int(part.leaf_of[i])
+    region = memo.leaves.get(leaf)
+    if region is None:
+        region = memo.leaves[leaf] = leaf_region(part, leaf, t2)
+    if region.area_m2 < p.a_max_m2:
+        return region, None
+    if a_min_m2 is not None and a_min_m2 != p.a_min_m2:
+        p = replace(p, a_min_m2=a_min_m2)
+    small = shrunk_region(part, leaf, p, t2)
+    if small is not None:
+        return small, None
+    if leaf not in memo.cores:
+        memo.cores[leaf] = core_region(part, leaf, p, t2, x=x, y=y, t=t)
+    core = memo.cores[leaf]
+    if core is not None and core[0].area_m2 < p.a_max_m2 and bool(np.any(core[1] == i)):
+        return core
+    return None, None
 
 
 def covering_world(
@@ -490,18 +624,17 @@ def cloak_once(
     if n < params.k:
         raise CloakInfeasible(f"too few users: {n} users, k={params.k} requested")
     a_min = round_a_min(params.a_min_m2, a_min_step)
-    part = build_partition(xy[:, 0], xy[:, 1], np.full(n, now), world, k=params.k, a_min_m2=a_min)
-    leaf = int(part.leaf_of[user_index])
-    region = leaf_region(part, leaf, now)
-    if region.area_m2 < params.a_max_m2:
-        return region
-    small = shrunk_region(part, leaf, params, now)
-    if small is None:
+    t = np.full(n, now)
+    part = build_partition(xy[:, 0], xy[:, 1], t, world, k=params.k, a_min_m2=a_min)
+    region, _ = shared_region(
+        part, user_index, params, now, x=xy[:, 0], y=xy[:, 1], t=t, a_min_m2=a_min
+    )
+    if region is None:
         raise CloakInfeasible(
             f"a_max_m2 too small for k={params.k}: the shared region holding the user needs "
             "more than a_max_m2"
         )
-    return small
+    return region
 
 
 def warm_up() -> None:
