@@ -76,6 +76,7 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
                                        # "credential:NAME"): DS tags its answers, the mediator
                                        # relays only tagged ones; empty: answers not checked
     journal_file = ""                  # pending temporal cloaks, answered at the next start
+    sessions_file = ""                 # sessions kept over a clean restart (needs token_key_file)
 
     [mqtt]
     client_id = ""                     # empty: "locpriv-anonymizer-<secret>", derived from the
@@ -216,11 +217,16 @@ class StateSection(_Section):
     copies a unit's ``LoadCredential=`` lines give that unit only (locpriv.credentials); a
     service not given that credential refuses to start. ``journal_file``: pending temporal
     cloaks, answered ``unavailable`` by the next run. None ever holds a position or a user id.
+    ``sessions_file``: the anonymizer's historical k-anonymity sessions, written at a clean
+    shutdown and read (then deleted) at the next start, so that sessions go on with the same
+    sets: members' ids, never a position, encrypted under a key derived from the token key
+    (it needs ``token_key_file``).
     """
 
     token_key_file: str = ""
     answer_key_file: str = ""
     journal_file: str = ""
+    sessions_file: str = ""
 
     @field_validator("token_key_file", "answer_key_file")
     @classmethod

@@ -25,6 +25,7 @@ a shard (:class:`~locpriv.core.tiles.Shard`) subscribes to its own tiles only
 from __future__ import annotations
 
 from locpriv.config import ServiceConfig
+from locpriv.core.cloak.session_records import SessionRecords
 from locpriv.core.cloak.tiled import TileCloakers
 from locpriv.core.tiles import Shard, parse_tile, tile_id
 from locpriv.errors import ErrorCode
@@ -123,6 +124,14 @@ class TrustedCore:
     def session_counts(self) -> dict[str, int]:
         """What session cloaks did in every tile (:meth:`TileCloakers.session_counts`)."""
         return self.anonymizer.cloakers.session_counts()
+
+    def export_sessions(self, now: float) -> SessionRecords:
+        """The live sessions of every tile, to carry over a clean restart."""
+        return SessionRecords(saved_at=now, tiles=self.anonymizer.cloakers.export_sessions(now))
+
+    def restore_sessions(self, records: SessionRecords, now: float) -> int:
+        """Go on with the sessions a previous process exported; returns how many."""
+        return self.anonymizer.cloakers.restore_sessions(records.tiles, now)
 
     def users_per_tile(self) -> dict[str, int]:
         """Current users of every tile this machine has a cloaker for."""

@@ -4,9 +4,11 @@ With ``shard=Shard(I, N)`` (``locpriv serve anonymizer --shard I/N``) the proces
 tiles rendezvous hashing gives shard I (:func:`~locpriv.protocols.trusted.shard_tiles`) and
 subscribes to their topics only; its client id (:mod:`locpriv.service.identity`: secret,
 derived from the broker password), reply topic and status topic get the suffix ``-s{I}of{N}``,
-and so does its ``[state] journal_file`` (``pending.json`` -> ``pending-s{I}of{N}.json``):
-shards on one host never overwrite each other's journal. The journal is the anonymizer's alone
-(DS, sharing the configuration file, has none). Every process publishes the retained
+and so do its ``[state] journal_file`` (``pending.json`` -> ``pending-s{I}of{N}.json``) and
+``sessions_file``: shards on one host never overwrite each other's files. Both are the
+anonymizer's alone (DS, sharing the configuration file, has neither). With a ``sessions_file``
+the live sessions are saved at a clean stop and carried on at the next start
+(:mod:`locpriv.service.sessions_file`). Every process publishes the retained
 deployment configuration on ``{prefix}/v1/config`` after each (re)connection, from which
 clients compute their tile.
 """
@@ -21,9 +23,11 @@ from locpriv.config import ServiceConfig
 from locpriv.core.cloak.partition import warm_up as cloak_warm_up
 from locpriv.core.tiles import Shard
 from locpriv.errors import ConfigError
+from locpriv.protocols.seal import read_key
 from locpriv.protocols.trusted import anonymizer_routes, build_trusted_core, shard_tiles
 from locpriv.service.driver import ServiceDriver
 from locpriv.service.identity import ANONYMIZER, service_client_id
+from locpriv.service.sessions_file import SessionsFile
 from locpriv.wire.messages import encode
 
 __all__ = ["AnonymizerService"]
@@ -48,10 +52,7 @@ class AnonymizerService(ServiceDriver):
         suffix = f"-s{shard.index}of{shard.count}" if shard.count > 1 else ""
         if shard.count > 1 and not config.tiles.side_m:
             raise ConfigError("--shard needs tiles: set [tiles] side_m in the configuration")
-        journal = config.state.journal_file
-        if suffix and journal:
-            path = Path(journal)
-            journal = str(path.with_name(path.stem + suffix + path.suffix))
+        journal = _per_shard(config.state.journal_file, suffix)
         self.shard = shard
         self.tiles = shard_tiles(config, shard)
         """The tiles this process serves (None: every tile, no tiles configured)."""
@@ -76,6 +77,17 @@ class AnonymizerService(ServiceDriver):
             subscribe_tiles=shard.count > 1,
             limits=machine.limits,
         )
+        self.sessions_file: SessionsFile | None = None
+        """Sessions kept over a clean restart (``[state] sessions_file``), or None."""
+        if config.state.sessions_file:
+            key = read_key(config.state.token_key_file or None, "token")
+            if key is None:
+                raise ConfigError(
+                    "[state] sessions_file needs [state] token_key_file: the file is sealed "
+                    "under a key derived from it"
+                )
+            path = _per_shard(config.state.sessions_file, suffix)
+            self.sessions_file = SessionsFile(path, key)
         super().__init__(
             url,
             name="anonymizer",
@@ -87,5 +99,38 @@ class AnonymizerService(ServiceDriver):
             status_name="anonymizer" + suffix,
             retained=[(config.topics.config, encode(config.deployment_config()))],
             journal_file=journal,
+            on_start=self._restore_sessions if self.sessions_file else None,
+            on_stop=self._save_sessions if self.sessions_file else None,
             **driver,
         )
+        self.trusted = machine
+
+    def _restore_sessions(self, now: float) -> None:
+        """Go on with the sessions the previous run saved at its clean shutdown; the file is
+        deleted, so that a crash later never makes the next run read it again."""
+        assert self.sessions_file is not None
+        records = self.sessions_file.load()
+        try:
+            self.sessions_file.clear()
+        except OSError as exc:
+            log.error("anonymizer: cannot delete the sessions file: %s", exc)
+        if records is None:
+            return
+        got = self.trusted.restore_sessions(records, now)
+        log.warning("anonymizer: went on with %d sessions saved at the last shutdown", got)
+
+    def _save_sessions(self, now: float) -> None:
+        assert self.sessions_file is not None
+        records = self.trusted.export_sessions(now)
+        self.sessions_file.save(records)
+        count = sum(len(r) for r in records.tiles.values())
+        log.info("anonymizer: saved %d sessions for the next start", count)
+
+
+def _per_shard(path: str, suffix: str) -> str:
+    """``path`` with the shard's suffix before its extension (``pending.json`` ->
+    ``pending-s0of2.json``), so that shards on one host never share a file."""
+    if not suffix or not path:
+        return path
+    p = Path(path)
+    return str(p.with_name(p.stem + suffix + p.suffix))

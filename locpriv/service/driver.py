@@ -98,6 +98,8 @@ class ServiceDriver:
         metrics_port: int | None = None,
         metrics_addr: str = "127.0.0.1",
         journal_file: str = "",
+        on_start: Callable[[float], None] | None = None,
+        on_stop: Callable[[float], None] | None = None,
     ) -> None:
         self.url = url
         self.status_name = status_name or name
@@ -137,6 +139,10 @@ class ServiceDriver:
         self.health = PublishHealth()
         self.watchdog_s = 1.0
         """Period of the watchdog (journal writes, publish health), seconds."""
+        self._on_start = on_start
+        """Called with ``clock()`` before the first message is handled (state to restore)."""
+        self._on_stop = on_stop
+        """Called with ``clock()`` after a clean stop, once no message is handled any more."""
         self.journal = Journal(journal_file) if journal_file else None
         """This process's own journal (none without a file): the anonymizer's, never DS's."""
         self._journal_revision = -1
@@ -198,6 +204,8 @@ class ServiceDriver:
         """Connect, serve until :meth:`stop`, then drain and disconnect."""
         if self._warm_up is not None:  # compile kernels before taking any request
             await asyncio.to_thread(self._warm_up)
+        if self._on_start is not None:
+            self._on_start(self.clock())
         mq = self.config.mqtt
         status = self.topics.status(self.status_name)
         transport = self._given_transport or connect(
@@ -247,6 +255,11 @@ class ServiceDriver:
             await asyncio.gather(stopper, *workers[:3], return_exceptions=True)
             self._shutdown_pending()
             self._write_journal(force=True)
+            if self._on_stop is not None:  # no message is handled any more
+                try:
+                    self._on_stop(self.clock())
+                except Exception as exc:  # the shutdown must go on
+                    log.error("%s: could not save state at stop: %s", self.name, exc)
             for _ in publishers:
                 self._outbox.put_nowait(None)
             with contextlib.suppress(TimeoutError):

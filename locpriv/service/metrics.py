@@ -33,7 +33,9 @@ metric                                 type       labels
                                                   worst-case region because fewer than k +
                                                   slack members were left; ``audit_dropped``
                                                   - members the self-audit dropped;
-                                                  ``rekeys`` - sessions restarted)
+                                                  ``rekeys`` - sessions restarted;
+                                                  ``restored`` - sessions carried over a
+                                                  clean restart)
 =====================================  =========  ============================================
 
 Labels never hold a user id, a correlation id or a position. Latencies are monotonic seconds
@@ -289,9 +291,10 @@ def _session_metrics(service: str, counts: dict[str, int]) -> Iterator[Any]:
     yield regions
     events = CounterMetricFamily(
         "locpriv_session_events",
-        "Session events: short sets, members the self-audit dropped, sessions re-keyed",
+        "Session events: short sets, members the self-audit dropped, sessions re-keyed, "
+        "sessions carried over a restart",
         labels=["service", "event"],
     )
-    for event in ("short", "audit_dropped", "rekeys"):
+    for event in ("short", "audit_dropped", "rekeys", "restored"):
         events.add_metric([service, event], float(counts.get(event, 0)))
     yield events

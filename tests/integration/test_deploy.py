@@ -573,6 +573,7 @@ def test_each_unit_runs_as_its_own_user_with_only_its_own_credentials() -> None:
     assert shipped.state.token_key_file == "credential:token-key"
     assert shipped.state.answer_key_file == "credential:answer-key"
     assert shipped.state.journal_file.startswith("/var/lib/locpriv/")  # the anonymizer's state
+    assert shipped.state.sessions_file.startswith("/var/lib/locpriv/")  # its sessions, sealed
     pois = read_env_file(DEPLOY / "systemd" / "ds.env")["LOCPRIV_POIS"]
     assert pois.startswith("/var/lib/locpriv-ds/")  # DS's own state directory
     # the broker-plugin YAML reads its TLS key and logins from the unit's credentials only

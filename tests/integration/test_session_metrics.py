@@ -44,15 +44,22 @@ async def test_session_regions_are_exported_by_their_margins(
     # every answered session cloak is counted once (the first one too), by its margins
     assert by["thin"] + by["worst_case"] == 5
     assert by == {m: counts.get(m, 0) for m in ("thin", "worst_case")}
-    for event in ("short", "audit_dropped", "rekeys"):
+    for event in ("short", "audit_dropped", "rekeys", "restored"):
         name = "locpriv_session_events_total"
         assert metric(samples, name, service="anonymizer", event=event) == counts.get(event, 0)
 
 
 def test_each_session_count_reaches_its_own_sample() -> None:
-    """The events a short live run leaves at 0 (short sets, audit drops, re-keys): each count
-    lands on its own label, none is lost or swapped."""
-    counts = {"thin": 7, "worst_case": 5, "short": 3, "audit_dropped": 2, "rekeys": 1}
+    """The events a short live run leaves at 0 (short sets, audit drops, re-keys, sessions
+    carried over a restart): each count lands on its own label, none is lost or swapped."""
+    counts = {
+        "thin": 7,
+        "worst_case": 5,
+        "short": 3,
+        "audit_dropped": 2,
+        "rekeys": 1,
+        "restored": 4,
+    }
     got = {
         (s.name, s.labels.get("margins") or s.labels.get("event")): s.value
         for family in _session_metrics("anonymizer", counts)
@@ -65,6 +72,7 @@ def test_each_session_count_reaches_its_own_sample() -> None:
         ("locpriv_session_events_total", "short"): 3,
         ("locpriv_session_events_total", "audit_dropped"): 2,
         ("locpriv_session_events_total", "rekeys"): 1,
+        ("locpriv_session_events_total", "restored"): 4,
     }
     empty = {s.value for f in _session_metrics("anonymizer", {}) for s in f.samples}
     assert empty == {0.0}  # every label present from the start: rate() needs no gap fill

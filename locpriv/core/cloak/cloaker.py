@@ -66,6 +66,7 @@ from locpriv.core.cloak.partition import (
     cloak_once,
     shared_region,
 )
+from locpriv.core.cloak.session_records import SessionRecord
 from locpriv.core.cloak.types import (
     CloakConfig,
     CloakOutcome,
@@ -502,6 +503,53 @@ class Cloaker:
             return True
         shared, _, _ = self._shared_attempt(snap, i, p)
         return shared is not None and got.area_m2 > factor * shared.area_m2
+
+    def export_sessions(self, now: float) -> list[SessionRecord]:
+        """The sessions still live at ``now``, to carry over a restart
+        (:mod:`~locpriv.core.cloak.session_records`: no positions; members whose audit is
+        pending are left out, since the next process could not audit them)."""
+        out: list[SessionRecord] = []
+        for user, s in self._sessions.items():
+            if now - s.last > s.session_s:
+                continue
+            if s.audits:
+                self._audit(s)
+            unaudited = {u for _t, _box, fixes in s.audits for u in fixes}
+            out.append(
+                SessionRecord(
+                    user=user,
+                    members=[u for u in s.members if u not in unaudited],
+                    k=s.k,
+                    session_s=s.session_s,
+                    last=s.last,
+                    seed=s.seed,
+                    count=s.count,
+                    pool=s.pool,
+                )
+            )
+        return out
+
+    def restore_sessions(self, records: Sequence[SessionRecord], now: float) -> int:
+        """Go on with the sessions of a previous process (:meth:`export_sessions`); those
+        ended by ``now`` are dropped, a user's live session here is kept. Returns how many
+        were restored (``session_counts["restored"]``)."""
+        got = 0
+        for r in records:
+            if now - r.last > r.session_s or r.user in self._sessions:
+                continue
+            members = list(dict.fromkeys(r.members))  # no member twice
+            self._sessions[r.user] = _Session(
+                members=members,
+                k=r.k,
+                session_s=r.session_s,
+                last=r.last,
+                seed=r.seed,
+                count=r.count,
+                pool=r.pool,
+            )
+            got += 1
+        self.session_counts["restored"] += got
+        return got
 
     def _live_session(self, user_id: str, p: CloakParams, now: float) -> _Session | None:
         """The user's session if it goes on (same k, last request within ``session_s``)."""

@@ -20,10 +20,11 @@ import heapq
 import hmac
 import math
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 
 from locpriv.core.cloak.cloaker import Cloaker
+from locpriv.core.cloak.session_records import SessionRecord
 from locpriv.core.cloak.types import CloakConfig, CloakOutcome, CloakParams, check_params
 from locpriv.core.tiles import Tiling
 from locpriv.errors import UnknownUser
@@ -86,6 +87,15 @@ class TileCloakers:
         for c in self.cloakers.values():
             total.update(c.session_counts)
         return dict(total)
+
+    def export_sessions(self, now: float) -> dict[str, list[SessionRecord]]:
+        """Every tile's live sessions (:meth:`Cloaker.export_sessions`), by tile."""
+        out = {t: c.export_sessions(now) for t, c in self.cloakers.items()}
+        return {t: r for t, r in out.items() if r}
+
+    def restore_sessions(self, tiles: Mapping[str, Sequence[SessionRecord]], now: float) -> int:
+        """Go on with a previous process's sessions in their tiles; returns how many."""
+        return sum(self.cloaker(t).restore_sessions(list(r), now) for t, r in tiles.items())
 
     def pending(self) -> int:
         """Requests waiting in every tile (temporal cloaking)."""

@@ -1,0 +1,80 @@
+"""Historical k-anonymity sessions as plain records, to carry them over a restart.
+
+A session keeps ``k`` of the same users in all of a user's regions (:mod:`history`). If the
+anonymizer forgot it on a restart, her next request would start an unrelated set, and an
+observer who links her requests across the restart intersects the two: a re-keyed session is
+narrowed below ``k`` in most cases (measured, docs/algorithms.md). A :class:`SessionRecord`
+holds what the next process needs to go on with the same set, and nothing of where anyone is:
+the members' ids, ``k``, the session's length, its last request (s, the service's wall
+clock), the seed of its grid and draws, how many requests it answered, and its pool size.
+
+Members whose self-audit was still pending (a region answered from dead-reckoned positions,
+not yet checked against their next fix) are left out of the record: the next process could
+not audit them, and a set only ever loses members, so leaving them out is the safe side.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["MAX_MEMBERS", "MAX_SESSIONS", "SessionRecord", "SessionRecords"]
+
+MAX_MEMBERS = 100_000
+"""Members a record may hold (a hostile or corrupt file cannot exhaust memory)."""
+MAX_SESSIONS = 1_000_000
+"""Records a file may hold."""
+
+
+class SessionRecord(BaseModel):
+    """One user's session: no position, no fix, no time but its last request's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user: str = Field(min_length=1, max_length=256)
+    members: list[str] = Field(max_length=MAX_MEMBERS)
+    k: int = Field(ge=1, le=MAX_MEMBERS)
+    session_s: float = Field(gt=0.0)
+    last: float
+    seed: int = Field(ge=0, lt=2**63)
+    count: int = Field(ge=0)
+    pool: int = Field(ge=0, le=MAX_MEMBERS)
+
+    @field_validator("session_s", "last")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be finite")
+        return v
+
+    @field_validator("members")
+    @classmethod
+    def _ids(cls, v: list[str]) -> list[str]:
+        if any(not 0 < len(u) <= 256 for u in v):
+            raise ValueError("member ids have 1 to 256 characters")
+        return v
+
+
+class SessionRecords(BaseModel):
+    """The sessions of one anonymizer process by tile, as written at its shutdown."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = Field(1, ge=1, le=1)
+    saved_at: float
+    tiles: dict[str, list[SessionRecord]]
+
+    @field_validator("saved_at")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be finite")
+        return v
+
+    @field_validator("tiles")
+    @classmethod
+    def _bounded(cls, v: dict[str, list[SessionRecord]]) -> dict[str, list[SessionRecord]]:
+        if sum(len(r) for r in v.values()) > MAX_SESSIONS:
+            raise ValueError(f"more than {MAX_SESSIONS} sessions")
+        return v
