@@ -101,3 +101,32 @@ def test_records_leave_out_members_with_an_audit_pending_and_ended_sessions() ->
     assert fresh.restore_sessions(list(recs.values()), 10.5 + 121.0) == 0
     assert fresh.restore_sessions(list(recs.values()), 30.0) == len(recs)
     assert fresh.session_counts["restored"] == len(recs)
+
+
+def test_seen_speeds_go_over_a_restart_to_each_users_first_report() -> None:
+    """A driver timed by one process is a driver to the next from her first report (not only
+    after it has timed a chord of hers): her margins and the spare do not fall back to a
+    pedestrian's in the restart's first minute."""
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=600.0)
+    first = Cloaker(cfg, phase=0.4)
+    rng = np.random.default_rng(5)
+    walkers = rng.uniform(0.0, SIDE, (50, 2))
+    ids = [f"w{i}" for i in range(50)] + ["car"]
+    for step in range(9):  # 2 minutes: the car drives east at 12 m/s, walkers stroll
+        now = 15.0 * step
+        walkers = np.clip(walkers + rng.normal(0.0, 10.0, walkers.shape), 0.0, SIDE)
+        car = np.array([[200.0 + 12.0 * now, 1500.0]])
+        first.update_many(ids, np.vstack([walkers, car]), now=now)
+    speeds = first.export_speeds()
+    assert set(speeds) == {"car"} and 10.0 < speeds["car"] <= 12.0
+    nothing = Cloaker(cfg, phase=0.4)
+    carried = Cloaker(cfg, phase=0.4)
+    carried.restore_speeds({**speeds, "bad": float("nan"), "neg": -1.0})
+    assert carried.export_speeds() == speeds  # kept until she reports, for a second restart
+    for c in (nothing, carried):
+        c.update_many(ids, np.vstack([walkers, [[1800.0, 1500.0]]]), now=130.0)
+    slot = carried.table.ids["car"]
+    assert carried.table.vmax[slot] == speeds["car"]
+    assert nothing.table.vmax[nothing.table.ids["car"]] == 0.0
+    assert float(carried.table.vmax[carried.table.ids["w0"]]) == 0.0
+    assert carried.export_speeds() == speeds

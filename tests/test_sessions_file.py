@@ -28,7 +28,8 @@ def _records() -> SessionRecords:
         count=4,
         pool=6,
     )
-    return SessionRecords(saved_at=1_790_000_010.0, tiles={"t3_-2": [r]})
+    speeds = {"t3_-2": {"car-1": 11.5}}
+    return SessionRecords(saved_at=1_790_000_010.0, tiles={"t3_-2": [r]}, speeds=speeds)
 
 
 def test_round_trip_sealed_and_private(tmp_path: Path) -> None:
@@ -36,7 +37,7 @@ def test_round_trip_sealed_and_private(tmp_path: Path) -> None:
     f = SessionsFile(tmp_path / "state" / "sessions.bin", key)
     f.save(_records())
     raw = f.path.read_bytes()
-    for name in ("alice-7f3a", "bob-91c2", "t3_-2", "600"):
+    for name in ("alice-7f3a", "bob-91c2", "t3_-2", "600", "car-1"):
         assert name.encode() not in raw  # nothing readable without the key
     assert os.stat(f.path).st_mode & 0o777 == 0o600
     assert SessionsFile(f.path, key).load() == _records()
@@ -82,9 +83,12 @@ def test_records_that_break_the_model_are_refused(tmp_path: Path) -> None:
     """Sealed under the right key but not valid (a bad field, an unknown version): ignored."""
     key = secrets.token_bytes(32)
     f = SessionsFile(tmp_path / "sessions.bin", key)
-    for change in ({"k": 0}, {"members": ["x" * 300]}, {"last": "nan"}):
+    for change in ({"k": 0}, {"members": ["x" * 300]}, {"last": "nan"}, {"speed": -1.0}):
         bad = _records().model_dump()
-        bad["tiles"]["t3_-2"][0].update(change)
+        if "speed" in change:
+            bad["speeds"]["t3_-2"]["car-1"] = change["speed"]
+        else:
+            bad["tiles"]["t3_-2"][0].update(change)
         nonce = secrets.token_bytes(12)
         body = f._aead.encrypt(nonce, json.dumps(bad).encode(), b"LPS1")  # the file's sealing
         f.path.write_bytes(b"LPS1" + nonce + body)

@@ -126,11 +126,17 @@ class TrustedCore:
         return self.anonymizer.cloakers.session_counts()
 
     def export_sessions(self, now: float) -> SessionRecords:
-        """The live sessions of every tile, to carry over a clean restart."""
-        return SessionRecords(saved_at=now, tiles=self.anonymizer.cloakers.export_sessions(now))
+        """The live sessions and fast users' speeds of every tile, to carry over a clean
+        restart."""
+        cloakers = self.anonymizer.cloakers
+        return SessionRecords(
+            saved_at=now, tiles=cloakers.export_sessions(now), speeds=cloakers.export_speeds()
+        )
 
     def restore_sessions(self, records: SessionRecords, now: float) -> int:
-        """Go on with the sessions a previous process exported; returns how many."""
+        """Go on with the sessions (and speeds) a previous process exported; returns how many
+        sessions."""
+        self.anonymizer.cloakers.restore_speeds(records.speeds)
         return self.anonymizer.cloakers.restore_sessions(records.tiles, now)
 
     def users_per_tile(self) -> dict[str, int]:

@@ -117,7 +117,13 @@ class AnonymizerService(ServiceDriver):
         if records is None:
             return
         got = self.trusted.restore_sessions(records, now)
-        log.warning("anonymizer: went on with %d sessions saved at the last shutdown", got)
+        fast = sum(len(v) for v in records.speeds.values())
+        log.warning(
+            "anonymizer: went on with %d sessions saved at the last shutdown (and the speeds "
+            "of %d fast users)",
+            got,
+            fast,
+        )
 
     def _save_sessions(self, now: float) -> None:
         assert self.sessions_file is not None

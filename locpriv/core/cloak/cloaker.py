@@ -45,7 +45,7 @@ import heapq
 import logging
 import math
 from collections import Counter, OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -550,6 +550,17 @@ class Cloaker:
             got += 1
         self.session_counts["restored"] += got
         return got
+
+    def export_speeds(self) -> dict[str, float]:
+        """Users whose seen speed widens their session margins or switches the spare on
+        (faster than ``session_speed_m_s / max(1, session_speed_factor)``), with it (m/s)."""
+        cfg = self.config
+        return self.table.fast_users(cfg.session_speed_m_s / max(1.0, cfg.session_speed_factor))
+
+    def restore_speeds(self, speeds: Mapping[str, float]) -> None:
+        """Speeds a previous process saw (:meth:`export_speeds`), each given to its user at
+        her first report here."""
+        self.table.know_speeds(speeds)
 
     def _live_session(self, user_id: str, p: CloakParams, now: float) -> _Session | None:
         """The user's session if it goes on (same k, last request within ``session_s``)."""

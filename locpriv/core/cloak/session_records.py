@@ -1,4 +1,5 @@
-"""Historical k-anonymity sessions as plain records, to carry them over a restart.
+"""Historical k-anonymity sessions (and seen speeds) as plain records, to carry them over a
+restart.
 
 A session keeps ``k`` of the same users in all of a user's regions (:mod:`history`). If the
 anonymizer forgot it on a restart, her next request would start an unrelated set, and an
@@ -64,6 +65,9 @@ class SessionRecords(BaseModel):
     version: int = Field(1, ge=1, le=1)
     saved_at: float
     tiles: dict[str, list[SessionRecord]]
+    speeds: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """By tile: users seen moving faster than a pedestrian and the fastest each was seen, m/s
+    (so that a driver's margins are a driver's from her first report to the next process)."""
 
     @field_validator("saved_at")
     @classmethod
@@ -77,4 +81,15 @@ class SessionRecords(BaseModel):
     def _bounded(cls, v: dict[str, list[SessionRecord]]) -> dict[str, list[SessionRecord]]:
         if sum(len(r) for r in v.values()) > MAX_SESSIONS:
             raise ValueError(f"more than {MAX_SESSIONS} sessions")
+        return v
+
+    @field_validator("speeds")
+    @classmethod
+    def _speeds(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        if sum(len(r) for r in v.values()) > MAX_SESSIONS:
+            raise ValueError(f"more than {MAX_SESSIONS} speeds")
+        for by_user in v.values():
+            for uid, speed in by_user.items():
+                if not 0 < len(uid) <= 256 or not (math.isfinite(speed) and speed > 0):
+                    raise ValueError("speeds are positive and finite, ids 1 to 256 characters")
         return v

@@ -97,6 +97,16 @@ class TileCloakers:
         """Go on with a previous process's sessions in their tiles; returns how many."""
         return sum(self.cloaker(t).restore_sessions(list(r), now) for t, r in tiles.items())
 
+    def export_speeds(self) -> dict[str, dict[str, float]]:
+        """Every tile's fast users (:meth:`Cloaker.export_speeds`), by tile."""
+        out = {t: c.export_speeds() for t, c in self.cloakers.items()}
+        return {t: v for t, v in out.items() if v}
+
+    def restore_speeds(self, tiles: Mapping[str, Mapping[str, float]]) -> None:
+        """Speeds a previous process saw, in their tiles."""
+        for t, speeds in tiles.items():
+            self.cloaker(t).restore_speeds(speeds)
+
     def pending(self) -> int:
         """Requests waiting in every tile (temporal cloaking)."""
         return sum(c.pending() for c in self.cloakers.values())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -80,6 +80,9 @@ class UserTable:
         self.gen: I64 = np.zeros(cap, dtype=np.int64)
         """Incremented each time a slot is (re)assigned, to tell reused slots apart."""
         self._free: list[int] = list(range(cap - 1, -1, -1))
+        self._known_speeds: dict[str, float] = {}
+        """Speeds (m/s) a previous process saw, given to each user at her first report here."""
+        self._seeded: list[int] = []
         # load (or compile, about a second) the kernel now, not at the first report
         self._record(np.empty(0, dtype=np.int64), np.empty(0), np.empty(0), 0.0)
 
@@ -120,7 +123,27 @@ class UserTable:
             self.slot_ids[slot] = user_id
             self.alive[slot] = True
             self.gen[slot] += 1
+            if user_id in self._known_speeds:
+                self._seeded.append(slot)
         return slot
+
+    def know_speeds(self, speeds: Mapping[str, float]) -> None:
+        """Speeds (m/s) a previous process saw users move at (:meth:`fast_users`): each user
+        starts from hers at her next first report, instead of from 0 (a restarted anonymizer
+        would otherwise take a driver for a pedestrian until it has timed a chord of hers)."""
+        for uid, v in speeds.items():
+            if math.isfinite(v) and v > 0:
+                self._known_speeds[uid] = max(float(v), self._known_speeds.get(uid, 0.0))
+
+    def fast_users(self, above_m_s: float) -> dict[str, float]:
+        """Users seen moving faster than ``above_m_s``, and their ``vmax`` (m/s); with the
+        speeds given by :meth:`know_speeds` not yet claimed by a first report."""
+        out = {u: v for u, v in self._known_speeds.items() if v > above_m_s}
+        for uid, slot in self.ids.items():
+            v = float(self.vmax[slot])
+            if v > above_m_s:
+                out[uid] = max(v, out.get(uid, 0.0))
+        return out
 
     def update(self, user_id: str, x_m: float, y_m: float, now: float) -> int:
         """Record the latest position of ``user_id``; returns its slot."""
@@ -133,6 +156,13 @@ class UserTable:
             slots, xs, ys, float(now), self.x, self.y, self.t, self.px, self.py, self.pt,
             self.ax, self.ay, self.at, self.vmax, self.sx, self.sy, self.still_t,
         )  # fmt: skip
+        if self._seeded:  # first reports of users whose speed a previous process saw
+            for slot in self._seeded:
+                uid = self.slot_ids[slot]
+                if uid is not None:
+                    known = self._known_speeds.pop(uid, 0.0)
+                    self.vmax[slot] = max(float(self.vmax[slot]), known)
+            self._seeded.clear()
 
     def update_many(self, user_ids: Sequence[str], xy_m: F64, now: float) -> I64:
         """Vectorised :meth:`update` of ``len(user_ids)`` users; ``xy_m`` has shape (n, 2).
