@@ -255,8 +255,8 @@ def test_success_wherever_a_centred_region_would_fit(phase: float) -> None:
     at every phase of the partition's grids. Split lines on data-independent grids (no edge at
     a member's coordinate) leave a few more users in some leaves than exact rank splits did:
     97.8-99.4 % over the grid's phase (mean 98.4 %), against 99.1 % for rank splits half-way
-    between users; leaves too wide for A_max answering their core brought it to 98.8-99.8 %
-    over 20 phases (mean 99.3 %)."""
+    between users; leaves too wide for A_max answering their core brought it to 98.6-99.9 %
+    over 20 phases (mean 99.3 %; benchmarks/study_cores.py)."""
     rng = np.random.default_rng(7)
     n = 4000
     xy = rng.uniform(0, 10_000, (n, 2))

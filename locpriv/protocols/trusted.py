@@ -136,7 +136,7 @@ class TrustedCore:
     def restore_sessions(self, records: SessionRecords, now: float) -> int:
         """Go on with the sessions (and speeds) a previous process exported; returns how many
         sessions."""
-        self.anonymizer.cloakers.restore_speeds(records.speeds)
+        self.anonymizer.cloakers.restore_speeds(records.speeds, now)
         return self.anonymizer.cloakers.restore_sessions(records.tiles, now)
 
     def users_per_tile(self) -> dict[str, int]:

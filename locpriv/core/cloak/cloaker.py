@@ -202,6 +202,11 @@ class _Session:
     answered, box, member -> her fix (x, y, t) then)."""
 
 
+_CARRIED = ("k", "session_s", "last", "seed", "count", "pool")
+"""The fields of a :class:`_Session` that a :class:`SessionRecord` carries besides its user
+and members (same names in both)."""
+
+
 class Cloaker:
     """Spatio-temporal cloaking over moving users (sans-I/O; the caller supplies ``now`` in s).
 
@@ -515,18 +520,9 @@ class Cloaker:
             if s.audits:
                 self._audit(s)
             unaudited = {u for _t, _box, fixes in s.audits for u in fixes}
-            out.append(
-                SessionRecord(
-                    user=user,
-                    members=[u for u in s.members if u not in unaudited],
-                    k=s.k,
-                    session_s=s.session_s,
-                    last=s.last,
-                    seed=s.seed,
-                    count=s.count,
-                    pool=s.pool,
-                )
-            )
+            kept = [u for u in s.members if u not in unaudited]
+            carried = {f: getattr(s, f) for f in _CARRIED}
+            out.append(SessionRecord(user=user, members=kept, **carried))
         return out
 
     def restore_sessions(self, records: Sequence[SessionRecord], now: float) -> int:
@@ -537,16 +533,8 @@ class Cloaker:
         for r in records:
             if now - r.last > r.session_s or r.user in self._sessions:
                 continue
-            members = list(dict.fromkeys(r.members))  # no member twice
-            self._sessions[r.user] = _Session(
-                members=members,
-                k=r.k,
-                session_s=r.session_s,
-                last=r.last,
-                seed=r.seed,
-                count=r.count,
-                pool=r.pool,
-            )
+            carried = r.model_dump(include=set(_CARRIED))
+            self._sessions[r.user] = _Session(members=list(dict.fromkeys(r.members)), **carried)
             got += 1
         self.session_counts["restored"] += got
         return got
@@ -557,10 +545,10 @@ class Cloaker:
         cfg = self.config
         return self.table.fast_users(cfg.session_speed_m_s / max(1.0, cfg.session_speed_factor))
 
-    def restore_speeds(self, speeds: Mapping[str, float]) -> None:
+    def restore_speeds(self, speeds: Mapping[str, float], now: float) -> None:
         """Speeds a previous process saw (:meth:`export_speeds`), each given to its user at
-        her first report here."""
-        self.table.know_speeds(speeds)
+        her first report here, or forgotten after ``user_ttl_s`` without one."""
+        self.table.know_speeds(speeds, now)
 
     def _live_session(self, user_id: str, p: CloakParams, now: float) -> _Session | None:
         """The user's session if it goes on (same k, last request within ``session_s``)."""

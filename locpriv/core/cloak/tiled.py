@@ -102,10 +102,10 @@ class TileCloakers:
         out = {t: c.export_speeds() for t, c in self.cloakers.items()}
         return {t: v for t, v in out.items() if v}
 
-    def restore_speeds(self, tiles: Mapping[str, Mapping[str, float]]) -> None:
+    def restore_speeds(self, tiles: Mapping[str, Mapping[str, float]], now: float) -> None:
         """Speeds a previous process saw, in their tiles."""
         for t, speeds in tiles.items():
-            self.cloaker(t).restore_speeds(speeds)
+            self.cloaker(t).restore_speeds(speeds, now)
 
     def pending(self) -> int:
         """Requests waiting in every tile (temporal cloaking)."""

@@ -80,8 +80,9 @@ class UserTable:
         self.gen: I64 = np.zeros(cap, dtype=np.int64)
         """Incremented each time a slot is (re)assigned, to tell reused slots apart."""
         self._free: list[int] = list(range(cap - 1, -1, -1))
-        self._known_speeds: dict[str, float] = {}
-        """Speeds (m/s) a previous process saw, given to each user at her first report here."""
+        self._known_speeds: dict[str, tuple[float, float]] = {}
+        """Speeds (m/s) a previous process saw, and since when (s) they wait here: given to
+        each user at her first report, forgotten by :meth:`expire` like a silent user."""
         self._seeded: list[int] = []
         # load (or compile, about a second) the kernel now, not at the first report
         self._record(np.empty(0, dtype=np.int64), np.empty(0), np.empty(0), 0.0)
@@ -127,18 +128,20 @@ class UserTable:
                 self._seeded.append(slot)
         return slot
 
-    def know_speeds(self, speeds: Mapping[str, float]) -> None:
+    def know_speeds(self, speeds: Mapping[str, float], now: float) -> None:
         """Speeds (m/s) a previous process saw users move at (:meth:`fast_users`): each user
-        starts from hers at her next first report, instead of from 0 (a restarted anonymizer
-        would otherwise take a driver for a pedestrian until it has timed a chord of hers)."""
+        starts from hers at her first report after ``now`` (s), instead of from 0 (a restarted
+        anonymizer would otherwise take a driver for a pedestrian until it has timed a chord
+        of hers). One that no report claims within the TTL is forgotten (:meth:`expire`)."""
         for uid, v in speeds.items():
             if math.isfinite(v) and v > 0:
-                self._known_speeds[uid] = max(float(v), self._known_speeds.get(uid, 0.0))
+                old = self._known_speeds.get(uid, (0.0, now))[0]
+                self._known_speeds[uid] = (max(float(v), old), now)
 
     def fast_users(self, above_m_s: float) -> dict[str, float]:
         """Users seen moving faster than ``above_m_s``, and their ``vmax`` (m/s); with the
         speeds given by :meth:`know_speeds` not yet claimed by a first report."""
-        out = {u: v for u, v in self._known_speeds.items() if v > above_m_s}
+        out = {u: v for u, (v, _) in self._known_speeds.items() if v > above_m_s}
         for uid, slot in self.ids.items():
             v = float(self.vmax[slot])
             if v > above_m_s:
@@ -160,7 +163,7 @@ class UserTable:
             for slot in self._seeded:
                 uid = self.slot_ids[slot]
                 if uid is not None:
-                    known = self._known_speeds.pop(uid, 0.0)
+                    known, _ = self._known_speeds.pop(uid, (0.0, now))
                     self.vmax[slot] = max(float(self.vmax[slot]), known)
             self._seeded.clear()
 
@@ -206,6 +209,10 @@ class UserTable:
             self._release(slot)
         if len(stale):
             log.debug("expired %d stale users", len(stale))
+        if self._known_speeds:  # carried speeds nobody claimed within the TTL
+            gone = [u for u, (_, since) in self._known_speeds.items() if since < now - ttl_s]
+            for uid in gone:
+                del self._known_speeds[uid]
         return len(stale)
 
     def oldest_update(self) -> float | None:
