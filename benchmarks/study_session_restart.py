@@ -2,7 +2,8 @@
 
 Twelve askers ask every 60 s in 10-minute sessions (k = 5) among random walkers who report
 every 10 s; the cloaker is replaced by a fresh one at minute 5, carrying its sessions over
-(``export_sessions`` / ``restore_sessions``) or not. Per setting: each asker's intersection of
+(``export_sessions`` / ``restore_sessions``: what ``[state] sessions_file`` holds after the last
+answer, so a crash then carries the same) or not. Per setting: each asker's intersection of
 the users inside all her regions (the attacker knows every position), and the share below k.
 The set-up is ``tests/test_session_restart.py``'s.
 

@@ -76,7 +76,7 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
                                        # "credential:NAME"): DS tags its answers, the mediator
                                        # relays only tagged ones; empty: answers not checked
     journal_file = ""                  # pending temporal cloaks, answered at the next start
-    sessions_file = ""                 # sessions kept over a clean restart (needs token_key_file)
+    sessions_file = ""                 # sessions kept over restarts, crashes (needs token_key_file)
 
     [mqtt]
     client_id = ""                     # empty: "locpriv-anonymizer-<secret>", derived from the
@@ -217,10 +217,11 @@ class StateSection(_Section):
     copies a unit's ``LoadCredential=`` lines give that unit only (locpriv.credentials); a
     service not given that credential refuses to start. ``journal_file``: pending temporal
     cloaks, answered ``unavailable`` by the next run. None ever holds a position or a user id.
-    ``sessions_file``: the anonymizer's historical k-anonymity sessions, written at a clean
-    shutdown and read (then deleted) at the next start, so that sessions go on with the same
-    sets: members' ids, never a position, encrypted under a key derived from the token key
-    (it needs ``token_key_file``).
+    ``sessions_file``: the anonymizer's historical k-anonymity sessions, written before it
+    publishes answers made after a session changed (and at a clean stop) and read at the next
+    start, after a crash too, so that sessions go on with the same sets: members' ids and the
+    fixes of those still to be audited, encrypted under a key derived from the token key (it
+    needs ``token_key_file``).
     """
 
     token_key_file: str = ""

@@ -14,7 +14,7 @@ import pytest
 from numpy.typing import NDArray
 
 from locpriv.core.cloak.cloaker import Cloaker
-from locpriv.core.cloak.session_records import SessionRecord
+from locpriv.core.cloak.session_records import SessionRecord, SessionRecords
 from locpriv.core.cloak.types import CloakConfig, CloakParams
 
 SIDE = 3000.0
@@ -75,7 +75,10 @@ def test_sessions_carried_over_a_restart_keep_k(n: int, speed: float, seed: int)
     assert sum(s < 5 for s in forgot) >= len(forgot) // 2, forgot  # the hole it closes
 
 
-def test_records_leave_out_members_with_an_audit_pending_and_ended_sessions() -> None:
+def test_records_carry_pending_audits_which_the_next_process_runs() -> None:
+    """A session written right after a thin region has every member of it pending: the record
+    keeps them with their audits, and the next process drops, at her first fix there, a
+    member who was outside that region when it was answered, as this one would have."""
     rng = np.random.default_rng(3)
     n = 800
     xy = rng.uniform(0.0, SIDE, (n, 2))
@@ -88,20 +91,44 @@ def test_records_leave_out_members_with_an_audit_pending_and_ended_sessions() ->
     for a in range(20):
         assert ck.request(("a", a), ids[a], p, 10.5) is not None
     live = ck._sessions
-    pending = {u for s in live.values() for _t, _b, fixes in s.audits for u in fixes}
-    recs = {r.user: r for r in ck.export_sessions(20.0)}
+    before = ck.revision.value
+    recs = {r.user: r for r in ck.export_sessions(10.6)}
     assert set(recs) == set(live)
+    pending = 0
     for user, r in recs.items():
-        assert not set(r.members) & {u for _t, _b, f in live[user].audits for u in f}
-        assert set(r.members) <= set(live[user].members)
-        assert r.seed == live[user].seed and r.k == 5
+        assert r.members == live[user].members and r.seed == live[user].seed and r.k == 5
+        assert [(a.t, a.box, a.fixes) for a in r.audits] == live[user].audits
+        pending += sum(len(a.fixes) for a in r.audits)
     assert pending  # thin regions answered from dead-reckoned positions, audits pending
-    assert any(len(r.members) < len(live[r.user].members) for r in recs.values())
-    assert ck.export_sessions(10.5 + 121.0) == []  # ended: nothing to carry
+    # through the file's model and JSON, as a crash would leave them
+    file = SessionRecords(saved_at=10.6, tiles={"world": list(recs.values())})
+    back = SessionRecords.model_validate_json(file.model_dump_json()).tiles["world"]
+    assert back == list(recs.values())
+    user, r = next((u, r) for u, r in recs.items() if r.audits)
+    t_ans, x1, fixes = r.audits[0].t, r.audits[0].box[2], r.audits[0].fixes
+    out = next(u for u in fixes if u != user)  # she walks out: at t_ans she was outside
+    bx, by, bt = fixes[out]
     fresh = Cloaker(cfg, phase=0.4)
-    assert fresh.restore_sessions(list(recs.values()), 10.5 + 121.0) == 0
-    assert fresh.restore_sessions(list(recs.values()), 30.0) == len(recs)
+    assert fresh.restore_sessions(back, 10.6) == len(recs)
+    assert fresh.revision.value > 0 and ck.revision.value == before
+    t_new = 2 * t_ans - bt  # her next fix: at t_ans she was midway
+    moved = xy + 1.0
+    moved[int(out[1:])] = (2 * (x1 + 20.0) - bx, by)
+    fresh.update_many(ids, moved, now=t_new)
+    ck.update_many(ids, moved, now=t_new)  # what the process that answered does
+    again = {q.user: q for q in fresh.export_sessions(t_new)}
+    assert again == {q.user: q for q in ck.export_sessions(t_new)}
+    assert out not in again[user].members and out in r.members
+    assert not any(q.audits for q in again.values())  # everyone reported: nothing pending
+    assert fresh.session_counts["audit_dropped"] == ck.session_counts["audit_dropped"] >= 1
     assert fresh.session_counts["restored"] == len(recs)
+    # what a write after the last one carries: the sessions changed since, and only those
+    mark = ck.revision.value
+    assert ck.export_sessions(t_new, since=mark) == []
+    assert ck.request(("again", 0), user, p, t_new + 0.5) is not None
+    assert [q.user for q in ck.export_sessions(t_new + 0.5, since=mark)] == [user]
+    assert ck.export_sessions(t_new + 0.5 + 121.0) == []  # ended: nothing to carry
+    assert Cloaker(cfg, phase=0.4).restore_sessions(back, 10.5 + 121.0) == 0
 
 
 def test_seen_speeds_go_over_a_restart_to_each_users_first_report() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from locpriv.config import ServiceConfig, StateSection
-from locpriv.core.cloak.session_records import SessionRecord, SessionRecords
+from locpriv.core.cloak.session_records import AuditRecord, SessionRecord, SessionRecords
 from locpriv.errors import ConfigError
 from locpriv.service.anonymizer import AnonymizerService
 from locpriv.service.sessions_file import SessionsFile
@@ -43,10 +43,8 @@ def test_round_trip_sealed_and_private(tmp_path: Path) -> None:
     assert SessionsFile(f.path, key).load() == _records()
     f.save(_records())  # a fresh nonce per write
     assert f.path.read_bytes() != raw
-    f.clear()
-    assert not f.path.exists()
-    assert f.load() is None
-    f.clear()  # a missing file is fine
+    f.path.unlink()
+    assert f.load() is None  # no file: no sessions
 
 
 @pytest.mark.parametrize(
@@ -79,25 +77,116 @@ def test_a_file_that_is_not_ours_is_ignored_and_logged(
     assert "alice" not in caplog.text
 
 
-def test_records_that_break_the_model_are_refused(tmp_path: Path) -> None:
+def _sealed(f: SessionsFile, payload: object) -> bytes:
+    """A one-frame file holding ``payload`` as JSON, sealed as :class:`SessionsFile` seals
+    (magic, generation, length, nonce, AES-GCM over the magic, generation and index)."""
+    gen = secrets.token_bytes(16)
+    nonce = secrets.token_bytes(12)
+    aad = b"LPS2" + gen + (0).to_bytes(8, "big")
+    body = nonce + f._aead.encrypt(nonce, json.dumps(payload).encode(), aad)
+    return b"LPS2" + gen + len(body).to_bytes(4, "big") + body
+
+
+def test_records_that_break_the_model_are_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Sealed under the right key but not valid (a bad field, an unknown version): ignored."""
     key = secrets.token_bytes(32)
     f = SessionsFile(tmp_path / "sessions.bin", key)
-    for change in ({"k": 0}, {"members": ["x" * 300]}, {"last": "nan"}, {"speed": -1.0}):
+    f.path.write_bytes(_sealed(f, _records().model_dump()))
+    assert f.load() == _records()  # the helper seals as the file does
+    bad_audit = {"t": 1.0, "box": [0, 0, 1, 1], "fixes": {"bob-91c2": [1.0, 2.0, "nan"]}}
+    changes: list[dict[str, object]] = [
+        {"k": 0},
+        {"members": ["x" * 300]},
+        {"last": "nan"},
+        {"speed": -1.0},
+        {"audits": [bad_audit]},
+        {"audits": [{"t": 1.0, "box": [0, 0, 1], "fixes": {}}]},
+    ]
+    for change in changes:
         bad = _records().model_dump()
         if "speed" in change:
             bad["speeds"]["t3_-2"]["car-1"] = change["speed"]
         else:
             bad["tiles"]["t3_-2"][0].update(change)
-        nonce = secrets.token_bytes(12)
-        body = f._aead.encrypt(nonce, json.dumps(bad).encode(), b"LPS1")  # the file's sealing
-        f.path.write_bytes(b"LPS1" + nonce + body)
-        assert f.load() is None, change
-    newer = _records().model_dump() | {"version": 2}
-    nonce = secrets.token_bytes(12)
-    body = f._aead.encrypt(nonce, json.dumps(newer).encode(), b"LPS1")
-    f.path.write_bytes(b"LPS1" + nonce + body)
+        f.path.write_bytes(_sealed(f, bad))
+        with caplog.at_level(logging.ERROR, logger="locpriv.service.sessions_file"):
+            assert f.load() is None, change
+        assert "holds no valid sessions" in caplog.text
+        caplog.clear()
+    f.path.write_bytes(_sealed(f, _records().model_dump() | {"version": 2}))
     assert f.load() is None
+
+
+def _later() -> SessionRecords:
+    """Alice's session after one more request (a member fewer, an audit pending) and a new
+    session of Fay's, in the same tile; another fast user."""
+    alice = _records().tiles["t3_-2"][0]
+    audit = AuditRecord(
+        t=1_790_000_070.0,
+        box=(0.0, 0.0, 400.0, 300.0),
+        fixes={"bob-91c2": (5.0, 6.0, 1_790_000_060.0)},
+    )
+    alice2 = alice.model_copy(update={"members": alice.members[:4], "count": 5, "audits": [audit]})
+    fay = alice.model_copy(
+        update={"user": "fay-0001", "members": ["fay-0001", *alice.members[1:4]]}
+    )
+    return SessionRecords(
+        saved_at=1_790_000_075.0, tiles={"t3_-2": [alice2, fay]}, speeds={"t3_-2": {"bus-2": 9.0}}
+    )
+
+
+def test_frames_appended_apply_in_order(tmp_path: Path) -> None:
+    key = secrets.token_bytes(32)
+    f = SessionsFile(tmp_path / "sessions.bin", key)
+    assert not f.append(_later())  # no whole file written yet: nothing appended
+    assert not f.path.exists()
+    f.save(_records())
+    base = f.path.stat().st_size
+    assert f.base_bytes == base and f.appended_bytes == 0
+    assert f.append(_later())
+    assert f.appended_bytes == f.path.stat().st_size - base > 0
+    assert os.stat(f.path).st_mode & 0o777 == 0o600
+    got = SessionsFile(f.path, key).load()
+    assert got is not None and got.saved_at == _later().saved_at
+    by_user = {r.user: r for r in got.tiles["t3_-2"]}
+    assert by_user == {r.user: r for r in _later().tiles["t3_-2"]}  # the later records win
+    assert got.speeds == {"t3_-2": {"car-1": 11.5, "bus-2": 9.0}}
+    f.save(_records())  # a whole write starts a fresh file
+    assert SessionsFile(f.path, key).load() == _records()
+
+
+@pytest.mark.parametrize("spoil", ["torn", "flipped", "swapped", "foreign"])
+def test_a_frame_cut_short_altered_or_moved_ends_the_file(
+    tmp_path: Path, spoil: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What comes before the first bad frame is read; nothing after it (a crash during an
+    append leaves a torn last frame, whose answers were never published)."""
+    key = secrets.token_bytes(32)
+    f = SessionsFile(tmp_path / "sessions.bin", key)
+    f.save(_records())
+    base = f.path.read_bytes()
+    assert f.append(_later())
+    one = f.path.read_bytes()
+    assert f.append(_records())
+    two = f.path.read_bytes()
+    b, c = one[len(base) :], two[len(one) :]
+    if spoil == "torn":
+        f.path.write_bytes(one[:-5])
+    elif spoil == "flipped":
+        f.path.write_bytes(base + b[:40] + bytes([b[40] ^ 1]) + b[41:] + c)
+    elif spoil == "swapped":
+        f.path.write_bytes(base + c + b)
+    else:  # a frame of another file, sealed under the same key
+        g = SessionsFile(tmp_path / "other.bin", key)
+        g.save(_records())
+        g.append(_later())
+        f.path.write_bytes(base + g.path.read_bytes()[len(g.path.read_bytes()) - len(b) :])
+    with caplog.at_level(logging.WARNING, logger="locpriv.service.sessions_file"):
+        assert SessionsFile(f.path, key).load() == _records()
+    assert ("cut short" if spoil == "torn" else "altered") in caplog.text
+    assert "alice" not in caplog.text
 
 
 def test_a_sessions_file_without_a_token_key_stops_the_anonymizer(tmp_path: Path) -> None:

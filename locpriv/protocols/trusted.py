@@ -125,12 +125,19 @@ class TrustedCore:
         """What session cloaks did in every tile (:meth:`TileCloakers.session_counts`)."""
         return self.anonymizer.cloakers.session_counts()
 
-    def export_sessions(self, now: float) -> SessionRecords:
-        """The live sessions and fast users' speeds of every tile, to carry over a clean
-        restart."""
+    @property
+    def sessions_revision(self) -> int:
+        """Grows whenever a session may have changed (:attr:`TileCloakers.sessions_revision`)."""
+        return self.anonymizer.cloakers.sessions_revision
+
+    def export_sessions(self, now: float, since: int = -1) -> SessionRecords:
+        """The live sessions (those changed after revision ``since``; -1: all) and fast
+        users' speeds of every tile, to carry over a restart or a crash."""
         cloakers = self.anonymizer.cloakers
         return SessionRecords(
-            saved_at=now, tiles=cloakers.export_sessions(now), speeds=cloakers.export_speeds()
+            saved_at=now,
+            tiles=cloakers.export_sessions(now, since),
+            speeds=cloakers.export_speeds(),
         )
 
     def restore_sessions(self, records: SessionRecords, now: float) -> int:

@@ -7,7 +7,8 @@ derived from the broker password), reply topic and status topic get the suffix `
 and so do its ``[state] journal_file`` (``pending.json`` -> ``pending-s{I}of{N}.json``) and
 ``sessions_file``: shards on one host never overwrite each other's files. Both are the
 anonymizer's alone (DS, sharing the configuration file, has neither). With a ``sessions_file``
-the live sessions are saved at a clean stop and carried on at the next start
+the live sessions are written before every answer made after one of them changed, and at a
+clean stop, and the next start goes on with them, after a crash too
 (:mod:`locpriv.service.sessions_file`). Every process publishes the retained
 deployment configuration on ``{prefix}/v1/config`` after each (re)connection, from which
 clients compute their tile.
@@ -16,6 +17,8 @@ clients compute their tile.
 from __future__ import annotations
 
 import logging
+import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +81,7 @@ class AnonymizerService(ServiceDriver):
             limits=machine.limits,
         )
         self.sessions_file: SessionsFile | None = None
-        """Sessions kept over a clean restart (``[state] sessions_file``), or None."""
+        """Sessions kept over a restart or a crash (``[state] sessions_file``), or None."""
         if config.state.sessions_file:
             key = read_key(config.state.token_key_file or None, "token")
             if key is None:
@@ -101,31 +104,59 @@ class AnonymizerService(ServiceDriver):
             journal_file=journal,
             on_start=self._restore_sessions if self.sessions_file else None,
             on_stop=self._save_sessions if self.sessions_file else None,
+            before_emit=self._persist_sessions if self.sessions_file else None,
             **driver,
         )
         self.trusted = machine
+        self._saved: int | None = None
+        """:attr:`TrustedCore.sessions_revision` when the sessions file was last written
+        (None: write it whole next)."""
+        self._save_failed_at = -math.inf
 
     def _restore_sessions(self, now: float) -> None:
-        """Go on with the sessions the previous run saved at its clean shutdown; the file is
-        deleted, so that a crash later never makes the next run read it again."""
+        """Go on with the sessions the previous run wrote (before its last answers, or at its
+        clean stop). The file stays until the next write: a crash before then finds the same
+        sessions again."""
         assert self.sessions_file is not None
         records = self.sessions_file.load()
-        try:
-            self.sessions_file.clear()
-        except OSError as exc:
-            log.error("anonymizer: cannot delete the sessions file: %s", exc)
-        if records is None:
+        if records is not None:
+            got = self.trusted.restore_sessions(records, now)
+            fast = sum(len(v) for v in records.speeds.values())
+            log.warning(
+                "anonymizer: went on with %d sessions saved by the last run (and the speeds "
+                "of %d fast users)",
+                got,
+                fast,
+            )
+        self._persist_sessions(now)  # whole again: the next crash finds this run's sessions
+
+    def _persist_sessions(self, now: float) -> None:
+        """Before answers go out: write the sessions changed since the last write (the whole
+        set of them when the appended frames outgrow the last whole write, 1 MiB at least),
+        so that a crash after an answer never loses the set it was made from (a set only
+        shrinks, so the file never holds a set larger than what was answered). A failed write
+        is logged (at most once a minute) and retried, whole, before the next answers; the
+        answers go out all the same."""
+        file = self.sessions_file
+        assert file is not None
+        revision = self.trusted.sessions_revision
+        saved = self._saved
+        if revision == saved:
             return
-        got = self.trusted.restore_sessions(records, now)
-        fast = sum(len(v) for v in records.speeds.values())
-        log.warning(
-            "anonymizer: went on with %d sessions saved at the last shutdown (and the speeds "
-            "of %d fast users)",
-            got,
-            fast,
-        )
+        try:
+            grown = file.appended_bytes > max(file.base_bytes, 1 << 20)
+            if saved is None or grown or not file.append(self.trusted.export_sessions(now, saved)):
+                file.save(self.trusted.export_sessions(now))
+        except OSError as exc:
+            self._saved = None
+            if time.monotonic() - self._save_failed_at >= 60.0:
+                self._save_failed_at = time.monotonic()
+                log.error("anonymizer: cannot write the sessions file: %s", exc)
+            return
+        self._saved = revision
 
     def _save_sessions(self, now: float) -> None:
+        """At a clean stop: every session, whole."""
         assert self.sessions_file is not None
         records = self.trusted.export_sessions(now)
         self.sessions_file.save(records)

@@ -16,7 +16,9 @@ waiting for DS or for a temporal cloak - is answered ``unavailable``. A task tha
 connection that keeps dropping what we publish (:class:`~locpriv.service.health.PublishHealth`),
 ends :meth:`ServiceDriver.run` with :class:`~locpriv.errors.ServiceFailure`, so the process exits
 non-zero and its supervisor restarts it. Requests a crash would lose are journaled
-(:class:`~locpriv.service.journal.Journal`) and answered ``unavailable`` by the next run.
+(:class:`~locpriv.service.journal.Journal`) and answered ``unavailable`` by the next run;
+state whose loss in a crash would weaken what was already answered (the anonymizer's sessions)
+is written by ``before_emit`` before the answers it led to are published.
 Reconnections alone never end it: a session taken over by another client with the service's
 client id (:mod:`locpriv.service.identity`) is taken back by the transport's reconnection, the
 machine keeps every accepted request, and a storm of them is a log line and a metric
@@ -100,6 +102,7 @@ class ServiceDriver:
         journal_file: str = "",
         on_start: Callable[[float], None] | None = None,
         on_stop: Callable[[float], None] | None = None,
+        before_emit: Callable[[float], None] | None = None,
     ) -> None:
         self.url = url
         self.status_name = status_name or name
@@ -143,6 +146,9 @@ class ServiceDriver:
         """Called with ``clock()`` before the first message is handled (state to restore)."""
         self._on_stop = on_stop
         """Called with ``clock()`` after a clean stop, once no message is handled any more."""
+        self._before_emit = before_emit
+        """Called with ``clock()`` before effects go to the publishers (state to persist
+        before anyone can see what it led to); what it raises is logged, never stops them."""
         self.journal = Journal(journal_file) if journal_file else None
         """This process's own journal (none without a file): the anonymizer's, never DS's."""
         self._journal_revision = -1
@@ -447,6 +453,12 @@ class ServiceDriver:
         return self.dispatcher.route(topic)
 
     def _emit(self, effects: list[Send]) -> None:
+        if effects and self._before_emit is not None:
+            try:
+                self._before_emit(self.clock())
+            except Exception:  # persisting state must never hold an answer back
+                self.stats["internal"] += 1
+                log.exception("%s: failed saving state before answering", self.name)
         metrics = self.metrics
         for effect in effects:
             if metrics is not None:

@@ -35,7 +35,7 @@ metric                                 type       labels
                                                   - members the self-audit dropped;
                                                   ``rekeys`` - sessions restarted;
                                                   ``restored`` - sessions carried over a
-                                                  clean restart)
+                                                  restart or a crash)
 =====================================  =========  ============================================
 
 Labels never hold a user id, a correlation id or a position. Latencies are monotonic seconds

@@ -66,7 +66,7 @@ from locpriv.core.cloak.partition import (
     cloak_once,
     shared_region,
 )
-from locpriv.core.cloak.session_records import SessionRecord
+from locpriv.core.cloak.session_records import AuditRecord, SessionRecord
 from locpriv.core.cloak.types import (
     CloakConfig,
     CloakOutcome,
@@ -200,11 +200,20 @@ class _Session:
     ] = field(default_factory=list)
     """Regions answered from dead-reckoned positions, not yet checked for every member: (time
     answered, box, member -> her fix (x, y, t) then)."""
+    rev: int = 0
+    """The cloaker's :attr:`Cloaker.revision` at this session's last change."""
+
+
+@dataclass(slots=True)
+class Revision:
+    """A counter of session changes, shared by the cloakers that hold it."""
+
+    value: int = 0
 
 
 _CARRIED = ("k", "session_s", "last", "seed", "count", "pool")
-"""The fields of a :class:`_Session` that a :class:`SessionRecord` carries besides its user
-and members (same names in both)."""
+"""The fields of a :class:`_Session` that a :class:`SessionRecord` carries besides its user,
+members and audits (same names in both)."""
 
 
 class Cloaker:
@@ -220,6 +229,7 @@ class Cloaker:
         *,
         rng: np.random.Generator | None = None,
         phase: float | None = None,
+        revision: Revision | None = None,
     ) -> None:
         self.config = config
         self._rng = rng if rng is not None else np.random.default_rng()
@@ -245,6 +255,12 @@ class Cloaker:
         could be built; with a slack only); ``audit_dropped``, members the self-audit found
         outside a thin region they were counted in; ``rekeys``, sessions restarted with a
         fresh set (``CloakConfig.session_rekey_factor``)."""
+        self.revision = revision if revision is not None else Revision()
+        """Grows whenever a session may have changed (a request of one, a set that starts,
+        shrinks or ends, an audit); cloakers may share one (every tile's, in
+        :class:`~locpriv.core.cloak.tiled.TileCloakers`). A driver that keeps sessions over a
+        crash writes those changed after the revision it last wrote
+        (:meth:`export_sessions`) before it publishes an answer made after a change."""
 
     # ----------------------------------------------------------------- users
     def update(self, user_id: str, x_m: float, y_m: float, now: float) -> list[CloakOutcome]:
@@ -456,6 +472,7 @@ class Cloaker:
                     return got, why
                 # re-keyed (opt-in, weakens the guarantee): a fresh set from the current leaf
                 del self._sessions[user_id]
+                self.revision.value += 1
                 self.session_counts["rekeys"] += 1
         region, reason, held = self._shared_attempt(snap, i, p)
         if region is not None and p.session_s > 0:
@@ -509,20 +526,28 @@ class Cloaker:
         shared, _, _ = self._shared_attempt(snap, i, p)
         return shared is not None and got.area_m2 > factor * shared.area_m2
 
-    def export_sessions(self, now: float) -> list[SessionRecord]:
-        """The sessions still live at ``now``, to carry over a restart
-        (:mod:`~locpriv.core.cloak.session_records`: no positions; members whose audit is
-        pending are left out, since the next process could not audit them)."""
+    def export_sessions(self, now: float, since: int = -1) -> list[SessionRecord]:
+        """The sessions still live at ``now`` that changed after revision ``since`` (-1:
+        all), to carry over a restart or a crash (:mod:`~locpriv.core.cloak.session_records`):
+        audits are run first against the fixes this process has, and those still pending go
+        with the record (the members' fixes before each thin region), for the next process to
+        run at their next fixes."""
         out: list[SessionRecord] = []
         for user, s in self._sessions.items():
-            if now - s.last > s.session_s:
+            if s.rev <= since or now - s.last > s.session_s:
                 continue
             if s.audits:
                 self._audit(s)
-            unaudited = {u for _t, _box, fixes in s.audits for u in fixes}
-            kept = [u for u in s.members if u not in unaudited]
+            audits = [
+                AuditRecord.model_construct(t=t, box=box, fixes=dict(fixes))
+                for t, box, fixes in s.audits
+            ]
             carried = {f: getattr(s, f) for f in _CARRIED}
-            out.append(SessionRecord(user=user, members=kept, **carried))
+            out.append(
+                SessionRecord.model_construct(
+                    user=user, members=list(s.members), audits=audits, **carried
+                )
+            )
         return out
 
     def restore_sessions(self, records: Sequence[SessionRecord], now: float) -> int:
@@ -534,9 +559,21 @@ class Cloaker:
             if now - r.last > r.session_s or r.user in self._sessions:
                 continue
             carried = r.model_dump(include=set(_CARRIED))
-            self._sessions[r.user] = _Session(members=list(dict.fromkeys(r.members)), **carried)
+            members = list(dict.fromkeys(r.members))
+            known = set(members)
+            audits = [
+                (a.t, a.box, {u: f for u, f in a.fixes.items() if u in known}) for a in r.audits
+            ]
+            self._sessions[r.user] = _Session(
+                members=members,
+                audits=[a for a in audits if a[2]],
+                rev=self.revision.value + 1,
+                **carried,
+            )
             got += 1
         self.session_counts["restored"] += got
+        if got:
+            self.revision.value += 1
         return got
 
     def export_speeds(self) -> dict[str, float]:
@@ -561,6 +598,7 @@ class Cloaker:
             return None
         if session.k != p.k or now - session.last > max(session.session_s, p.session_s):
             del self._sessions[user_id]
+            self.revision.value += 1
             return None
         session.session_s = p.session_s
         return session
@@ -569,6 +607,8 @@ class Cloaker:
         self, snap: _Snapshot, i: int, session: _Session, p: CloakParams, now: float
     ) -> tuple[CloakRegion | None, str]:
         cfg = self.config
+        self.revision.value += 1  # its last request changes at least
+        session.rev = self.revision.value
         if session.audits:
             self._audit(session)
         rows: list[int] = []

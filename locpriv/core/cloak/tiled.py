@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 
-from locpriv.core.cloak.cloaker import Cloaker
+from locpriv.core.cloak.cloaker import Cloaker, Revision
 from locpriv.core.cloak.session_records import SessionRecord
 from locpriv.core.cloak.types import CloakConfig, CloakOutcome, CloakParams, check_params
 from locpriv.core.tiles import Tiling
@@ -59,11 +59,14 @@ class TileCloakers:
         self._due: dict[str, float | None] = {}
         self._heap: list[tuple[float, str]] = []
         self._dirty: set[str] = set()
+        self.revision = Revision()
+        """Shared by every tile's cloaker (:attr:`Cloaker.revision`)."""
 
     @classmethod
     def of(cls, cloaker: Cloaker) -> TileCloakers:
         """An untiled set holding ``cloaker`` as its one (world) tile."""
         tc = cls(cloaker.config)
+        tc.revision = cloaker.revision
         tc.cloakers[WORLD_TILE] = cloaker
         tc._dirty.add(WORLD_TILE)
         return tc
@@ -88,9 +91,16 @@ class TileCloakers:
             total.update(c.session_counts)
         return dict(total)
 
-    def export_sessions(self, now: float) -> dict[str, list[SessionRecord]]:
-        """Every tile's live sessions (:meth:`Cloaker.export_sessions`), by tile."""
-        out = {t: c.export_sessions(now) for t, c in self.cloakers.items()}
+    @property
+    def sessions_revision(self) -> int:
+        """Grows whenever a session of some tile may have changed (every tile's cloaker
+        shares one :class:`~locpriv.core.cloak.cloaker.Revision`)."""
+        return self.revision.value
+
+    def export_sessions(self, now: float, since: int = -1) -> dict[str, list[SessionRecord]]:
+        """Every tile's live sessions changed after revision ``since`` (-1: all;
+        :meth:`Cloaker.export_sessions`), by tile."""
+        out = {t: c.export_sessions(now, since) for t, c in self.cloakers.items()}
         return {t: r for t, r in out.items() if r}
 
     def restore_sessions(self, tiles: Mapping[str, Sequence[SessionRecord]], now: float) -> int:
@@ -118,7 +128,7 @@ class TileCloakers:
             rect = self.tiling.rect(tile)
             cfg = self.config if rect is None else replace(self._tile_config, world=rect)
             phase = None if self._secret is None else grid_phase(self._secret, tile)
-            c = self.cloakers[tile] = Cloaker(cfg, phase=phase)
+            c = self.cloakers[tile] = Cloaker(cfg, phase=phase, revision=self.revision)
         self._dirty.add(tile)
         return c
 
