@@ -165,3 +165,34 @@ def test_seen_speeds_go_over_a_restart_to_each_users_first_report() -> None:
     assert late.export_speeds() == speeds
     late.table.expire(125.0 + cfg.user_ttl_s + 1.0, cfg.user_ttl_s)
     assert late.export_speeds() == {}
+
+
+def test_records_over_the_bounds_lose_members_never_audits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A set or an audit list longer than a record may hold is cut on the safe side: members
+    are left out (a set that lost them), and a member of an audit left out goes with it."""
+    import locpriv.core.cloak.cloaker as cloaker_module
+
+    rng = np.random.default_rng(6)
+    n = 800
+    xy = rng.uniform(0.0, SIDE, (n, 2))
+    ids = [f"u{i}" for i in range(n)]
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=120.0)
+    ck = Cloaker(cfg, rng=np.random.default_rng(7), phase=0.4)
+    p = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=120.0)
+    ck.update_many(ids, xy, now=0.0)
+    ck.update_many(ids, xy + 1.0, now=10.0)
+    for a in range(10):
+        assert ck.request(("a", a), ids[a], p, 10.5) is not None
+    live = {
+        u: (list(s.members), [set(f) for _t, _b, f in s.audits]) for u, s in ck._sessions.items()
+    }
+    assert any(pending for _m, pending in live.values())
+    monkeypatch.setattr(cloaker_module, "MAX_MEMBERS", 6)
+    monkeypatch.setattr(cloaker_module, "MAX_AUDITS", 0)
+    for r in ck.export_sessions(10.6):
+        members, pending = live[r.user]
+        assert len(r.members) <= 6 and set(r.members) <= set(members[:6])
+        assert not r.audits and not set(r.members) & set().union(*pending)
+        assert r.pool <= 6

@@ -66,7 +66,12 @@ from locpriv.core.cloak.partition import (
     cloak_once,
     shared_region,
 )
-from locpriv.core.cloak.session_records import AuditRecord, SessionRecord
+from locpriv.core.cloak.session_records import (
+    MAX_AUDITS,
+    MAX_MEMBERS,
+    AuditRecord,
+    SessionRecord,
+)
 from locpriv.core.cloak.types import (
     CloakConfig,
     CloakOutcome,
@@ -538,14 +543,27 @@ class Cloaker:
                 continue
             if s.audits:
                 self._audit(s)
+            # within the record's bounds (built unvalidated, for speed), always on the safe
+            # side: a member left out is a set that lost her, an audit never is
+            members, pending = s.members, s.audits
+            if len(members) > MAX_MEMBERS or len(pending) > MAX_AUDITS:
+                cut = max(0, len(pending) - MAX_AUDITS)  # the oldest audits go
+                dropped = {u for _t, _b, fixes in pending[:cut] for u in fixes}
+                members = [u for u in members[:MAX_MEMBERS] if u not in dropped]
+                kept = set(members)
+                pending = [
+                    (t, box, {u: f for u, f in fixes.items() if u in kept})
+                    for t, box, fixes in pending[cut:]
+                ]
             audits = [
                 AuditRecord.model_construct(t=t, box=box, fixes=dict(fixes))
-                for t, box, fixes in s.audits
+                for t, box, fixes in pending
+                if fixes
             ]
-            carried = {f: getattr(s, f) for f in _CARRIED}
+            carried = {f: getattr(s, f) for f in _CARRIED} | {"pool": min(s.pool, MAX_MEMBERS)}
             out.append(
                 SessionRecord.model_construct(
-                    user=user, members=list(s.members), audits=audits, **carried
+                    user=user, members=list(members), audits=audits, **carried
                 )
             )
         return out
