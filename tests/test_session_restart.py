@@ -75,21 +75,31 @@ def test_sessions_carried_over_a_restart_keep_k(n: int, speed: float, seed: int)
     assert sum(s < 5 for s in forgot) >= len(forgot) // 2, forgot  # the hole it closes
 
 
-def test_records_carry_pending_audits_which_the_next_process_runs() -> None:
-    """A session written right after a thin region has every member of it pending: the record
-    keeps them with their audits, and the next process drops, at her first fix there, a
-    member who was outside that region when it was answered, as this one would have."""
-    rng = np.random.default_rng(3)
+P120 = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=120.0)
+
+
+def _thin_sessions(seed: int, askers: int) -> tuple[Cloaker, CloakConfig, list[str], F64]:
+    """800 users who reported at 0 s and 10 s; ``askers`` of them asked at 10.5 s (thin
+    regions: every member's audit pending). Returns the cloaker, its config, ids, positions."""
+    rng = np.random.default_rng(seed)
     n = 800
     xy = rng.uniform(0.0, SIDE, (n, 2))
     ids = [f"u{i}" for i in range(n)]
     cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=120.0)
-    ck = Cloaker(cfg, rng=np.random.default_rng(4), phase=0.4)
-    p = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=120.0)
+    ck = Cloaker(cfg, rng=np.random.default_rng(seed + 1), phase=0.4)
     ck.update_many(ids, xy, now=0.0)
     ck.update_many(ids, xy + 1.0, now=10.0)
-    for a in range(20):
-        assert ck.request(("a", a), ids[a], p, 10.5) is not None
+    for a in range(askers):
+        assert ck.request(("a", a), ids[a], P120, 10.5) is not None
+    return ck, cfg, ids, xy
+
+
+def test_records_carry_pending_audits_which_the_next_process_runs() -> None:
+    """A session written right after a thin region has every member of it pending: the record
+    keeps them with their audits, and the next process drops, at her first fix there, a
+    member who was outside that region when it was answered, as this one would have."""
+    ck, cfg, ids, xy = _thin_sessions(3, 20)
+    p = P120
     live = ck._sessions
     before = ck.revision.value
     recs = {r.user: r for r in ck.export_sessions(10.6)}
@@ -174,17 +184,7 @@ def test_records_over_the_bounds_lose_members_never_audits(
     are left out (a set that lost them), and a member of an audit left out goes with it."""
     import locpriv.core.cloak.cloaker as cloaker_module
 
-    rng = np.random.default_rng(6)
-    n = 800
-    xy = rng.uniform(0.0, SIDE, (n, 2))
-    ids = [f"u{i}" for i in range(n)]
-    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=120.0)
-    ck = Cloaker(cfg, rng=np.random.default_rng(7), phase=0.4)
-    p = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=120.0)
-    ck.update_many(ids, xy, now=0.0)
-    ck.update_many(ids, xy + 1.0, now=10.0)
-    for a in range(10):
-        assert ck.request(("a", a), ids[a], p, 10.5) is not None
+    ck, _cfg, _ids, _xy = _thin_sessions(6, 10)
     live = {
         u: (list(s.members), [set(f) for _t, _b, f in s.audits]) for u, s in ck._sessions.items()
     }
