@@ -8,9 +8,10 @@ on with the same sets, so that an observer who links a user's requests across a 
 crash (SIGKILL, OOM, power loss) still finds k users in every region. Without it the next
 process starts unrelated sets, and the intersection across the restart falls below k for most
 sessions (tests/test_session_restart.py). Since the file is written before the answers go
-out, and a set only shrinks, no answer anyone saw was made from a set smaller than the one
-the next process reads; a crash between the write and the publication loses those answers
-(their clients time out and ask again), never the set.
+out, and a set only shrinks, the set it holds is never larger than the one the last published
+answer was made from (every member of it lies in every region an observer has seen); a crash
+between the write and the publication loses those answers (their clients time out and ask
+again), never the set.
 
 A write appends the sessions changed since the last one, as one frame (:class:`SessionsFile`),
 so its cost follows the requests answered, not the sessions alive; once the frames outgrow the
