@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pydantic import ValidationError
 
-from locpriv.core.cloak.session_records import SessionRecords
+from locpriv.core.cloak.session_records import SessionRecord, SessionRecords
 from locpriv.files import atomic_path
 
 __all__ = ["MAX_BYTES", "SessionsFile"]
@@ -141,13 +141,13 @@ class SessionsFile:
             log.error("sessions file %s is not a sessions file; ignored", self.path)
             return None
         generation = raw[len(_MAGIC) : head]
-        merged: SessionRecords | None = None
+        parts: list[SessionRecords] = []
         pos, index = head, 0
         while pos < len(raw):
             n = int.from_bytes(raw[pos : pos + _LENGTH], "big")
             body = raw[pos + _LENGTH : pos + _LENGTH + n]
             if pos + _LENGTH > len(raw) or len(body) < n or n <= _NONCE:
-                if merged is not None:
+                if parts:
                     log.warning(
                         "sessions file %s: its last write was cut short (frame %d); ignored",
                         self.path,
@@ -157,11 +157,18 @@ class SessionsFile:
             part = self._open(generation, index, body)
             if part is None:
                 break
-            merged = part if merged is None else _merge(merged, part)
+            parts.append(part)
             pos, index = pos + _LENGTH + n, index + 1
-        if merged is None:
+        if not parts:
             log.error("sessions file %s holds no valid sessions; ignored", self.path)
-        return merged
+            return None
+        try:
+            return _merge(parts)
+        except ValidationError as exc:  # together over the bounds
+            log.error(
+                "sessions file %s: %d errors once merged; ignored", self.path, exc.error_count()
+            )
+            return None
 
     def _open(self, generation: bytes, index: int, body: bytes) -> SessionRecords | None:
         aad = _MAGIC + generation + index.to_bytes(8, "big")
@@ -188,17 +195,20 @@ class SessionsFile:
             return None
 
 
-def _merge(base: SessionRecords, later: SessionRecords) -> SessionRecords:
-    """``base`` with ``later``'s sessions replacing those of the same tile and user, and its
-    speeds over ``base``'s."""
-    tiles = {t: {r.user: r for r in rs} for t, rs in base.tiles.items()}
-    for t, rs in later.tiles.items():
-        tiles.setdefault(t, {}).update({r.user: r for r in rs})
-    speeds = {t: dict(v) for t, v in base.speeds.items()}
-    for t, v in later.speeds.items():
-        speeds.setdefault(t, {}).update(v)
+def _merge(parts: list[SessionRecords]) -> SessionRecords:
+    """The frames in order, one pass: a later record of a tile's user replaces an earlier
+    one, later speeds go over earlier ones."""
+    if len(parts) == 1:
+        return parts[0]
+    tiles: dict[str, dict[str, SessionRecord]] = {}
+    speeds: dict[str, dict[str, float]] = {}
+    for part in parts:
+        for t, rs in part.tiles.items():
+            tiles.setdefault(t, {}).update({r.user: r for r in rs})
+        for t, v in part.speeds.items():
+            speeds.setdefault(t, {}).update(v)
     return SessionRecords(
-        saved_at=later.saved_at,
+        saved_at=parts[-1].saved_at,
         tiles={t: list(by_user.values()) for t, by_user in tiles.items()},
         speeds=speeds,
     )

@@ -142,9 +142,10 @@ class UserTable:
         """Users seen moving faster than ``above_m_s``, and their ``vmax`` (m/s); with the
         speeds given by :meth:`know_speeds` not yet claimed by a first report."""
         out = {u: v for u, (v, _) in self._known_speeds.items() if v > above_m_s}
-        for uid, slot in self.ids.items():
-            v = float(self.vmax[slot])
-            if v > above_m_s:
+        for slot in np.flatnonzero(self.alive & (self.vmax > above_m_s)).tolist():
+            uid = self.slot_ids[slot]
+            if uid is not None:  # vectorised: this runs before every answer that is kept
+                v = float(self.vmax[slot])
                 out[uid] = max(v, out.get(uid, 0.0))
         return out
 
