@@ -25,6 +25,12 @@ an answer inconsistent with it - another app may write to this client's reply to
 dropped, logged and counted (:attr:`Client.rejected_replies`), and the call keeps waiting for
 the genuine reply or its timeout.
 
+Fix requests: an app that passes ``position_source`` answers the anonymizer's
+:class:`~locpriv.wire.messages.FixWanted` (read on ``{prefix}/v1/fix/{user_id}``, which only its
+login may read and only the anonymizer write) with a location update of where the source says
+it is now. The anonymizer asks the members of a historical-k-anonymity session whose reports
+are old before it answers that session, so fresh answers make its regions smaller.
+
 Broker credentials: the user name in the URL (``mqtts://alice@broker:8883``), the password as
 ``password=`` (not in the URL, which ends up in logs); ``ca_file=`` verifies a TLS broker.
 
@@ -40,8 +46,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
+import math
 import time
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -62,6 +71,7 @@ from locpriv.wire.messages import (
     DeploymentConfig,
     DSQuery,
     ErrorReply,
+    FixWanted,
     PointLocation,
     PrivacyProfile,
     Query,
@@ -71,9 +81,19 @@ from locpriv.wire.messages import (
 )
 from locpriv.wire.topics import DEFAULT_PREFIX, Topics
 
-__all__ = ["Answer", "Client", "Cloak"]
+__all__ = ["Answer", "Client", "Cloak", "PositionSource"]
 
 log = logging.getLogger(__name__)
+
+PositionSource = Callable[[], LonLat | Awaitable[LonLat | None] | None]
+"""Where the device is *now*, degrees (sync or async): a fresh fix, never a cached old one (the
+anonymizer takes the answer as a position of the moment it arrives and keeps the device that
+much closer to its regions' edges); None to skip this request. An object with ``lon``,
+``lat`` and ``accuracy_m`` (the fix's accuracy radius, metres, as the phone reports it) gives
+the accuracy too; without it the anonymizer assumes ``[cloak] session_fix_error_m``."""
+
+FIX_EVERY_S = 1.0
+"""A client answers at most one fix request per this many seconds (monotonic clock)."""
 
 
 class Client:
@@ -100,9 +120,17 @@ class Client:
         transport: Transport | None = None,
         password: str | None = None,
         ca_file: str | None = None,
+        position_source: PositionSource | None = None,
         **transport_options: Any,
     ) -> None:
         self.user_id = user_id
+        self.position_source = position_source
+        """Where the device is now: asked when the anonymizer wants a fresh report (see
+        :data:`PositionSource`); None: fix requests are ignored."""
+        self.fixes_sent = 0
+        """Location updates sent in answer to the anonymizer's fix requests."""
+        self._fix_tasks: set[asyncio.Task[None]] = set()
+        self._last_fix = -math.inf
         self.topics = Topics(prefix)
         self.topics.location(user_id)  # validates the id as a topic segment
         self.timeout_s = timeout_s
@@ -132,6 +160,7 @@ class Client:
         """Correlation ids of plain DS queries (:meth:`ds_query`) in flight; only these
         settle the host's futures from here (a machine request's id never does)."""
         self._position: LonLat | None = None
+        self._accuracy_m: float | None = None
 
     @property
     def rejected_replies(self) -> int:
@@ -153,7 +182,10 @@ class Client:
         return self.machine.profile
 
     async def __aenter__(self) -> Self:
-        await self._host.start([(self.machine.reply_to, 1), (self.topics.config, 1)])
+        subs = [(self.machine.reply_to, 1), (self.topics.config, 1)]
+        if self.position_source is not None:
+            subs.append((self.topics.fix_wanted(self.user_id), 0))
+        await self._host.start(subs)
         if not await self._deployment():
             log.warning(
                 "no deployment configuration on %s within %g s: is the anonymizer running?"
@@ -169,6 +201,8 @@ class Client:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        for task in list(self._fix_tasks):
+            task.cancel()
         await self._host.stop(TransportError("client closed"), (exc_type, exc, tb))
 
     async def _deployment(self) -> bool:
@@ -198,13 +232,16 @@ class Client:
         for send in sends:  # a LocationLeave for her old tile first, when she changed tiles
             await self._transport.publish(send.topic, encode(send.message), qos=self.location_qos)
         self._position = here
+        self._accuracy_m = accuracy_m
 
-    def _here(self, lon: float | None, lat: float | None) -> LonLat:
+    def _here(
+        self, lon: float | None, lat: float | None, accuracy_m: float | None
+    ) -> tuple[LonLat, float | None]:
         if lon is not None and lat is not None:
-            return LonLat(lon, lat)
+            return LonLat(lon, lat), accuracy_m
         if self._position is None:
             raise LocalProtocolError("no position: call update_location() or pass lon/lat")
-        return self._position
+        return self._position, self._accuracy_m
 
     # -------------------------------------------------------------------- cloak
 
@@ -218,13 +255,15 @@ class Client:
         session_s: float | None = None,
         lon: float | None = None,
         lat: float | None = None,
+        accuracy_m: float | None = None,
         timeout_s: float | None = None,
     ) -> Cloak:
-        """Protocol 3: a cloaked region around the user (at ``lon``/``lat`` if given, else her
-        last update). ``session_s`` > 0 keeps k of the same users in her successive regions
-        (historical k-anonymity). Raises CloakInfeasible, CloakTimeout, RemoteError,
-        RequestTimeout."""
+        """Protocol 3: a cloaked region around the user (at ``lon``/``lat`` if given, with
+        the fix's ``accuracy_m`` if known, else her last update). ``session_s`` > 0 keeps k
+        of the same users in her successive regions (historical k-anonymity). Raises
+        CloakInfeasible, CloakTimeout, RemoteError, RequestTimeout."""
         profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s, session_s)
+        given = lon is not None and lat is not None
         position = LonLat(lon, lat) if lon is not None and lat is not None else None
         await self._deployment()
         rid, effects = self.machine.cloak(
@@ -233,6 +272,7 @@ class Client:
             profile=profile,
             now=self.clock(),
             timeout_s=timeout_s or self.timeout_s,
+            accuracy_m=accuracy_m if given else None,
         )
         result = await self._await(rid, effects)
         assert isinstance(result, Cloak)
@@ -253,11 +293,14 @@ class Client:
         max_delay_s: float | None = None,
         session_s: float | None = None,
         attributes: dict[str, str | int | float] | None = None,
+        accuracy_m: float | None = None,
         timeout_s: float | None = None,
     ) -> Answer:
-        """Ask ``query`` at the user's position by Protocol 1, 2 or 3; the answer is exact
-        (refined locally for 1 and 3). ``attributes`` (P1/P2) are stripped by the mediator."""
-        here = self._here(lon, lat)
+        """Ask ``query`` at the user's position (``lon``/``lat`` with the fix's
+        ``accuracy_m`` if known, else her last update) by Protocol 1, 2 or 3; the answer is
+        exact (refined locally for 1 and 3). ``attributes`` (P1/P2) are stripped by the
+        mediator."""
+        here, accuracy = self._here(lon, lat, accuracy_m)
         profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s, session_s)
         await self._deployment()
         rid, effects = self.machine.query(
@@ -269,6 +312,7 @@ class Client:
             now=self.clock(),
             timeout_s=timeout_s or self.timeout_s,
             attributes=attributes,
+            accuracy_m=accuracy,
         )
         result = await self._await(rid, effects)
         assert isinstance(result, Answer)
@@ -295,6 +339,33 @@ class Client:
         assert isinstance(reply, QueryAnswer)
         return list(reply.pois)
 
+    # ------------------------------------------------------------------ fixes
+
+    def _answer_fix(self) -> None:
+        """Send a fresh location report for a fix request (at most one per
+        ``FIX_EVERY_S``, and one at a time)."""
+        now = time.monotonic()
+        if self.position_source is None or self._fix_tasks or now - self._last_fix < FIX_EVERY_S:
+            return
+        self._last_fix = now
+        task = asyncio.get_running_loop().create_task(self._send_fix(self.position_source))
+        self._fix_tasks.add(task)
+        task.add_done_callback(self._fix_tasks.discard)
+
+    async def _send_fix(self, source: PositionSource) -> None:
+        try:
+            got = source()
+            here = await got if inspect.isawaitable(got) else got
+            if here is None:
+                return
+            accuracy = getattr(here, "accuracy_m", None)
+            await self.update_location(lon=here.lon, lat=here.lat, accuracy_m=accuracy)
+            self.fixes_sent += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the app's source or the broker: the anonymizer uses the old report
+            log.warning("could not answer a fix request", exc_info=True)
+
     # ------------------------------------------------------------------ driving
 
     async def _await(self, rid: str, effects: list[Effect]) -> Any:
@@ -314,6 +385,10 @@ class Client:
             if isinstance(message, DeploymentConfig):
                 self.machine.configure(message)
                 self._configured.set()
+            return
+        if isinstance(message, FixWanted):
+            if received.topic == self.topics.fix_wanted(self.user_id):
+                self._answer_fix()
             return
         cid = getattr(message, "correlation_id", None)
         if cid is not None and cid in self._plain:  # a plain ds_query

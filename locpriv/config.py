@@ -40,6 +40,13 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
                                        # (or this quantile, in [0, 1], of the others')
     session_adopt = true               # everyone the first region covers joins the set
                                        # (smaller regions, linkable restarts: see algorithms.md)
+    session_fix_error_m = 20.0         # how far a fix may lie from its device, when its
+                                       # report gives no accuracy_m (m): in every margin
+    session_accuracy_factor = 2.0      # ... else this x the accuracy_m it gives
+    session_fresh_s = 10.0             # >0: a session request first asks members whose last
+                                       # report is older than this for a fresh one ...
+    session_fix_wait_s = 2.0           # ... waiting at most this long for them (s) ...
+    session_fix_every_s = 10.0         # ... asking any one device at most once per this (s)
     default_k = 10
     default_a_min_m2 = 1e4
     default_a_max_m2 = 4e6
@@ -172,6 +179,11 @@ class CloakSection(_Section):
         Annotated[float, Field(ge=0, le=1, strict=True)] | Literal["draw"]
     ) = "draw"
     session_adopt: bool = True
+    session_fix_error_m: float = Field(20.0, ge=0, le=10_000)
+    session_accuracy_factor: float = Field(2.0, ge=0, le=100)
+    session_fresh_s: float = Field(10.0, ge=0, le=86_400)
+    session_fix_wait_s: float = Field(2.0, ge=0, le=60)
+    session_fix_every_s: float = Field(10.0, ge=0, le=86_400)
     default_k: int = Field(10, ge=1)
     default_a_min_m2: float = Field(1e4, ge=0)
     default_a_max_m2: float = Field(4e6, gt=0)
@@ -329,6 +341,11 @@ class ServiceConfig(_Section):
             session_risk=c.session_risk,
             session_requester_quantile=c.session_requester_quantile,
             session_adopt=c.session_adopt,
+            session_fix_error_m=c.session_fix_error_m,
+            session_accuracy_factor=c.session_accuracy_factor,
+            session_fresh_s=c.session_fresh_s,
+            session_fix_wait_s=c.session_fix_wait_s,
+            session_fix_every_s=c.session_fix_every_s,
             default=CloakParams(
                 k=c.default_k,
                 a_min_m2=c.default_a_min_m2,

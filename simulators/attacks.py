@@ -418,6 +418,12 @@ class WalkStep:
     request: int | None
 
 
+def exact(n: int) -> F64:
+    """The accuracy (m) of ``n`` simulated fixes: exact, as the simulators' fixes are (a
+    report that says so keeps session margins free of ``session_fix_error_m``)."""
+    return np.zeros(n)
+
+
 def random_walks(
     *,
     users: int,
@@ -522,6 +528,9 @@ def repeated_cloaks_attack(
     fast_share: float = 0.0,
     fast_m_s: float = 6.0,
     fix_loss: float = 0.0,
+    fix_reply_s: float | None = None,
+    scatter_m: float = 0.0,
+    says_accuracy: bool = True,
 ) -> RepeatedCloaksResult:
     """Users random-walk over a square; ``askers`` of them ask for a k-cloak every
     ``every_s`` for ``minutes``; an adversary who knows every position intersects the users
@@ -550,8 +559,19 @@ def repeated_cloaks_attack(
     (:func:`random_walks`). ``oracle_margin_m``: also what the oracles that know every future
     position pay on the same
     walks (``oracle_area_m2_median``, ``oracle_joint_area_m2_median``,
-    ``oracle_online_area_m2_median``)."""
-    from locpriv.core.cloak.cloaker import Cloaker
+    ``oracle_online_area_m2_median``).
+
+    ``fix_reply_s`` (with ``update_s`` > 0): requests may wait up to 5 s (``max_delay_s``, as
+    the city's), and a user the cloaker asks for a fresh fix (``session_fresh_s``) reports
+    where she is ``fix_reply_s`` later; a region is checked against everyone's positions when
+    it is answered (interpolated within the 5 s step). None: requests never wait
+    (``max_delay_s`` 0), so nobody is asked.
+
+    ``scatter_m`` > 0: every reported fix lies off the walker by a normal ``scatter_m`` per
+    axis (the adversary knows where everyone really is); with ``says_accuracy`` each report
+    gives its ``accuracy_m`` as a phone does (1.5 times the scatter, the 68 % radius), else
+    none (the cloaker assumes ``session_fix_error_m``). Exact fixes say accuracy 0."""
+    from locpriv.core.cloak.cloaker import Cloaker, CloakOutcome
     from locpriv.core.cloak.types import CloakConfig, CloakParams
 
     ids = [f"u{i}" for i in range(users)]
@@ -559,9 +579,15 @@ def repeated_cloaks_attack(
         CloakConfig(world=(0.0, 0.0, side_m, side_m), epoch_s=1.0, **(cloak or {})),
         rng=np.random.default_rng(seed + 1),
     )
+    waits = fix_reply_s is not None and update_s > 0
     params = CloakParams(
-        k=k, a_min_m2=a_min_m2, a_max_m2=a_max_m2, max_delay_s=0.0, session_s=session_s
+        k=k,
+        a_min_m2=a_min_m2,
+        a_max_m2=a_max_m2,
+        max_delay_s=5.0 if waits else 0.0,
+        session_s=session_s,
     )
+    index = {u: i for i, u in enumerate(ids)}
     regions: list[list[frozenset[int]]] = [[] for _ in range(askers)]
     tally = GuessTally()
     areas: list[float] = []
@@ -585,33 +611,89 @@ def repeated_cloaks_attack(
         fix_loss=fix_loss,
         seed=seed,
     )
-    for w in walks:
+
+    scatter = np.random.default_rng([seed, 11])
+    said = 1.5 * scatter_m if says_accuracy else math.nan
+
+    def report(rows: Any, pos: F64) -> tuple[F64, F64]:
+        """The fixes of users ``rows`` at true positions ``pos[rows]``, and their accuracy."""
+        fixes: F64 = pos[rows]
+        if scatter_m > 0:
+            fixes = fixes + scatter.normal(0.0, scatter_m, fixes.shape)
+        return fixes, np.full(len(fixes), said if scatter_m > 0 else 0.0)
+
+    def answer(out: CloakOutcome, xy: F64) -> None:
+        """One outcome, checked against everyone's positions ``xy`` when it came."""
+        nonlocal answered
+        if out.region is None:
+            return
+        a = int(out.request_id[1])  # type: ignore[index]
+        answered += 1
+        x0, y0, x1, y1 = out.region.polygon.bounds
+        inside = (xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)
+        rows = np.flatnonzero(inside).tolist()
+        regions[a].append(frozenset(rows))
+        tally.add(a, (x0, y0, x1, y1), xy, rows, a)
+        areas.append(out.region.area_m2)
+
+    it = iter(walks)
+    w = next(it, None)
+    while w is not None:
         xy = w.xy
         if len(w.due):
-            cloaker.update_many([ids[u] for u in w.due], xy[w.due], w.t)
+            fx, acc = report(w.due, xy)
+            cloaker.update_many([ids[u] for u in w.due], fx, w.t, acc)
         if w.request is None:
+            w = next(it, None)
             continue
         step, now = w.request, w.t
         if update_s == 0:
-            cloaker.update_many(ids, xy, now)
+            fx, acc = report(slice(None), xy)
+            cloaker.update_many(ids, fx, now, acc)
         elif askers:
             # a request carries the asker's own fix (as P1 and P3 requests do); one epoch's
             # snapshot is shared, so every asker reports before the first request
-            cloaker.update_many(ids[:askers], xy[:askers], now)
+            fx, acc = report(slice(0, askers), xy)
+            cloaker.update_many(ids[:askers], fx, now, acc)
         if oracle_margin_m is not None:
             frames.append((xy[:, 0].copy(), xy[:, 1].copy()))
+        waiting = 0
         for a in range(askers):
             asked += 1
             out = cloaker.request(("q", a, step), ids[a], params, now)
-            if out is None or out.region is None:
-                continue
-            answered += 1
-            x0, y0, x1, y1 = out.region.polygon.bounds
-            inside = (xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)
-            rows = np.flatnonzero(inside).tolist()
-            regions[a].append(frozenset(rows))
-            tally.add(a, (x0, y0, x1, y1), xy, rows, a)
-            areas.append(out.region.area_m2)
+            if out is None:
+                waiting += 1
+            else:
+                answer(out, xy)
+        if not waiting:
+            w = next(it, None)
+            continue
+        # requests wait for fresh fixes: play the next seconds (the walk is linear within
+        # its 5 s step; the generator moves ``xy`` in place, so keep this step's copy)
+        xy0 = xy.copy()
+        w = next(it, None)
+        t1 = w.t if w is not None else now + 5.0
+        xy1 = w.xy if w is not None else xy0
+
+        def at(t: float, xy0: F64 = xy0, xy1: F64 = xy1, t0: float = now, t1: float = t1) -> F64:
+            out: F64 = xy0 + (xy1 - xy0) * min(1.0, (t - t0) / (t1 - t0))
+            return out
+
+        fixes = [index[u] for u in cloaker.take_fix_requests()]
+        assert fix_reply_s is not None
+        t_fix = now + fix_reply_s
+        for t in np.arange(now + 0.5, now + params.max_delay_s + 1.0, 0.5).tolist():
+            if fixes and t >= t_fix:
+                pos = at(t_fix)
+                fx, acc = report(fixes, pos)
+                for out in cloaker.update_many([ids[u] for u in fixes], fx, t_fix, acc):
+                    answer(out, pos)
+                fixes = []
+            for out in cloaker.on_deadline(t):
+                answer(out, at(t))
+            if not cloaker.pending():
+                break
+        assert not cloaker.pending(), "a request outlived its max_delay_s"
     res = intersection_attack([r for r in regions if r], k)
     guesses = tally.figures()
     oracles = {"distance": math.nan, "joint": math.nan, "online": math.nan}
@@ -849,7 +931,7 @@ def edge_attack(
     asks = rng.choice(users, size=min(requests, users), replace=False).tolist()
     for rep in range(rounds if sessions else 1):
         now = 60.0 * rep
-        ck.update_many(ids, xy, now=now)
+        ck.update_many(ids, xy, now=now, accuracy_m=exact(users))
         for i in asks:
             out = ck.request((rep, i), ids[i], params, now + 0.5)
             if out is not None and out.region is not None:
@@ -1030,6 +1112,36 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         )
         for name, cloak in (("before", {"session_speed_factor": 0.0}), ("after", None))
     }
+    # sessions among walkers reporting every 30 s: devices that do not answer the cloaker's
+    # fix requests (before) and devices that do, a second later (after): the area it costs
+    stale = {
+        name: repeated_cloaks_attack(
+            session_s=600.0,
+            seed=seed,
+            askers=40 if small else 100,
+            update_s=30.0,
+            fix_reply_s=reply,
+        )
+        for name, reply in (("before", None), ("after", 1.0))
+    }
+    # the same walkers, fixes scattered by 5 m per axis: margins that ignore it (before) and
+    # margins that hold each report's accuracy (after)
+    scattered = {
+        name: repeated_cloaks_attack(
+            session_s=600.0,
+            seed=seed,
+            askers=40 if small else 100,
+            update_s=30.0,
+            fix_reply_s=1.0,
+            scatter_m=5.0,
+            says_accuracy=says,
+            cloak=cloak,
+        )
+        for name, cloak, says in (
+            ("before", {"session_fix_error_m": 0.0}, False),
+            ("after", None, True),
+        )
+    }
     broker = {
         name: broker_tracking_attack(devices=n_broker, defended=d, seed=seed)
         for name, d in (("before", False), ("after", True))
@@ -1065,6 +1177,10 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         },
         "fast_neighbours": {f"{k}_success_rate": v.success_rate for k, v in fast.items()}
         | {f"{k}_area_m2_median": v.area_m2_median for k, v in fast.items()},
+        "stale_fixes": {f"{k}_area_m2_median": v.area_m2_median for k, v in stale.items()}
+        | {f"{k}_success_rate": v.success_rate for k, v in stale.items()},
+        "scattered_fixes": {f"{k}_success_rate": v.success_rate for k, v in scattered.items()}
+        | {f"{k}_area_m2_median": v.area_m2_median for k, v in scattered.items()},
         "broker_tracking": {f"{k}_error_m_median": v.error_m_median for k, v in broker.items()}
         | {f"{k}_linked_hours": v.linked_hours_mean for k, v in broker.items()},
     }
@@ -1122,7 +1238,7 @@ def parked_insiders_attack(
     params = CloakParams(k=k, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
     kept = [frozenset(range(n0)) for _ in range(askers)]  # honest users in every region
     t = 1000.0
-    cloaker.update_many(ids, xy, t - 60.0)
+    cloaker.update_many(ids, xy, t - 60.0, exact(n))
     for step in range(-60, minutes):
         for _ in range(12):  # a minute in 5 s steps
             t += 5.0
@@ -1136,7 +1252,7 @@ def parked_insiders_attack(
             w = walker & ~paused
             xy[w] += np.column_stack([np.cos(heading[w]), np.sin(heading[w])]) * 6.5
             np.clip(xy, 0.0, side_m, out=xy)
-        cloaker.update_many(ids, xy, t)
+        cloaker.update_many(ids, xy, t, exact(n))
         if step < 0:
             continue
         for a in range(askers):

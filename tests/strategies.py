@@ -149,6 +149,7 @@ messages: st.SearchStrategy[m.Message] = st.one_of(
         blinded_msg=b64,
     ),
     st.builds(m.IssueAnswer, correlation_id=corr, period=periods, blind_sig=b64),
+    st.builds(m.FixWanted, within_s=st.floats(0.0, 60.0, allow_nan=False)),
     st.builds(
         m.IssuerKeys,
         period_s=st.floats(1.0, 1e6, allow_nan=False),

@@ -55,6 +55,13 @@ def _ok(user: str | None, topic: str, *, write: bool, cid: str = "c-alice") -> b
         ("locpriv-anonymizer", T.location("alice"), False, True),
         ("locpriv-anonymizer", T.svc_ds_query, True, True),
         ("locpriv-anonymizer", T.svc_reply("locpriv-anonymizer-x"), False, True),
+        ("alice", T.fix_wanted("alice"), False, True),  # her own fix requests only
+        ("alice", T.fix_wanted("bob"), False, False),
+        ("alice", T.fix_wanted("alice"), True, False),  # only the anonymizer asks
+        ("alice", T.fix_wanted("bob"), True, False),
+        ("locpriv-anonymizer", T.fix_wanted("alice"), True, True),
+        ("locpriv-ds", T.fix_wanted("alice"), True, False),
+        ("locpriv-ds", T.fix_wanted("alice"), False, False),
         (None, T.config, False, False),  # anonymous: nothing
         ("", T.config, False, False),
         ("a/b", f"{T.root}/loc/t0_0/a/b", True, False),

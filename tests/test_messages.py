@@ -51,6 +51,7 @@ def test_union_covers_every_message_type() -> None:
         "issue_request",
         "issue_answer",
         "issuer_keys",
+        "fix_wanted",
     }
 
 

@@ -18,6 +18,8 @@ from locpriv.core.cloak.session_records import SessionRecord, SessionRecords
 from locpriv.core.cloak.types import CloakConfig, CloakParams
 
 SIDE = 3000.0
+EXACT = {"session_fix_error_m": 0.0}
+"""The walkers' fixes are exact: no margin for where a fix may lie."""
 F64 = NDArray[np.float64]
 
 
@@ -44,7 +46,7 @@ def _sessions_across_a_restart(
     xy = rng.uniform(0.0, SIDE, (n, 2))
     heading = rng.uniform(0.0, 2 * np.pi, n)
     ids = [f"u{i}" for i in range(n)]
-    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=60.0)
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=60.0, **EXACT)
     ck = Cloaker(cfg, rng=np.random.default_rng(seed + 1), phase=0.4)
     p = CloakParams(k=k, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
     cand: dict[int, set[int]] = {a: set(range(n)) for a in range(askers)}
@@ -85,7 +87,7 @@ def _thin_sessions(seed: int, askers: int) -> tuple[Cloaker, CloakConfig, list[s
     n = 800
     xy = rng.uniform(0.0, SIDE, (n, 2))
     ids = [f"u{i}" for i in range(n)]
-    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=120.0)
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=120.0, **EXACT)
     ck = Cloaker(cfg, rng=np.random.default_rng(seed + 1), phase=0.4)
     ck.update_many(ids, xy, now=0.0)
     ck.update_many(ids, xy + 1.0, now=10.0)
@@ -145,7 +147,7 @@ def test_seen_speeds_go_over_a_restart_to_each_users_first_report() -> None:
     """A driver timed by one process is a driver to the next from her first report (not only
     after it has timed a chord of hers): her margins and the spare do not fall back to a
     pedestrian's in the restart's first minute."""
-    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=600.0)
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=600.0, **EXACT)
     first = Cloaker(cfg, phase=0.4)
     rng = np.random.default_rng(5)
     walkers = rng.uniform(0.0, SIDE, (50, 2))

@@ -33,6 +33,7 @@ from locpriv.wire.messages import (
     CloakReply,
     CloakRequest,
     ErrorDetails,
+    FixWanted,
     LocationLeave,
     LocationUpdate,
     Message,
@@ -40,6 +41,7 @@ from locpriv.wire.messages import (
     ProfileBounds,
     QueryRequest,
 )
+from locpriv.wire.topics import Topics
 
 __all__ = ["Anonymizer", "Continuation", "outcome_error", "profile_bounds", "profile_to_params"]
 
@@ -86,11 +88,15 @@ class Anonymizer:
         projection: LocalProjection,
         *,
         prepare_epochs: bool = True,
+        topics: Topics | None = None,
     ) -> None:
         if isinstance(cloakers, Cloaker):
             cloakers = TileCloakers.of(cloakers)
         self.cloakers = cloakers
         self.projection = projection
+        self.topics = topics
+        """Where members are asked for fresh reports (``[cloak] session_fresh_s``); None:
+        never asked (their requests still wait ``session_fix_wait_s`` for updates)."""
         self._last_xy: tuple[float, float, float, float] = (math.nan, math.nan, 0.0, 0.0)
         self.prepare_epochs = prepare_epochs
         """Pre-build each epoch's snapshot and partitions at the epoch boundary (a timer
@@ -128,13 +134,23 @@ class Anonymizer:
         x, y = self._xy(lon, lat)
         return self.cloakers.tiling.tile_of(x, y)
 
-    def update(self, user_id: str, *, lon: float, lat: float, now: float) -> list[Send]:
-        """Absorb a position (degrees) in its tile; returns effects of cloaks it completed."""
+    def update(
+        self,
+        user_id: str,
+        *,
+        lon: float,
+        lat: float,
+        now: float,
+        accuracy_m: float | None = None,
+    ) -> list[Send]:
+        """Absorb a position (degrees; ``accuracy_m``: how far it may lie from the device, as
+        the report says) in its tile; returns effects of cloaks it completed."""
         x, y = self._xy(lon, lat)
         tile = self.cloakers.tiling.tile_of(x, y)
         if tile is None:
             return []  # beyond the projection's domain; the route's tile check rejects it
-        return self._dispatch(self.cloakers.update(user_id, x, y, now, tile), now)
+        done = self.cloakers.update(user_id, x, y, now, tile, accuracy_m=accuracy_m)
+        return self._dispatch(done, now)
 
     def cloak(
         self,
@@ -147,6 +163,7 @@ class Anonymizer:
         then: Continuation,
         reply_to: str,
         correlation_id: str,
+        accuracy_m: float | None = None,
     ) -> list[Send]:
         """Cloak ``user_id`` (at ``lat``/``lon`` if given, else her last update) and call
         ``then`` with the outcome, now or when a pending request completes. Parameters out of
@@ -162,10 +179,11 @@ class Anonymizer:
             code = ErrorCode.BAD_PARAMETERS
             return [error_send(reply_to, correlation_id, code, str(exc), field, details=details)]
         if lat is not None and lon is not None:
-            out += self.update(user_id, lon=lon, lat=lat, now=now)
+            out += self.update(user_id, lon=lon, lat=lat, now=now, accuracy_m=accuracy_m)
         rid = next(self._seq)
         self._waiting[rid] = then
         outcome = self.cloakers.request(rid, user_id, params, now)
+        out += self._ask_fixes()
         if outcome is not None:
             out += self._dispatch([outcome], now)
         else:
@@ -176,7 +194,13 @@ class Anonymizer:
     def receive(self, message: Message, now: float) -> list[Send]:
         """A :class:`LocationUpdate`, :class:`LocationLeave` or Protocol 3 :class:`CloakRequest`."""
         if isinstance(message, LocationUpdate):
-            return self.update(message.user_id, lon=message.lon, lat=message.lat, now=now)
+            return self.update(
+                message.user_id,
+                lon=message.lon,
+                lat=message.lat,
+                now=now,
+                accuracy_m=message.accuracy_m,
+            )
         if isinstance(message, LocationLeave):
             self.cloakers.leave(message.user_id, message.tile)
             return []
@@ -213,6 +237,7 @@ class Anonymizer:
             then=then,
             reply_to=request.reply_to,
             correlation_id=request.correlation_id,
+            accuracy_m=request.accuracy_m,
         )
 
     def on_deadline(self, now: float) -> list[Send]:
@@ -249,6 +274,21 @@ class Anonymizer:
         return out
 
     # --------------------------------------------------------------- internals
+
+    def _ask_fixes(self) -> list[Send]:
+        """One :class:`FixWanted` (QoS 0: a lost one costs a wider margin, nothing else) to
+        each member the cloakers want a fresh report from."""
+        users = self.cloakers.take_fix_requests()
+        if self.topics is None or not users:
+            return []
+        ask = FixWanted(within_s=min(60.0, self.cloakers.config.session_fix_wait_s))
+        out = []
+        for uid in users:
+            try:
+                out.append(Send(self.topics.fix_wanted(uid), ask, qos=0))
+            except ValueError:  # not a topic segment (cannot come from a checked topic)
+                log.warning("no fix request for a user id that is no topic segment")
+        return out
 
     def _dispatch(self, outcomes: list[CloakOutcome], now: float) -> list[Send]:
         out: list[Send] = []

@@ -184,7 +184,7 @@ def build_trusted_core(config: ServiceConfig, reply_to: str) -> TrustedCore:
     key (``[state] answer_key_file``) only DS-tagged answers are relayed."""
     token_key = read_key(config.state.token_key_file or None, "token")
     cloakers = TileCloakers(config.cloak_config(), config.tiling(), secret=token_key)
-    anonymizer = Anonymizer(cloakers, config.make_projection())
+    anonymizer = Anonymizer(cloakers, config.make_projection(), topics=config.topics)
     mediator = Mediator(
         ds_topic=config.topics.svc_ds_query,
         reply_to=reply_to,

@@ -298,13 +298,16 @@ class UserMachine:
         profile: PrivacyProfile | None,
         now: float,
         timeout_s: float,
+        accuracy_m: float | None = None,
     ) -> tuple[str, list[Effect]]:
-        """Protocol 3: ask for a region around ``position`` (None: the user's last update).
-        ``timeout_s`` is counted from ``now`` and extended by the profile's ``max_delay_s``."""
+        """Protocol 3: ask for a region around ``position`` (None: the user's last update;
+        ``accuracy_m``: how far it may lie from the device, if known). ``timeout_s`` is
+        counted from ``now`` and extended by the profile's ``max_delay_s``."""
         tile = self._tile_for(user_id, position)
         req = self._new("cloak", 3, position, None, now, timeout_s, profile)
         moved = [] if position is None else self._moved(user_id, tile, now)
-        return req.id, [*moved, self._cloak_request(req, user_id, position, profile, tile)]
+        send = self._cloak_request(req, user_id, position, profile, tile, accuracy_m=accuracy_m)
+        return req.id, [*moved, send]
 
     def query(
         self,
@@ -317,9 +320,11 @@ class UserMachine:
         now: float,
         timeout_s: float,
         attributes: dict[str, str | int | float] | None = None,
+        accuracy_m: float | None = None,
     ) -> tuple[str, list[Effect]]:
         """Ask ``query`` at ``position`` by Protocol 1, 2 or 3 (``profile`` is ignored by P2;
-        ``attributes`` are key attributes for the mediator to strip, P1/P2)."""
+        ``attributes`` are key attributes for the mediator to strip, P1/P2; ``accuracy_m``:
+        how far ``position`` may lie from the device, if known; P1 and P3)."""
         if protocol not in (1, 2, 3):
             raise LocalProtocolError(f"unknown protocol {protocol!r} (1, 2 or 3)")
         tile = self._tile_for(user_id, position)
@@ -328,7 +333,8 @@ class UserMachine:
         # P1 and P3 place the user at ``position`` in the anonymizer; P2 only relays it
         moved: list[Effect] = [*self._moved(user_id, tile, now)] if protocol != 2 else []
         if protocol == 3:
-            return req.id, [*moved, self._cloak_request(req, user_id, position, use, tile)]
+            send = self._cloak_request(req, user_id, position, use, tile, accuracy_m=accuracy_m)
+            return req.id, [*moved, send]
         message = QueryRequest(
             correlation_id=req.cid,
             reply_to=self.reply_to,
@@ -336,6 +342,7 @@ class UserMachine:
             protocol=protocol,
             lat=position.lat,
             lon=position.lon,
+            accuracy_m=accuracy_m if protocol == 1 else None,
             query=query,
             profile=use,
             attributes=attributes or {},
@@ -456,6 +463,8 @@ class UserMachine:
         position: LonLat | None,
         profile: PrivacyProfile | None,
         tile: str,
+        *,
+        accuracy_m: float | None = None,
     ) -> Send:
         message = CloakRequest(
             correlation_id=req.cid,
@@ -463,6 +472,7 @@ class UserMachine:
             user_id=user_id,
             lat=position.lat if position else None,
             lon=position.lon if position else None,
+            accuracy_m=accuracy_m if position else None,
             profile=profile,
         )
         return Send(self.topics.p3_cloak(user_id, tile=tile), message)

@@ -7,13 +7,14 @@ same rules as the mosquitto ACL (deploy/acl) for the password-file deployment
 
 * every login (apps, and the services): publish on ``loc|p1/query|p2/query|p3/cloak/+/<own
   user name>``, ``issue/<own user name>``, ``ds/query``, ``peer/cell/#``; receive
-  ``config``, ``reply/<own client id>``, ``peer/cell/#``, ``status/+``;
+  ``config``, ``reply/<own client id>``, ``fix/<own user name>``, ``peer/cell/#``,
+  ``status/+``;
 * ``ds_user``: also receives ``ds/query`` and ``svc/ds/query``, publishes on ``reply/+``,
   ``svc/reply/+``, ``errors/ds`` and ``status/ds``;
 * ``issuer_user``: also receives ``issue/+``, publishes on ``reply/+``;
 * ``anonymizer_user`` (a standalone anonymizer; the in-broker one needs no login): receives
-  locations, requests, ``svc/reply/+``, ``status/+``; publishes ``reply/+``, ``svc/ds/query``,
-  ``errors/anonymizer``, ``config``, ``status/+``.
+  locations, requests, ``svc/reply/+``, ``status/+``; publishes ``reply/+``, ``fix/+``,
+  ``svc/ds/query``, ``errors/anonymizer``, ``config``, ``status/+``.
 
 Only the services publish on ``reply/+``: Protocol 4's peer replies travel on
 ``peer/cell/<cell>/r/<id>`` (docs/peer.md).
@@ -50,7 +51,7 @@ _APP_WRITE = (
     "ds/query",
     "peer/cell/#",
 )
-_APP_READ = ("config", "reply/{c}", "peer/cell/#", "status/+")
+_APP_READ = ("config", "reply/{c}", "fix/{u}", "peer/cell/#", "status/+")
 _SERVICE_READ = {
     "ds": ("ds/query", "svc/ds/query", "status/ds"),
     "issuer": ("issue/+",),
@@ -66,7 +67,14 @@ _SERVICE_READ = {
 _SERVICE_WRITE = {
     "ds": ("reply/+", "svc/reply/+", "errors/ds", "status/ds"),
     "issuer": ("reply/+",),
-    "anonymizer": ("reply/+", "svc/ds/query", "errors/anonymizer", "config", "status/+"),
+    "anonymizer": (
+        "reply/+",
+        "fix/+",
+        "svc/ds/query",
+        "errors/anonymizer",
+        "config",
+        "status/+",
+    ),
 }
 
 

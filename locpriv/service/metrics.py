@@ -35,7 +35,10 @@ metric                                 type       labels
                                                   - members the self-audit dropped;
                                                   ``rekeys`` - sessions restarted;
                                                   ``restored`` - sessions carried over a
-                                                  restart or a crash)
+                                                  restart or a crash; ``fix_asked`` -
+                                                  members asked for a fresh report;
+                                                  ``fix_waits`` - session requests that
+                                                  waited for such reports)
 =====================================  =========  ============================================
 
 Labels never hold a user id, a correlation id or a position. Latencies are monotonic seconds
@@ -70,7 +73,7 @@ from locpriv.wire.messages import ErrorReply
 if TYPE_CHECKING:
     from locpriv.service.driver import ServiceDriver
 
-__all__ = ["SCRAPE_WAIT_S", "ServiceMetrics"]
+__all__ = ["SCRAPE_WAIT_S", "SESSION_EVENTS", "ServiceMetrics"]
 
 log = logging.getLogger(__name__)
 
@@ -279,6 +282,10 @@ def _one(
     return out
 
 
+SESSION_EVENTS = ("short", "audit_dropped", "rekeys", "restored", "fix_asked", "fix_waits")
+"""The ``event`` labels of ``locpriv_session_events_total``."""
+
+
 def _session_metrics(service: str, counts: dict[str, int]) -> Iterator[Any]:
     """The cloakers' ``session_counts`` as two counter families (fixed label values: bounded)."""
     regions = CounterMetricFamily(
@@ -292,9 +299,10 @@ def _session_metrics(service: str, counts: dict[str, int]) -> Iterator[Any]:
     events = CounterMetricFamily(
         "locpriv_session_events",
         "Session events: short sets, members the self-audit dropped, sessions re-keyed, "
-        "sessions carried over a restart",
+        "sessions carried over a restart, members asked for fresh reports, requests that "
+        "waited for them",
         labels=["service", "event"],
     )
-    for event in ("short", "audit_dropped", "rekeys", "restored"):
+    for event in SESSION_EVENTS:
         events.add_metric([service, event], float(counts.get(event, 0)))
     yield events

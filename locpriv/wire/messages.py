@@ -214,6 +214,12 @@ DSLocation: TypeAlias = Annotated[
 # ------------------------------------------------------------------------ messages
 
 
+ACCURACY: Final = (
+    "The fix's accuracy radius, metres, as the device reports it (a phone's 68 % radius);"
+    " sessions keep the user twice that off their regions' edges, 20 m when not given"
+)
+
+
 class LocationUpdate(Message):
     """User -> anonymizer: the user's current exact position (never retained by the broker)."""
 
@@ -222,7 +228,7 @@ class LocationUpdate(Message):
     lat: Lat
     lon: Lon
     t: Seconds = Field(description="When the position was taken, Unix seconds")
-    accuracy_m: Metres | None = None
+    accuracy_m: Metres | None = Field(default=None, description=ACCURACY)
 
 
 TileId = Annotated[
@@ -259,6 +265,7 @@ class CloakRequest(Message):
     user_id: UserId
     lat: Lat | None = None
     lon: Lon | None = None
+    accuracy_m: Metres | None = Field(default=None, description=ACCURACY)
     profile: PrivacyProfile | None = None
 
     @model_validator(mode="after")
@@ -294,6 +301,7 @@ class QueryRequest(Message):
     protocol: Literal[1, 2]
     lat: Lat
     lon: Lon
+    accuracy_m: Metres | None = Field(default=None, description=ACCURACY)
     query: Query
     profile: PrivacyProfile | None = None
     attributes: dict[Identifier, str | int | float] = Field(default_factory=dict, max_length=64)
@@ -496,6 +504,18 @@ class DeploymentConfig(Message):
     )
 
 
+class FixWanted(Message):
+    """Anonymizer -> one device, on ``{prefix}/v1/fix/{user_id}``: send a fresh
+    :class:`LocationUpdate` now. Asked of the members of a historical-k-anonymity session
+    whose last report is old, before the anonymizer answers a request of that session (a fresh
+    report keeps a member off the region's edges by metres instead of tens of metres:
+    docs/algorithms.md). ``within_s``: how long the anonymizer waits for it; a report after
+    that is still welcome, as any update is. Only the anonymizer's account writes the topic."""
+
+    type: Literal["fix_wanted"] = "fix_wanted"
+    within_s: float = Field(ge=0.0, le=60.0, allow_inf_nan=False, description="Seconds")
+
+
 AnyMessage: TypeAlias = Annotated[
     LocationUpdate
     | LocationLeave
@@ -510,7 +530,8 @@ AnyMessage: TypeAlias = Annotated[
     | DeploymentConfig
     | IssueRequest
     | IssueAnswer
-    | IssuerKeys,
+    | IssuerKeys
+    | FixWanted,
     Field(discriminator="type"),
 ]
 """The discriminated union of every wire message."""
@@ -532,6 +553,7 @@ MESSAGE_TYPES: Final[dict[str, type[Message]]] = {
         IssueRequest,
         IssueAnswer,
         IssuerKeys,
+        FixWanted,
     )
 }
 
@@ -674,6 +696,7 @@ __all__ = [
     "DeploymentConfig",
     "ErrorDetails",
     "ErrorReply",
+    "FixWanted",
     "IssueAnswer",
     "IssueRequest",
     "IssuerKey",

@@ -164,6 +164,17 @@ class Topics:
         parts = self._split(topic)
         return None if parts is None else parts[0]
 
+    def fix_wanted(self, user_id: str) -> str:
+        """Where the anonymizer asks ``user_id``'s device for a fresh location report
+        (:class:`~locpriv.wire.messages.FixWanted`); the broker's ACL lets only that login read
+        it and only the anonymizer write it."""
+        return f"{self.root}/fix/{_segment(user_id, 'user id')}"
+
+    @property
+    def fix_wanted_filter(self) -> str:
+        """Subscription filter for every device's fix requests."""
+        return f"{self.root}/fix/+"
+
     @property
     def config(self) -> str:
         """Retained :class:`~locpriv.wire.messages.DeploymentConfig` published by the services:

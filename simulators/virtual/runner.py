@@ -105,6 +105,10 @@ class VirtualConfig:
     candidates per group and an exact search of at most 20,000 nodes, to keep studies fast."""
     cloak: CloakConfig | None = None
     """Cloaker configuration; by default the scenario extent with 1 km margin, epoch ``tick_s``."""
+    fix_reply_s: float | None = 1.0
+    """How long a device takes to answer a :class:`~locpriv.wire.messages.FixWanted` with a
+    location update of where it is then (a fresh fix and the hops), virtual seconds; None:
+    devices ignore fix requests (apps that do not implement them)."""
 
 
 @dataclass
@@ -184,6 +188,7 @@ class _Runner(PeerNodes):
             self.cloaker,
             self.proj,
             prepare_epochs=cfg.prepare_epochs,
+            topics=self.topics,
         )
         self.core = TrustedCore(anonymizer, self.mediator)
         self.core_dispatch = Dispatcher(
@@ -232,6 +237,11 @@ class _Runner(PeerNodes):
         self.upd_xy = np.zeros((self.traj.n_users, 2))
         self.cell_cache: tuple[bytes, float, m.PeerRequest, NDArray[np.int64]] | None = None
         self.bus.subscribe(self.topics.root + "/peer/cell/+", self.on_cell)
+        # ---- devices answer the anonymizer's fix requests
+        self.index_of_user = {u: i for i, u in enumerate(self.traj.user_ids)}
+        self.fix_replies = 0
+        if cfg.fix_reply_s is not None:
+            self.bus.subscribe(self.topics.fix_wanted_filter, self.on_fix_wanted)
 
     # ------------------------------------------------------------------ helpers
     def lonlat(self, xy: tuple[float, float]) -> tuple[float, float]:
@@ -278,6 +288,21 @@ class _Runner(PeerNodes):
     def on_ds(self, topic: str, payload: bytes, tag: object, now: float) -> None:
         for s in self.ds_dispatch.handle(Received(topic, payload), now):
             self.send(s, now, tag if isinstance(tag, int) else None)
+
+    def on_fix_wanted(self, topic: str, payload: bytes, tag: object, now: float) -> None:
+        """A device asked for a fresh report sends one ``fix_reply_s`` later, from where it
+        is then."""
+        i = self.index_of_user.get(topic.rsplit("/", 1)[-1])
+        delay = self.cfg.fix_reply_s
+        if i is None or delay is None:
+            return
+        idx = np.array([i], dtype=np.int64)
+
+        def reply(t: float) -> None:
+            self.fix_replies += 1
+            self.publish_updates(idx, t, t)
+
+        self.bus.call_at(now + delay, reply)
 
     # ------------------------------------------------------------ P1-P3 users
     def on_requester(self, topic: str, payload: bytes, tag: object, now: float) -> None:
@@ -357,6 +382,7 @@ class _Runner(PeerNodes):
             ),
             now=now,
             timeout_s=self.cfg.ds_timeout_s + self.cfg.max_delay_s_bound,
+            accuracy_m=0.0,  # an exact fix
         )
         self.request_rid[request] = rid
         self.apply_requester(effects, now)
@@ -371,7 +397,11 @@ class _Runner(PeerNodes):
         for j, i in enumerate(idx.tolist()):
             uid = ids[i]
             where = LonLat(float(lon[j]), float(lat[j]))
-            for u in self.requester.location_update(user_id=uid, position=where, now=now):
+            # the simulator's fixes are exact: say so (accuracy 0), as a phone says its own
+            updates = self.requester.location_update(
+                user_id=uid, position=where, now=now, accuracy_m=0.0
+            )
+            for u in updates:
                 self.bus.publish(u.topic, u.message, now, label="updates")
         self.updates += len(idx)
 
@@ -424,6 +454,7 @@ class _Runner(PeerNodes):
             "peer_stats": dict(sum((pm.stats for pm in self.peers.values()), Counter())),
             # what historical k-anonymity's sessions did (Cloaker.session_counts)
             "sessions": dict(self.cloaker.session_counts),
+            "fix_replies": self.fix_replies,
         }
         return VirtualResult(self.records, stats, extra)
 

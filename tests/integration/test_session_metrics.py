@@ -12,7 +12,7 @@ from _svc_helpers import PROJ, make_config, running, seed_population
 
 from locpriv.client import Client
 from locpriv.service.anonymizer import AnonymizerService
-from locpriv.service.metrics import _session_metrics
+from locpriv.service.metrics import SESSION_EVENTS, _session_metrics
 from locpriv.wire.topics import Topics
 from simulators.scrape import metric, scrape
 
@@ -44,14 +44,14 @@ async def test_session_regions_are_exported_by_their_margins(
     # every answered session cloak is counted once (the first one too), by its margins
     assert by["thin"] + by["worst_case"] == 5
     assert by == {m: counts.get(m, 0) for m in ("thin", "worst_case")}
-    for event in ("short", "audit_dropped", "rekeys", "restored"):
+    for event in SESSION_EVENTS:
         name = "locpriv_session_events_total"
         assert metric(samples, name, service="anonymizer", event=event) == counts.get(event, 0)
 
 
 def test_each_session_count_reaches_its_own_sample() -> None:
     """The events a short live run leaves at 0 (short sets, audit drops, re-keys, sessions
-    carried over a restart): each count lands on its own label, none is lost or swapped."""
+    carried over a restart, fix requests): each count lands on its own label, none is lost or swapped."""
     counts = {
         "thin": 7,
         "worst_case": 5,
@@ -59,6 +59,8 @@ def test_each_session_count_reaches_its_own_sample() -> None:
         "audit_dropped": 2,
         "rekeys": 1,
         "restored": 4,
+        "fix_asked": 9,
+        "fix_waits": 6,
     }
     got = {
         (s.name, s.labels.get("margins") or s.labels.get("event")): s.value
@@ -73,6 +75,8 @@ def test_each_session_count_reaches_its_own_sample() -> None:
         ("locpriv_session_events_total", "audit_dropped"): 2,
         ("locpriv_session_events_total", "rekeys"): 1,
         ("locpriv_session_events_total", "restored"): 4,
+        ("locpriv_session_events_total", "fix_asked"): 9,
+        ("locpriv_session_events_total", "fix_waits"): 6,
     }
     empty = {s.value for f in _session_metrics("anonymizer", {}) for s in f.samples}
     assert empty == {0.0}  # every label present from the start: rate() needs no gap fill

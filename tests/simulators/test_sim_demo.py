@@ -86,6 +86,15 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     # among cyclists with fixes every 30 s: pedestrians' margins, then margins by seen speed
     assert attacks["fast_neighbours"]["before_success_rate"] > 0.5
     assert attacks["fast_neighbours"]["after_success_rate"] <= 0.01
+    # walkers reporting every 30 s: devices that answer fix requests cost smaller regions,
+    # and the sessions keep k
+    stale = attacks["stale_fixes"]
+    assert stale["after_area_m2_median"] < stale["before_area_m2_median"]  # 0.81-0.97x, seeds 0-2
+    assert stale["after_success_rate"] <= 0.01 and stale["before_success_rate"] <= 0.01
+    # fixes scattered by 5 m: margins that ignore it are narrowed, margins that hold each
+    # report's accuracy are not
+    scattered = attacks["scattered_fixes"]
+    assert scattered["before_success_rate"] > 0.2 and scattered["after_success_rate"] <= 0.01
     # who asked, guessed as the candidate nearest an edge: near a guess at random (measured
     # 0.99-1.13x with sessions on seeds 0-3; 40 askers leave about 10 % of noise)
     assert 0.0 <= attacks["requester_guess"]["after_edge_over_chance"] <= 1.5

@@ -122,6 +122,7 @@ class _Snapshot:
         self.vx = np.where(ok, (self.x - table.px[self.slots]) / safe, np.nan)
         self.vy = np.where(ok, (self.y - table.py[self.slots]) / safe, np.nan)
         self.vmax = table.vmax[self.slots].copy()  # the fastest each was seen to move, m/s
+        self.error_m = table.error_m[self.slots].copy()  # her fix's accuracy (m), nan: unsaid
         self._fast: dict[float, int] = {}
         # how long she had stayed put when she sent her latest fix (0: she was moving), and
         # as of now, taking her to stay put until a fix says otherwise (0 for a mover, not
@@ -187,6 +188,13 @@ class _Pending:
     params: CloakParams
     deadline: float
     reason: str
+    not_before: float = -math.inf
+    """A session request waiting for its members' fresh reports is not tried before this
+    (s) unless every one it waits for has arrived (:attr:`wanted` empty)."""
+    wanted: set[str] = field(default_factory=set)
+    """Members whose fresh report it still waits for."""
+    arrived: float = -math.inf
+    """When the last of :attr:`wanted` arrived (s)."""
 
 
 @dataclass(slots=True)
@@ -253,13 +261,18 @@ class Cloaker:
         self._seq = 0
         self._retry_epoch: int | None = None  # last epoch whose pending were retried
         self._next_expiry = math.inf
+        self._fix_wanted: list[str] = []  # members to ask for a fresh report (not yet taken)
+        self._asked: dict[str, float] = {}  # member -> when she was last asked
+        self._waiting_on: dict[str, set[Hashable]] = {}  # member -> requests waiting on her
         self.session_counts: Counter[str] = Counter()
         """What sessions did, for benchmarks and operators: ``thin`` and ``worst_case``,
         regions answered from thin or from worst-case margins; ``short``, the worst-case ones
         answered because fewer than ``k + session_slack`` members were left (no thin region
         could be built; with a slack only); ``audit_dropped``, members the self-audit found
         outside a thin region they were counted in; ``rekeys``, sessions restarted with a
-        fresh set (``CloakConfig.session_rekey_factor``)."""
+        fresh set (``CloakConfig.session_rekey_factor``); ``fix_asked``, members asked for a fresh
+        report, and ``fix_waits``, session requests that waited for such reports
+        (``CloakConfig.session_fresh_s``)."""
         self.revision = revision if revision is not None else Revision()
         """Grows whenever a session may have changed (a request of one, a set that starts,
         shrinks or ends, an audit); cloakers may share one (every tile's, in
@@ -268,27 +281,56 @@ class Cloaker:
         (:meth:`export_sessions`) before it publishes an answer made after a change."""
 
     # ----------------------------------------------------------------- users
-    def update(self, user_id: str, x_m: float, y_m: float, now: float) -> list[CloakOutcome]:
-        """Absorb one location update (metres, seconds); returns outcomes it completed.
+    def update(
+        self,
+        user_id: str,
+        x_m: float,
+        y_m: float,
+        now: float,
+        accuracy_m: float | None = None,
+    ) -> list[CloakOutcome]:
+        """Absorb one location update (metres, seconds; ``accuracy_m``: how far the fix may
+        lie from her device, as her device says, None if it does not: sessions then assume
+        ``session_fix_error_m``); returns outcomes it completed.
 
-        Raises ValueError for non-finite coordinates.
+        Raises ValueError for non-finite coordinates or a negative or non-finite accuracy.
         """
         if not (math.isfinite(x_m) and math.isfinite(y_m)):
             raise ValueError("coordinates must be finite")
-        self.table.update(user_id, x_m, y_m, now)
+        if accuracy_m is not None and not (math.isfinite(accuracy_m) and accuracy_m >= 0):
+            raise ValueError("accuracy_m must be finite and >= 0")
+        self.table.update(user_id, x_m, y_m, now, accuracy_m)
+        if self._waiting_on:
+            self._arrived(user_id, now)
         if self._pending:
             return self._tick(now)
         return []
 
-    def update_many(self, user_ids: Sequence[str], xy_m: F64, now: float) -> list[CloakOutcome]:
-        """Vectorised :meth:`update`; ``xy_m`` has shape ``(len(user_ids), 2)``.
+    def update_many(
+        self,
+        user_ids: Sequence[str],
+        xy_m: F64,
+        now: float,
+        accuracy_m: F64 | None = None,
+    ) -> list[CloakOutcome]:
+        """Vectorised :meth:`update`; ``xy_m`` has shape ``(len(user_ids), 2)``,
+        ``accuracy_m`` ``(len(user_ids),)`` (nan: not said) or None (none said).
 
-        Raises ValueError for a wrong shape or non-finite coordinates (then nothing is stored).
+        Raises ValueError for a wrong shape, non-finite coordinates or a negative accuracy
+        (then nothing is stored).
         """
         xy_m = np.asarray(xy_m, dtype=np.float64)
         if not np.isfinite(xy_m).all():
             raise ValueError("coordinates must be finite")
-        self.table.update_many(user_ids, xy_m, now)
+        if accuracy_m is not None:
+            accuracy_m = np.asarray(accuracy_m, dtype=np.float64)
+            if accuracy_m.shape != (len(user_ids),) or (accuracy_m < 0).any():
+                raise ValueError("accuracy_m must have one value >= 0 (or nan) per user")
+            accuracy_m = np.where(np.isinf(accuracy_m), np.nan, accuracy_m)
+        self.table.update_many(user_ids, xy_m, now, accuracy_m)
+        if self._waiting_on:
+            for uid in self._waiting_on.keys() & set(user_ids):
+                self._arrived(uid, now)
         if self._pending:
             return self._tick(now)
         return []
@@ -319,6 +361,10 @@ class Cloaker:
         slot = self.table.ids.get(user_id)
         if slot is None:
             return CloakOutcome(request_id, None, UnknownUser("no current location for this user"))
+        wanted = self._ask_fixes(user_id, p, now)
+        if wanted and len(self._pending) < self.config.max_pending:
+            self._wait_for(request_id, user_id, p, now, wanted)
+            return None
         snap = self._snapshot(now)
         region, reason = self._attempt(snap, slot, p, user_id, now)
         if region is not None:
@@ -329,8 +375,74 @@ class Cloaker:
             return CloakOutcome(
                 request_id, None, Overloaded("too many pending cloak requests; retry later")
             )
-        deadline = now + p.max_delay_s
-        self._pending[request_id] = _Pending(request_id, user_id, p, deadline, reason)
+        self._enqueue(_Pending(request_id, user_id, p, now + p.max_delay_s, reason))
+        return None
+
+    def take_fix_requests(self) -> list[str]:
+        """The members to ask for a fresh location report now (each once; the list empties):
+        those of sessions that went on since the last call, whose last report is older than
+        ``session_fresh_s`` and who were not asked within ``session_fix_every_s``. Their
+        requests wait for the reports (answered by :meth:`update` or :meth:`on_deadline`)."""
+        out, self._fix_wanted = self._fix_wanted, []
+        return out
+
+    def _ask_fixes(self, user_id: str, p: CloakParams, now: float) -> set[str]:
+        """The members a request of ``user_id``'s live session should wait for (empty: none,
+        or not a session that goes on); queues those not asked recently for
+        :meth:`take_fix_requests`."""
+        cfg = self.config
+        if cfg.session_fresh_s <= 0 or cfg.session_fix_wait_s <= 0 or p.max_delay_s <= 0:
+            return set()
+        if not self._goes_on(user_id, p, now):
+            return set()
+        s = self._sessions[user_id]
+        tab, asked, wanted = self.table, self._asked, set()
+        for u in s.members:
+            slot = tab.ids.get(u)
+            if u == user_id or slot is None or now - float(tab.t[slot]) <= cfg.session_fresh_s:
+                continue
+            when = asked.get(u)
+            if when is None or now - when >= cfg.session_fix_every_s:
+                asked[u] = now
+                self._fix_wanted.append(u)
+                self.session_counts["fix_asked"] += 1
+                wanted.add(u)
+            elif now - when < cfg.session_fix_wait_s and when > float(tab.t[slot]):
+                wanted.add(u)  # asked moments ago for another request: her report is coming
+        if len(asked) > 2 * len(tab) + 1024:
+            self._asked = {u: t for u, t in asked.items() if now - t < cfg.session_fix_every_s}
+        return wanted
+
+    def _goes_on(self, user_id: str, p: CloakParams, now: float) -> bool:
+        """Whether a request of ``user_id`` with ``p`` now goes on with her session."""
+        s = self._sessions.get(user_id)
+        return s is not None and s.k == p.k and now - s.last <= max(s.session_s, p.session_s)
+
+    def _wait_for(
+        self, request_id: Hashable, user_id: str, p: CloakParams, now: float, wanted: set[str]
+    ) -> None:
+        """Queue a session request until ``wanted`` report (or ``session_fix_wait_s``)."""
+        wait = min(self.config.session_fix_wait_s, p.max_delay_s / 2)
+        why = "waiting for the session members' fresh reports"
+        pend = _Pending(request_id, user_id, p, now + p.max_delay_s, why, now + wait, wanted)
+        for u in wanted:
+            self._waiting_on.setdefault(u, set()).add(request_id)
+        self.session_counts["fix_waits"] += 1
+        self._enqueue(pend)
+
+    def _arrived(self, user_id: str, now: float) -> None:
+        """A report of ``user_id`` came in: requests waiting for it wait for one fewer."""
+        for rid in self._waiting_on.pop(user_id, ()):
+            pend = self._pending.get(rid)
+            if pend is not None and user_id in pend.wanted:
+                pend.wanted.discard(user_id)
+                if not pend.wanted:
+                    pend.arrived = now
+
+    def _enqueue(self, pend: _Pending) -> None:
+        request_id = pend.request_id
+        self._pending[request_id] = pend
+        deadline = pend.deadline
         self._seq += 1
         heapq.heappush(self._heap, (deadline, self._seq, request_id))
         if len(self._heap) > 4 * len(self._pending) + 1024:  # drop entries of finished requests
@@ -338,7 +450,11 @@ class Cloaker:
                 (q.deadline, i, q.request_id) for i, q in enumerate(self._pending.values())
             ]
             heapq.heapify(self._heap)
-        return None
+        if len(self._waiting_on) > 4 * len(self._pending) + 1024:  # members who never answered
+            self._waiting_on = {}
+            for q in self._pending.values():
+                for u in q.wanted:
+                    self._waiting_on.setdefault(u, set()).add(q.request_id)
 
     def prepare(self, now: float) -> list[CloakOutcome]:
         """Take the snapshot of ``now``'s epoch if not yet taken and pre-build the partitions
@@ -422,6 +538,8 @@ class Cloaker:
         for rid, pend in list(self._pending.items()):
             if pend.deadline < now:
                 continue  # on_deadline reports it
+            if now < pend.not_before and (pend.wanted or snap.time < pend.arrived):
+                continue  # her members' fresh reports are still coming (or not in the snapshot)
             slot = self.table.ids.get(pend.user_id)
             if slot is None:
                 pend.reason = "requesting user was forgotten (silent longer than the TTL)"
@@ -682,7 +800,8 @@ class Cloaker:
                     scale=scale,
                 )
         age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
-        worst, stale = self._worst(age, scale, me)
+        error = self._fix_error(snap, idx)
+        worst, stale = self._worst(age, scale, me, error)
         if stale.any():  # not vouched for: chosen last, kept only where a region covers them
             if score is None:
                 score = np.hypot(xy[:, 0] - xy[me, 0], xy[:, 1] - xy[me, 1])
@@ -697,7 +816,17 @@ class Cloaker:
         if slack > 0 and len(rows) - int(stale.sum()) >= session.k + slack:
             # thin margins around dead-reckoned positions, k + slack members (statistical)
             guess, drift = self._thin(
-                snap, idx, xy, age, worst, scale=scale, stale=stale, k=session.k, me=me, draw=draw
+                snap,
+                idx,
+                xy,
+                age,
+                worst,
+                scale=scale,
+                stale=stale,
+                k=session.k,
+                me=me,
+                draw=draw,
+                error=error,
             )
             m_thin = max(session.k + slack, min(m_base + slack, len(rows)))
             got = session_region(
@@ -732,7 +861,8 @@ class Cloaker:
                     xy = np.column_stack([snap.x[idx], snap.y[idx]])
                     age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
                     scale = self._scale(snap, idx)
-                    margin, stale = self._worst(age, scale, me)
+                    error = self._fix_error(snap, idx)
+                    margin, stale = self._worst(age, scale, me, error)
                     at = xy
                     if thin:  # the adopted stale too: their worst-case box, not a thin one
                         at, margin = self._thin(
@@ -746,6 +876,7 @@ class Cloaker:
                             k=session.k,
                             me=me,
                             draw=draw,
+                            error=error,
                         )
             # every member the region covers with her margin stays (the chosen ones do)
             held = (
@@ -786,9 +917,21 @@ class Cloaker:
         base = max(cfg.session_speed_m_s, 1e-9)
         return np.maximum(1.0, cfg.session_speed_factor * snap.vmax[idx] / base)
 
-    def _worst(self, age: F64, scale: F64, me: int) -> tuple[F64, NDArray[np.bool_]]:
-        """Worst-case margins (m) of members whose fixes are ``age`` s old: ``session_speed_m_s
-        * age`` times their ``scale`` (:meth:`_scale`); and which are *stale*, not vouched for
+    def _fix_error(self, snap: _Snapshot, idx: I64) -> F64:
+        """How far each of snapshot rows ``idx``'s fixes may lie from her device (m):
+        ``session_accuracy_factor`` times the accuracy her report gave, else
+        ``session_fix_error_m``."""
+        cfg = self.config
+        said = snap.error_m[idx]
+        out: F64 = np.where(
+            np.isnan(said), cfg.session_fix_error_m, cfg.session_accuracy_factor * said
+        )
+        return out
+
+    def _worst(self, age: F64, scale: F64, me: int, error: F64) -> tuple[F64, NDArray[np.bool_]]:
+        """Worst-case margins (m) of members whose fixes are ``age`` s old: ``error`` (where
+        each fix may lie from her device, :meth:`_fix_error`) plus ``session_speed_m_s * age``
+        times their ``scale`` (:meth:`_scale`); and which are *stale*, not vouched for
         because their fix is older than ``session_margin_m / session_speed_m_s - epoch_s``
         seconds (row ``me``, the requester, never is). A stale member is chosen last and
         stays in the set only where a region covers her whole margin; capping her margin
@@ -797,7 +940,7 @@ class Cloaker:
         base = cfg.session_speed_m_s * age
         stale = base > cfg.session_margin_m
         stale[me] = False
-        return base * scale, stale
+        return error + base * scale, stale
 
     def _thin(
         self,
@@ -812,9 +955,11 @@ class Cloaker:
         k: int,
         me: int,
         draw: np.random.Generator,
+        error: F64,
     ) -> tuple[F64, F64]:
         """Dead-reckoned positions of snapshot rows ``idx`` (at ``xy``, fixes ``age`` s old) and
-        their thin margins (never above the worst-case ``margin``): ``floor + drift * age``,
+        their thin margins (never above the worst-case ``margin``): ``error`` (each fix's, as in
+        :meth:`_worst`) ``+ floor + drift * age``,
         thinner for members who had stayed put for long (:func:`still_margins`, ``k`` the
         session's). Row ``me``, the requester, keeps her fix and her worst-case margin: the
         region must hold her, not only probably (her request usually brings a fresh fix); and
@@ -834,6 +979,7 @@ class Cloaker:
             speed_m_s=cfg.session_speed_m_s * scale,
             floor_m=cfg.session_floor_m,
         )
+        drift = np.minimum(margin, drift + error)  # where each fix may lie from her device
         guess = xy + v * age[:, None]
         guess[stale] = xy[stale]  # not vouched for, even statistically: her worst-case box
         drift[stale] = margin[stale]

@@ -59,6 +59,7 @@ class TileCloakers:
         self._due: dict[str, float | None] = {}
         self._heap: list[tuple[float, str]] = []
         self._dirty: set[str] = set()
+        self._fix_wanted: list[str] = []
         self.revision = Revision()
         """Shared by every tile's cloaker (:attr:`Cloaker.revision`)."""
 
@@ -146,10 +147,18 @@ class TileCloakers:
     # ------------------------------------------------------------------ users
 
     def update(
-        self, user_id: str, x_m: float, y_m: float, now: float, tile: str
+        self,
+        user_id: str,
+        x_m: float,
+        y_m: float,
+        now: float,
+        tile: str,
+        *,
+        accuracy_m: float | None = None,
     ) -> list[CloakOutcome]:
-        """Absorb a position (metres) in ``tile``; a user leaving another tile of this set is
-        removed from it at once. Returns outcomes of pending requests it completed."""
+        """Absorb a position (metres; ``accuracy_m`` as :meth:`Cloaker.update`) in ``tile``; a
+        user leaving another tile of this set is removed from it at once. Returns outcomes of
+        pending requests it completed."""
         old = self.tile_of_user.get(user_id)
         if old is not None and old != tile:
             prev = self.cloakers.get(old)
@@ -157,7 +166,7 @@ class TileCloakers:
                 prev.remove(user_id)
                 self._dirty.add(old)
         self.tile_of_user[user_id] = tile
-        return self._finished(self.cloaker(tile).update(user_id, x_m, y_m, now))
+        return self._finished(self.cloaker(tile).update(user_id, x_m, y_m, now, accuracy_m))
 
     def leave(self, user_id: str, tile: str) -> None:
         """The user left ``tile``: forget her there at once. A no-op unless ``tile`` is the
@@ -188,10 +197,17 @@ class TileCloakers:
         tile = self.tile_of(user_id)
         if tile is None:
             return CloakOutcome(request_id, None, UnknownUser("no current location for this user"))
-        outcome = self.cloaker(tile).request(request_id, user_id, params, now)
+        c = self.cloaker(tile)
+        outcome = c.request(request_id, user_id, params, now)
+        self._fix_wanted += c.take_fix_requests()
         if outcome is None:
             self._tile_of_request[request_id] = tile
         return self._finished([outcome])[0] if outcome is not None else None
+
+    def take_fix_requests(self) -> list[str]:
+        """:meth:`Cloaker.take_fix_requests` of every tile since the last call (user ids)."""
+        out, self._fix_wanted = self._fix_wanted, []
+        return out
 
     def cancel(self, request_id: Hashable) -> None:
         """Drop a pending request; unknown ids are ignored."""

@@ -191,6 +191,30 @@ class CloakConfig:
     the requester far more often than chance; with a fixed quantile she sits at a typical
     depth, which a guess by depth rank finds (docs/algorithms.md measures the guesses and the
     area). ``"draw"`` or in [0, 1]."""
+    session_fix_error_m: float = 20.0
+    """How far, metres, a member's fix may lie from where her device is when her report does
+    not say (GPS, Wi-Fi and cell fixes scatter by metres to tens of metres): every session
+    margin, worst-case and thin, the requester's too, includes it on top of what she may have
+    moved since. 20 m holds for fixes scattered by up to about 6 m per axis (three times the
+    scatter: docs/algorithms.md measures the attack)."""
+    session_accuracy_factor: float = 2.0
+    """A report that gives its ``accuracy_m`` (the radius a phone reports, about 1.5 times a
+    fix's scatter per axis) is taken to lie at most this many times that from the device."""
+    session_fresh_s: float = 10.0
+    """Above 0 (default 10 s), a request of a session that goes on first asks every member
+    whose last report is older than this (seconds) for a fresh one
+    (:meth:`Cloaker.take_fix_requests`; the anonymizer publishes them on
+    :meth:`locpriv.wire.topics.Topics.fix_wanted`) and waits for their reports, at most
+    :attr:`session_fix_wait_s` and never past half the request's ``max_delay_s`` (a request
+    with ``max_delay_s`` 0 asks nobody); a member who does not answer keeps her old report and
+    its margin (every second of age widens it by ``session_speed_m_s``). 0: nobody is asked."""
+    session_fix_wait_s: float = 2.0
+    """With ``session_fresh_s`` > 0: the longest a session request waits for its members'
+    fresh reports, seconds."""
+    session_fix_every_s: float = 10.0
+    """With ``session_fresh_s`` > 0: a member is asked for a fresh report at most once in
+    this many seconds, however many sessions hold her or how often they ask (what a flood of
+    session requests can make the anonymizer send to any one device)."""
     default: CloakParams = field(default_factory=_default_params)
     user_ttl_s: float = 300.0
     world: tuple[float, float, float, float] = (0.0, 0.0, 20_000.0, 20_000.0)
@@ -223,13 +247,20 @@ class CloakConfig:
             self.session_speed_factor,
             self.session_spare,
             self.session_spare_fast_users,
+            self.session_fix_error_m,
+            self.session_accuracy_factor,
+            self.session_fresh_s,
+            self.session_fix_wait_s,
+            self.session_fix_every_s,
         )
         if not all(v >= 0 for v in knobs):  # nan fails too
             raise ConfigError(
                 "session_margin_m, session_speed_m_s, session_horizon_s,"
                 " session_rekey_factor, session_slack, session_drift_m_s, session_floor_m,"
-                " session_forecast_s, session_speed_factor, session_spare and"
-                " session_spare_fast_users must be >= 0"
+                " session_forecast_s, session_speed_factor, session_spare,"
+                " session_spare_fast_users, session_fix_error_m, session_accuracy_factor,"
+                " session_fresh_s, session_fix_wait_s and"
+                " session_fix_every_s must be >= 0"
             )
         if not 0 < self.session_risk < 1:  # nan fails too
             raise ConfigError("session_risk must be in (0, 1)")

@@ -68,6 +68,9 @@ class UserTable:
         self.sy: F64 = np.zeros(cap)
         self.still_t: F64 = np.zeros(cap)
         self.vmax: F64 = np.zeros(cap)
+        self.error_m: F64 = np.full(cap, np.nan)
+        """How far her latest fix may lie from her device, metres, as its report said (its
+        accuracy); nan where it said nothing."""
         """The fastest she has been seen to move, m/s: the chords between her reports at
         least :data:`SPEED_BASELINE_S` apart, less their scatter, each kept and halved every
         :data:`SPEED_MEMORY_S` seconds she has moved since (not while she stays put); 0
@@ -106,6 +109,7 @@ class UserTable:
         self.sy = np.concatenate([self.sy, np.zeros(old)])
         self.still_t = np.concatenate([self.still_t, np.zeros(old)])
         self.vmax = np.concatenate([self.vmax, np.zeros(old)])
+        self.error_m = np.concatenate([self.error_m, np.full(old, np.nan)])
         self.ax = np.concatenate([self.ax, np.zeros(old)])
         self.ay = np.concatenate([self.ay, np.zeros(old)])
         self.at = np.concatenate([self.at, np.full(old, -math.inf)])
@@ -149,10 +153,14 @@ class UserTable:
                 out[uid] = max(v, out.get(uid, 0.0))
         return out
 
-    def update(self, user_id: str, x_m: float, y_m: float, now: float) -> int:
-        """Record the latest position of ``user_id``; returns its slot."""
+    def update(
+        self, user_id: str, x_m: float, y_m: float, now: float, error_m: float | None = None
+    ) -> int:
+        """Record the latest position of ``user_id`` (``error_m``: how far the fix may lie
+        from her device, metres; None: not said); returns its slot."""
         slot = self._slot(user_id)
         self._record(np.array([slot], dtype=np.int64), np.array([x_m]), np.array([y_m]), now)
+        self.error_m[slot] = np.nan if error_m is None else error_m
         return slot
 
     def _record(self, slots: I64, xs: F64, ys: F64, now: float) -> None:
@@ -168,8 +176,11 @@ class UserTable:
                     self.vmax[slot] = max(float(self.vmax[slot]), known)
             self._seeded.clear()
 
-    def update_many(self, user_ids: Sequence[str], xy_m: F64, now: float) -> I64:
-        """Vectorised :meth:`update` of ``len(user_ids)`` users; ``xy_m`` has shape (n, 2).
+    def update_many(
+        self, user_ids: Sequence[str], xy_m: F64, now: float, error_m: F64 | None = None
+    ) -> I64:
+        """Vectorised :meth:`update` of ``len(user_ids)`` users; ``xy_m`` has shape (n, 2),
+        ``error_m`` (n,) (nan or None: not said).
 
         Rows apply in order: an id given twice takes both reports, the last one latest.
         Returns the slots.
@@ -184,6 +195,7 @@ class UserTable:
             count=len(user_ids),
         )
         self._record(slots, np.ascontiguousarray(xy[:, 0]), np.ascontiguousarray(xy[:, 1]), now)
+        self.error_m[slots] = np.nan if error_m is None else np.asarray(error_m, dtype=np.float64)
         return slots
 
     def remove(self, user_id: str) -> bool:
@@ -197,6 +209,7 @@ class UserTable:
     def _release(self, slot: int) -> None:
         self.alive[slot] = False
         self.slot_ids[slot] = None
+        self.error_m[slot] = np.nan
         self.t[slot] = -math.inf
         self._free.append(slot)
 
