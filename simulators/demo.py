@@ -133,6 +133,12 @@ def format_attacks(attacks: dict[str, Any]) -> str:
     f = attacks.get(
         "fast_neighbours", {"before_success_rate": math.nan, "after_success_rate": math.nan}
     )
+    z = attacks.get(
+        "stale_fixes", {"before_area_m2_median": math.nan, "after_area_m2_median": math.nan}
+    )
+    x = attacks.get(
+        "scattered_fixes", {"before_success_rate": math.nan, "after_success_rate": math.nan}
+    )
     return "\n".join(
         [
             "  attacks over time (before -> defended):",
@@ -145,6 +151,10 @@ def format_attacks(attacks: dict[str, Any]) -> str:
             f"{c['after_area_m2_median']:.0f} m2",
             f"    repeated cloaks among cyclists (fixes every 30 s): intersection attack success "
             f"{f['before_success_rate']:.0%} -> {f['after_success_rate']:.0%}",
+            f"    repeated cloaks, fixes every 30 s: median area {z['before_area_m2_median']:.0f}"
+            f" -> {z['after_area_m2_median']:.0f} m2 when devices answer fix requests",
+            f"    repeated cloaks, fixes scattered 5 m: intersection attack success "
+            f"{x['before_success_rate']:.0%} -> {x['after_success_rate']:.0%}",
             f"    repeated cloaks: requester found as the candidate nearest an edge "
             f"{g['before_edge_over_chance']:.2f} -> {g['after_edge_over_chance']:.2f}x chance",
             f"    P4 broker: device followed {b['before_linked_hours']:.1f} -> "

@@ -230,6 +230,16 @@ def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> P
             "intersection attack, cyclists\n(fixes every 30 s), lower is safer",
         ),
         (
+            "scattered_fixes",
+            "success_rate",
+            "intersection attack, fixes ±5 m\n(fix requests), lower is safer",
+        ),
+        (
+            "stale_fixes",
+            "area_m2_median",
+            "session region, fixes every 30 s\nmedian m² (fix requests), lower is better",
+        ),
+        (
             "requester_guess",
             "edge_over_chance",
             "who asked: user nearest an edge\namong candidates (× chance), 1 is blind",
@@ -242,6 +252,7 @@ def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> P
         values = [attacks[name][f"before_{key}"], attacks[name][f"after_{key}"]]
         ax.bar(["before", "defended"], values, color=["#bbbbbb", "#3b7dd8"])
         for i, v in enumerate(values):
-            ax.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=9)
+            ax.text(i, v, f"{v:.2f}" if v < 1000 else f"{v:.0f}", ha="center", va="bottom",
+                    fontsize=9)  # fmt: skip
         ax.set_title(title, fontsize=9)
     return _save(fig, Path(out_dir) / "attacks.png")
