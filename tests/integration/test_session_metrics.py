@@ -51,7 +51,8 @@ async def test_session_regions_are_exported_by_their_margins(
 
 def test_each_session_count_reaches_its_own_sample() -> None:
     """The events a short live run leaves at 0 (short sets, audit drops, re-keys, sessions
-    carried over a restart, fix requests): each count lands on its own label, none is lost or swapped."""
+    carried over a restart, fix requests): each count lands on its own label, none is lost
+    or swapped."""
     counts = {
         "thin": 7,
         "worst_case": 5,
