@@ -31,10 +31,17 @@
   margins sized by stays (every seed), and on the first seed with worst-case margins and no
   adoption and with sessions re-keyed at 3x the shared region (opt-in: the attack's success
   across restarts); without the joint box (members each by her own distance) on every seed;
-  the requester-finding guesses (centre, edge) for both rankings; and the oracles: one that
+  the requester-finding guesses (centre, edge) for both rankings; with devices that ignore
+  the anonymizer's fix requests (``no_fix_answers``: every region from reports up to 30 s
+  old; the shipped rows have devices answer a second later, as apps with a
+  ``position_source`` do; also on the walker conditions with 30 s fixes); and the oracles: one that
   knows every future position (choosing the set by each member's distance, and by the box it
   makes together) and one that knows only who never moves and keeps, from the first request,
   the k - 1 of them nearest the requester;
+* scattered fixes - the default walkers with fixes every 30 s whose fixes lie off the truth by
+  0, 5, 10 or 20 m per axis (the adversary knows the truth): the design before fix requests
+  and error margins, fix requests whose margins ignore the scatter, and the shipped margins
+  with reports that give their accuracy and with reports that do not;
 * P4 broker tracking - a day of dwell-and-move devices; how long the broker follows one
   device under one identity, and its position error;
 * P4 accuracy with and without keyed noise - the ``demo`` scenario, P4 only, on the virtual
@@ -106,12 +113,18 @@ worst-case margin, the set the first group only (what those two parts buy)."""
 
 
 def city_run(
-    session_s: float, quick: bool, cloak: dict[str, Any] | None = None, seed: int = CITY_SEEDS[0]
+    session_s: float,
+    quick: bool,
+    cloak: dict[str, Any] | None = None,
+    seed: int = CITY_SEEDS[0],
+    *,
+    fix_answers: bool = True,
 ) -> tuple[Any, Any]:
     """One virtual run of the city (``cloak``: CloakConfig fields over the simulator's
-    defaults); returns the run's result and the built scenario."""
+    defaults; ``fix_answers``: devices answer the anonymizer's fix requests a second later,
+    as apps with a ``position_source`` do); returns the run's result and the built scenario."""
     sc = _city_scenario(session_s, quick, seed)
-    cfg = VirtualConfig()
+    cfg = VirtualConfig() if fix_answers else VirtualConfig(fix_reply_s=None)
     if cloak:
         cfg = dataclasses.replace(cfg, cloak=default_cloak_config(sc, cfg, **cloak))
     built = build(sc)
@@ -127,9 +140,13 @@ def city_figures(res: Any) -> dict[str, Any]:
 
 
 def _city(
-    session_s: float, quick: bool, cloak: dict[str, Any] | None = None, seed: int = CITY_SEEDS[0]
+    session_s: float,
+    quick: bool,
+    cloak: dict[str, Any] | None = None,
+    seed: int = CITY_SEEDS[0],
+    fix_answers: bool = True,
 ) -> dict[str, Any]:
-    res, built = city_run(session_s, quick, cloak, seed)
+    res, built = city_run(session_s, quick, cloak, seed, fix_answers=fix_answers)
     return {
         **city_figures(res),
         "areas_by_kind": _areas_by_kind(res.records, built.trajectories.static),
@@ -179,9 +196,14 @@ def _kind_shares(areas: dict[str, list[float]], undefended_m2: float) -> dict[st
     return out
 
 
+NO_FIX_ANSWERS = "no_fix_answers"
+"""The design whose devices ignore fix requests (the shipped sessions from stale reports)."""
+
+
 def _city_job(job: tuple[str, int, float, dict[str, Any] | None, bool]) -> dict[str, Any]:
     name, seed, session_s, cloak, quick = job
-    return {"design": name, "seed": seed, **_city(session_s, quick, cloak, seed)}
+    answers = name != NO_FIX_ANSWERS
+    return {"design": name, "seed": seed, **_city(session_s, quick, cloak, seed, answers)}
 
 
 def _city_all(quick: bool) -> dict[str, Any]:
@@ -193,6 +215,8 @@ def _city_all(quick: bool) -> dict[str, Any]:
         jobs += [
             ("before", seed, 0.0, None, quick),
             ("after", seed, CITY_SESSION_S, None, quick),
+            # what fresh reports buy: devices that ignore the anonymizer's fix requests
+            (NO_FIX_ANSWERS, seed, CITY_SESSION_S, None, quick),
             # what the margins of those who stayed put buy: everyone the ordinary thin margin
             ("no_still_margins", seed, CITY_SESSION_S, NO_STILL_MARGINS, quick),
             # what choosing the set by its joint box buys: members each by her own distance
@@ -213,7 +237,7 @@ def _city_all(quick: bool) -> dict[str, Any]:
             r["area_ratio"] = r["area_m2_median"] / base
             r["by_requester"] = _kind_shares(r.pop("areas_by_kind"), base)
     after = [per["after"] for per in out["seeds"].values()]
-    for design in ("after", "no_still_margins", "distance_ranking"):
+    for design in ("after", NO_FIX_ANSWERS, "no_still_margins", "distance_ranking"):
         out[f"{design}_mean"] = {
             key: float(np.mean([per[design][key] for per in out["seeds"].values()]))
             for key in ("area_ratio", "answered_rate", "success_rate")
@@ -278,6 +302,9 @@ def _city_bound(quick: bool, seed: int, undefended_m2: float) -> dict[str, Any]:
     return out
 
 
+FIX_REPLY_S = 1.0
+"""Walkers asked for a fresh fix report one second later (apps with a ``position_source``)."""
+
 WALKER_CONDITIONS: tuple[dict[str, Any], ...] = (
     {},
     {"users": 1000},
@@ -339,13 +366,65 @@ def _conditions(quick: bool) -> dict[str, Any]:
             # ... and the one told every present position, committing to k at the first request
             "oracle_online_20m_ratio": base.oracle_online_area_m2_median / base.area_m2_median,
         }
-        for design, over in (("worst_case", WORST_CASE_SESSIONS), ("after", {})):
-            r = repeated_cloaks_attack(session_s=WALKER_SESSION_S, cloak=over, **kw)
+        designs: list[tuple[str, dict[str, Any], float | None]] = [
+            ("worst_case", WORST_CASE_SESSIONS, FIX_REPLY_S),
+            ("after", {}, FIX_REPLY_S),
+        ]
+        if kw["update_s"] > 0:  # with fixes at every request nobody is asked
+            designs.append((NO_FIX_ANSWERS, {}, None))
+        for design, over, reply in designs:
+            r = repeated_cloaks_attack(
+                session_s=WALKER_SESSION_S, cloak=over, fix_reply_s=reply, **kw
+            )
             row[design] = {
                 **dataclasses.asdict(r),
                 "area_ratio": r.area_m2_median / base.area_m2_median,
             }
         out[name] = row
+    return out
+
+
+SCATTERS_M = (0.0, 5.0, 10.0, 20.0)
+"""Per-axis scatter of the walkers' fixes (m): exact, good GPS, city GPS, Wi-Fi."""
+
+SCATTER_DESIGNS: tuple[tuple[str, dict[str, Any], float | None, bool], ...] = (
+    # (name, session settings, fix reply delay, reports give their accuracy)
+    ("before", {"session_fix_error_m": 0.0, "session_fresh_s": 0.0}, None, False),
+    ("fix_requests_no_error", {"session_fix_error_m": 0.0}, FIX_REPLY_S, False),
+    ("accuracy_said", {}, FIX_REPLY_S, True),
+    ("accuracy_unsaid", {}, FIX_REPLY_S, False),
+)
+"""The walkers of the default condition, fixes every 30 s: the design before fix requests and
+error margins; fix requests with margins that ignore where a fix may lie; the shipped ones
+with reports that give their accuracy (``accuracy_m``, as phones do) and with reports that
+do not (``session_fix_error_m``, 20 m)."""
+
+
+def _scattered(quick: bool) -> dict[str, Any]:
+    """The intersection attack on sessions whose members' fixes scatter (the adversary knows
+    where everyone really is), by scatter and design: narrowed share, area over the
+    undefended median of exact fixes, answered share."""
+    askers = 40 if quick else 100
+    base = repeated_cloaks_attack(session_s=0.0, update_s=30.0, askers=askers).area_m2_median
+    out: dict[str, Any] = {"undefended_area_m2_median": base}
+    for sigma in SCATTERS_M:
+        row: dict[str, Any] = {}
+        for name, cloak, reply, says in SCATTER_DESIGNS:
+            r = repeated_cloaks_attack(
+                session_s=WALKER_SESSION_S,
+                update_s=30.0,
+                askers=askers,
+                cloak=cloak,
+                fix_reply_s=reply,
+                scatter_m=sigma,
+                says_accuracy=says,
+            )
+            row[name] = {
+                "narrowed": r.success_rate,
+                "area_ratio": r.area_m2_median / base,
+                "answered": r.answered_rate,
+            }
+        out[f"scatter_{sigma:g}m"] = row
     return out
 
 
@@ -427,6 +506,7 @@ def main() -> int:
         repeated_cloaks_attack(session_s=600.0, cloak={"session_rekey_factor": 3.0})
     )
     result["repeated_cloaks_conditions"] = _conditions(q)
+    result["scattered_fixes"] = _scattered(q)
     result["repeated_cloaks_city"] = _city_all(q)
     result["broker_tracking"] = {
         name: dataclasses.asdict(broker_tracking_attack(devices=10 if q else 30, defended=d))
@@ -500,21 +580,23 @@ def main() -> int:
             for d in ("worst_case_sessions", "after")
         ]
         print(f"{name:40} {cells[0]:>18} {cells[1]:>18}")
-    print(f"{'(walkers: oracles 20 m, by distance/joint box/online)':>90}")
+    print(f"{'(walkers: no fix answers; oracles 20 m, by distance/joint box/online)':>109}")
     for key, row in result["repeated_cloaks_conditions"].items():
         cells = [
             f"{row[d]['success_rate']:.2f}/{row[d]['area_ratio']:.1f}/{row[d]['answered_rate']:.3f}"
-            for d in ("worst_case", "after")
+            if d in row
+            else "-"
+            for d in ("worst_case", "after", NO_FIX_ANSWERS)
         ]
         oracle = "/".join(f"{row[f'oracle_{m}20m_ratio']:.1f}" for m in ("", "joint_", "online_"))
-        print(f"{'walkers ' + key:40} {cells[0]:>18} {cells[1]:>18} {oracle:>12}")
+        print(f"{'walkers ' + key:40} {cells[0]:>18} {cells[1]:>18} {cells[2]:>18} {oracle:>12}")
     print(
         f"\n{'walkers: requester found, shipped (x chance)':48} {'centre':>7} {'edge':>7}"
         f" {'centre|c':>9} {'edge|c':>7} {'rank|c':>7} {'decoy':>6}"
     )
     for key, row in result["repeated_cloaks_conditions"].items():
         g = row["after"]
-        cells = " ".join(
+        found = " ".join(
             f"{g[f'{guess}over_chance']:{w}.2f}"
             for guess, w in (
                 ("centre_", 7),
@@ -525,28 +607,30 @@ def main() -> int:
                 ("rank_decoy_", 6),
             )
         )
-        print(f"{'walkers ' + key:48} {cells}")
+        print(f"{'walkers ' + key:48} {found}")
     print(
-        f"\n{'city by seed (narrowed/ratio/answered)':32} {'no still margins':>17}"
-        f" {'distance ranking':>17} {'shipped':>17} {'bounds':>20}"
+        f"\n{'city by seed (narrowed/ratio/answered)':32} {'no fix answers':>17}"
+        f" {'no still margins':>17} {'distance ranking':>17} {'shipped':>17} {'bounds':>20}"
     )
+    designs = (NO_FIX_ANSWERS, "no_still_margins", "distance_ranking", "after")
     for seed, per in city["seeds"].items():
         b = city["bounds"][seed]
         cells = [
             f"{r['success_rate']:.2f}/{r['area_ratio']:.2f}/{r['answered_rate']:.3f}"
-            for r in (per["no_still_margins"], per["distance_ranking"], per["after"])
+            for r in (per[d] for d in designs)
         ]
         bounds = "/".join(
             f"{b[key]['ratio']:.2f}"
             for key in ("margin_48m", "static_anchors_20m", "joint_margin_48m", "joint_margin_20m")
         )
-        print(f"{'city seed ' + seed:32} {cells[0]:>17} {cells[1]:>17} {cells[2]:>17} {bounds:>20}")
+        line = " ".join(f"{c:>17}" for c in cells)
+        print(f"{'city seed ' + seed:32} {line} {bounds:>20}")
     means = [
         f"{m['success_rate']:.2f}/{m['area_ratio']:.2f}/{m['answered_rate']:.3f}"
-        for m in (city["no_still_margins_mean"], city["distance_ranking_mean"], city["after_mean"])
+        for m in (city[f"{d}_mean"] for d in designs)
     ]
     print(
-        f"{'city, mean of the seeds':32} {means[0]:>17} {means[1]:>17} {means[2]:>17}"
+        f"{'city, mean of the seeds':32} {' '.join(f'{c:>17}' for c in means)}"
         f"  (largest shipped ratio {city['after_max_area_ratio']:.2f})"
     )
     print(
@@ -575,6 +659,17 @@ def main() -> int:
             for r in (a, o)
         ]
         print(f"{'city seed ' + seed:40} {cells[0]:>18} {cells[1]:>18}")
+    names = [d[0] for d in SCATTER_DESIGNS]
+    head = "".join(f"{n:>24}" for n in names)
+    print(f"\n{'scattered fixes (narrowed/ratio/answered)':30}{head}")
+    for key, row in result["scattered_fixes"].items():
+        if key.startswith("scatter_"):
+            line = "".join(
+                f"{row[n]['narrowed']:.2f}/{row[n]['area_ratio']:.2f}/{row[n]['answered']:.3f}"
+                .rjust(24)
+                for n in names
+            )  # fmt: skip
+            print(f"{key:30}{line}")
     print(f"\n{'wandering device (best error, σ)':40} {'before':>12} {'defended':>12}")
     for key, row in result["wandering_device"].items():
         print(f"{key:40} {row['before']['best_sigma']:12.3f} {row['after']['best_sigma']:12.3f}")

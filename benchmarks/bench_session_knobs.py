@@ -24,7 +24,9 @@ virtual clock) on each seed, and per setting:
   the same guesses among the session's candidates only (the users inside every region so far).
 
 **walkers**: bench_privacy's 17 random-walker and stay-and-walk conditions (``walker_runs``):
-per condition, the median area over its undefended median, answered share, narrowed share.
+per condition, the median area over its undefended median, answered share, narrowed share;
+devices answer the cloaker's fix requests a second later (as in the city), so the rows with
+30 s fixes are made from fresh reports of the members asked.
 
 Runs go to worker processes (one run is single-threaded). Prints tables and writes
 benchmarks/results/bench_session_knobs.json (``--quick``: bench_session_knobs_quick.json; with
@@ -51,6 +53,7 @@ import numpy as np
 from bench_privacy import (
     CITY_SEEDS,
     CITY_SESSION_S,
+    FIX_REPLY_S,
     WALKER_SESSION_S,
     city_figures,
     city_run,
@@ -170,7 +173,9 @@ def _walker_job(job: tuple[str, dict[str, Any], dict[str, Any] | None]) -> dict[
     if knob is None:
         r = repeated_cloaks_attack(session_s=0.0, **kw)
     else:
-        r = repeated_cloaks_attack(session_s=WALKER_SESSION_S, cloak=knob, **kw)
+        r = repeated_cloaks_attack(
+            session_s=WALKER_SESSION_S, cloak=knob, fix_reply_s=FIX_REPLY_S, **kw
+        )
     return {
         "condition": name,
         "knob": knob,
