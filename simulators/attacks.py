@@ -1099,44 +1099,29 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         name: repeated_cloaks_attack(session_s=s, seed=seed, askers=40 if small else 100)
         for name, s in (("before", 0.0), ("after", 600.0))
     }
-    # everyone at a cyclist's pace, fixes every 30 s: margins of a pedestrian for everyone
-    # (before) and margins sized by each member's seen speed (after)
-    fast = {
-        name: repeated_cloaks_attack(
-            session_s=600.0,
-            seed=seed,
-            askers=40 if small else 100,
-            speed_m_s=5.0,
-            update_s=30.0,
-            cloak=cloak,
+
+    def sessions_30s(**kw: Any) -> RepeatedCloaksResult:
+        """Sessions among walkers who report every 30 s."""
+        askers = 40 if small else 100
+        return repeated_cloaks_attack(
+            session_s=600.0, seed=seed, askers=askers, update_s=30.0, **kw
         )
+
+    # everyone at a cyclist's pace: margins of a pedestrian for everyone (before) and margins
+    # sized by each member's seen speed (after)
+    fast = {
+        name: sessions_30s(speed_m_s=5.0, cloak=cloak)
         for name, cloak in (("before", {"session_speed_factor": 0.0}), ("after", None))
     }
-    # sessions among walkers reporting every 30 s: devices that do not answer the cloaker's
-    # fix requests (before) and devices that do, a second later (after): the area it costs
+    # devices that do not answer the cloaker's fix requests (before) and devices that do, a
+    # second later (after): the area it costs
     stale = {
-        name: repeated_cloaks_attack(
-            session_s=600.0,
-            seed=seed,
-            askers=40 if small else 100,
-            update_s=30.0,
-            fix_reply_s=reply,
-        )
-        for name, reply in (("before", None), ("after", 1.0))
+        name: sessions_30s(fix_reply_s=reply) for name, reply in (("before", None), ("after", 1.0))
     }
-    # the same walkers, fixes scattered by 5 m per axis: margins that ignore it (before) and
-    # margins that hold each report's accuracy (after)
+    # fixes scattered by 5 m per axis: margins that ignore it (before) and margins that hold
+    # each report's accuracy (after)
     scattered = {
-        name: repeated_cloaks_attack(
-            session_s=600.0,
-            seed=seed,
-            askers=40 if small else 100,
-            update_s=30.0,
-            fix_reply_s=1.0,
-            scatter_m=5.0,
-            says_accuracy=says,
-            cloak=cloak,
-        )
+        name: sessions_30s(fix_reply_s=1.0, scatter_m=5.0, says_accuracy=says, cloak=cloak)
         for name, cloak, says in (
             ("before", {"session_fix_error_m": 0.0}, False),
             ("after", None, True),

@@ -800,8 +800,7 @@ class Cloaker:
                     scale=scale,
                 )
         age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
-        error = self._fix_error(snap, idx)
-        worst, stale = self._worst(age, scale, me, error)
+        worst, stale = self._worst(snap, idx, age, me)
         if stale.any():  # not vouched for: chosen last, kept only where a region covers them
             if score is None:
                 score = np.hypot(xy[:, 0] - xy[me, 0], xy[:, 1] - xy[me, 1])
@@ -816,17 +815,7 @@ class Cloaker:
         if slack > 0 and len(rows) - int(stale.sum()) >= session.k + slack:
             # thin margins around dead-reckoned positions, k + slack members (statistical)
             guess, drift = self._thin(
-                snap,
-                idx,
-                xy,
-                age,
-                worst,
-                scale=scale,
-                stale=stale,
-                k=session.k,
-                me=me,
-                draw=draw,
-                error=error,
+                snap, idx, xy, age, worst, stale=stale, k=session.k, me=me, draw=draw
             )
             m_thin = max(session.k + slack, min(m_base + slack, len(rows)))
             got = session_region(
@@ -860,23 +849,11 @@ class Cloaker:
                     names = names + [self.table.slot_ids[int(snap.slots[j])] or "" for j in extra]
                     xy = np.column_stack([snap.x[idx], snap.y[idx]])
                     age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
-                    scale = self._scale(snap, idx)
-                    error = self._fix_error(snap, idx)
-                    margin, stale = self._worst(age, scale, me, error)
+                    margin, stale = self._worst(snap, idx, age, me)
                     at = xy
                     if thin:  # the adopted stale too: their worst-case box, not a thin one
                         at, margin = self._thin(
-                            snap,
-                            idx,
-                            xy,
-                            age,
-                            margin,
-                            scale=scale,
-                            stale=stale,
-                            k=session.k,
-                            me=me,
-                            draw=draw,
-                            error=error,
+                            snap, idx, xy, age, margin, stale=stale, k=session.k, me=me, draw=draw
                         )
             # every member the region covers with her margin stays (the chosen ones do)
             held = (
@@ -928,10 +905,10 @@ class Cloaker:
         )
         return out
 
-    def _worst(self, age: F64, scale: F64, me: int, error: F64) -> tuple[F64, NDArray[np.bool_]]:
-        """Worst-case margins (m) of members whose fixes are ``age`` s old: ``error`` (where
-        each fix may lie from her device, :meth:`_fix_error`) plus ``session_speed_m_s * age``
-        times their ``scale`` (:meth:`_scale`); and which are *stale*, not vouched for
+    def _worst(self, snap: _Snapshot, idx: I64, age: F64, me: int) -> tuple[F64, NDArray[np.bool_]]:
+        """Worst-case margins (m) of snapshot rows ``idx``, whose fixes are ``age`` s old:
+        where each fix may lie from her device (:meth:`_fix_error`) plus ``session_speed_m_s *
+        age`` times her scale (:meth:`_scale`); and which are *stale*, not vouched for
         because their fix is older than ``session_margin_m / session_speed_m_s - epoch_s``
         seconds (row ``me``, the requester, never is). A stale member is chosen last and
         stays in the set only where a region covers her whole margin; capping her margin
@@ -940,7 +917,7 @@ class Cloaker:
         base = cfg.session_speed_m_s * age
         stale = base > cfg.session_margin_m
         stale[me] = False
-        return error + base * scale, stale
+        return self._fix_error(snap, idx) + base * self._scale(snap, idx), stale
 
     def _thin(
         self,
@@ -950,16 +927,14 @@ class Cloaker:
         age: F64,
         margin: F64,
         *,
-        scale: F64,
         stale: NDArray[np.bool_],
         k: int,
         me: int,
         draw: np.random.Generator,
-        error: F64,
     ) -> tuple[F64, F64]:
         """Dead-reckoned positions of snapshot rows ``idx`` (at ``xy``, fixes ``age`` s old) and
-        their thin margins (never above the worst-case ``margin``): ``error`` (each fix's, as in
-        :meth:`_worst`) ``+ floor + drift * age``,
+        their thin margins (never above the worst-case ``margin``): where her fix may lie
+        (:meth:`_fix_error`) ``+ floor + drift * age``,
         thinner for members who had stayed put for long (:func:`still_margins`, ``k`` the
         session's). Row ``me``, the requester, keeps her fix and her worst-case margin: the
         region must hold her, not only probably (her request usually brings a fresh fix); and
@@ -967,6 +942,7 @@ class Cloaker:
         that she sits as deep as a member does. Every margin of a row grows by her ``scale``
         (:meth:`_scale`); rows ``stale`` (:meth:`_worst`) keep their fix and worst-case margin."""
         cfg = self.config
+        scale = self._scale(snap, idx)
         v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
         standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * scale * age)
         drift = still_margins(
@@ -979,7 +955,7 @@ class Cloaker:
             speed_m_s=cfg.session_speed_m_s * scale,
             floor_m=cfg.session_floor_m,
         )
-        drift = np.minimum(margin, drift + error)  # where each fix may lie from her device
+        drift = np.minimum(margin, drift + self._fix_error(snap, idx))  # where her fix may lie
         guess = xy + v * age[:, None]
         guess[stale] = xy[stale]  # not vouched for, even statistically: her worst-case box
         drift[stale] = margin[stale]
