@@ -263,7 +263,6 @@ class Client:
         of the same users in her successive regions (historical k-anonymity). Raises
         CloakInfeasible, CloakTimeout, RemoteError, RequestTimeout."""
         profile = self.machine.merge_profile(k, a_min_m2, a_max_m2, max_delay_s, session_s)
-        given = lon is not None and lat is not None
         position = LonLat(lon, lat) if lon is not None and lat is not None else None
         await self._deployment()
         rid, effects = self.machine.cloak(
@@ -272,7 +271,7 @@ class Client:
             profile=profile,
             now=self.clock(),
             timeout_s=timeout_s or self.timeout_s,
-            accuracy_m=accuracy_m if given else None,
+            accuracy_m=accuracy_m if position is not None else None,
         )
         result = await self._await(rid, effects)
         assert isinstance(result, Cloak)
