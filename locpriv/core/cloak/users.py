@@ -68,13 +68,13 @@ class UserTable:
         self.sy: F64 = np.zeros(cap)
         self.still_t: F64 = np.zeros(cap)
         self.vmax: F64 = np.zeros(cap)
-        self.error_m: F64 = np.full(cap, np.nan)
-        """How far her latest fix may lie from her device, metres, as its report said (its
-        accuracy); nan where it said nothing."""
         """The fastest she has been seen to move, m/s: the chords between her reports at
         least :data:`SPEED_BASELINE_S` apart, less their scatter, each kept and halved every
         :data:`SPEED_MEMORY_S` seconds she has moved since (not while she stays put); 0
         until a chord is long enough."""
+        self.error_m: F64 = np.full(cap, np.nan)
+        """How far her latest fix may lie from her device, metres, as its report said (its
+        accuracy); nan where it said nothing."""
         self.ax: F64 = np.zeros(cap)
         self.ay: F64 = np.zeros(cap)
         self.at: F64 = np.full(cap, -math.inf)
