@@ -117,6 +117,8 @@ async def test_session_members_report_afresh_when_the_anonymizer_asks() -> None:
             await asyncio.sleep(1.0)
             assert asked["bob"] == before
         # nothing on anyone's fix topic reached mallory, though she subscribed to them all
+        # (her "#" did subscribe: the retained config reached her)
+        assert TOPICS.config in {m.topic for m in seen}
         assert not [m for m in seen if "/fix/" in m.topic]
     finally:
         stop_deployment(dep, procs, broker)
