@@ -82,14 +82,14 @@ async def test_members_answer_and_a_failing_source_harms_nothing(
         answered = {u for u, c in members.items() if c.fixes_sent}
         assert answered == asked - {"m1", "m2"}
         assert members["m1"].fixes_sent == members["m2"].fixes_sent == 0
-        # a flood on m0's fix topic (the embedded broker has no ACL): m0 answers at most one
+        # a flood on m0's fix topic (these test brokers have no ACL): m0 answers at most one
         # per second, and her client keeps working
         before = members["m0"].fixes_sent
         async with connect(broker_url) as t:
             for _ in range(50):
                 await t.publish(topics.fix_wanted("m0"), encode(FixWanted(within_s=1.0)))
         await asyncio.sleep(1.0)
-        assert members["m0"].fixes_sent - before <= 2
+        assert 1 <= members["m0"].fixes_sent - before <= 2  # the flood arrived, one answered
         await members["m0"].update_location(lon=here["m0"][0], lat=here["m0"][1])
         # the anonymizer still answers after all that
         assert (await alice.cloak(lon=lon, lat=lat, **PROFILE)).users >= 3  # type: ignore[arg-type]
