@@ -61,7 +61,22 @@ def test_user_table_batch_and_single_updates_keep_the_same_state() -> None:
         for i in rows:
             one.update(ids[i], float(pos[i, 0]), float(pos[i, 1]), now)
     assert one.ids == many.ids
-    for name in ("x", "y", "t", "px", "py", "pt", "sx", "sy", "still_t", "vmax", "at"):
+    for name in (
+        "x",
+        "y",
+        "t",
+        "px",
+        "py",
+        "pt",
+        "ox",
+        "oy",
+        "ot",
+        "sx",
+        "sy",
+        "still_t",
+        "vmax",
+        "at",
+    ):
         assert np.array_equal(getattr(one, name), getattr(many, name)), name
     assert many.vmax.max() > 3.0  # the 200 m jumps were read as speeds
 

@@ -189,3 +189,49 @@ def test_a_seen_speed_fades_only_while_she_moves() -> None:
     walk = last + np.arange(30.0, SPEED_MEMORY_S + 1.0, 30.0)
     _drive(table, "d", np.column_stack([3000.0 + 1.5 * (walk - last), np.zeros_like(walk)]), walk)
     assert math.isclose(table.vmax[table.ids["d"]], fast / 2, rel_tol=1e-9)
+
+
+def _velocity(table: UserTable, slots: np.ndarray, origin: bool) -> np.ndarray:
+    """Velocities (m/s, one row per slot) read from the velocity origin or, as before it,
+    from the report before the latest."""
+    if origin:
+        bx, by, bt = table.ox[slots], table.oy[slots], table.ot[slots]
+    else:
+        bx, by, bt = table.px[slots], table.py[slots], table.pt[slots]
+    dt = table.t[slots] - bt
+    return np.column_stack([(table.x[slots] - bx) / dt, (table.y[slots] - by) / dt])
+
+
+@pytest.mark.parametrize("pattern", ["periodic_and_asked", "stream"])
+def test_velocities_survive_scatter_over_short_gaps_between_reports(pattern: str) -> None:
+    """The velocity that dead-reckons a member and forecasts where she goes is read from an
+    average of her earlier reports (``VELOCITY_MEMORY_S``), not from the report before the
+    latest: exact for anyone moving straight at a constant speed however her reports are
+    spaced, and a fix asked for a second after a periodic one (or a stream of fixes every
+    second) no longer turns 10 m of scatter into 10 m/s. 400 walkers at 1.4 m/s on random
+    headings, fixes scattered by 10 m per axis; every 30 s, then one second later; or every
+    second (measured error per axis, RMS: 14.2 and 13.8 m/s from the report before the
+    latest, 0.43 and 0.97 m/s from the origin)."""
+    rng = np.random.default_rng(7)
+    n = 400
+    ids = [f"w{i}" for i in range(n)]
+    heading = rng.uniform(0.0, 2 * np.pi, n)
+    v = 1.4 * np.column_stack([np.cos(heading), np.sin(heading)])
+    start = rng.uniform(0.0, 3000.0, (n, 2))
+    if pattern == "stream":
+        times = np.arange(0.0, 301.0, 1.0)
+    else:
+        periodic = np.arange(0.0, 300.0, 30.0)  # the last report is one asked for, 1 s on
+        times = np.sort(np.concatenate([periodic, periodic + 1.0]))
+    exact, noisy = UserTable(), UserTable()
+    for now in times.tolist():
+        xy = start + v * now
+        exact.update_many(ids, xy, now)
+        noisy.update_many(ids, xy + rng.normal(0.0, 10.0, xy.shape), now)
+    slots = np.array([exact.ids[u] for u in ids])
+    assert np.allclose(_velocity(exact, slots, origin=True), v, rtol=0, atol=1e-9)
+    slots = np.array([noisy.ids[u] for u in ids])
+    rms_origin = float(np.sqrt(np.mean((_velocity(noisy, slots, origin=True) - v) ** 2)))
+    rms_previous = float(np.sqrt(np.mean((_velocity(noisy, slots, origin=False) - v) ** 2)))
+    assert rms_previous > 8.0  # what the report before the latest gives: 10 m over 1 s
+    assert rms_origin < 1.2, rms_origin

@@ -220,3 +220,37 @@ def test_fixes_that_scatter_need_their_error_in_every_margin(scatter_m: float) -
     ]
     sizes = [s for r in kept for s in r["sizes"]]  # type: ignore[attr-defined]
     assert sum(s < K for s in sizes) <= 1, sizes  # at most 1 of 60 sessions (measured 0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("jump_m", [60.0, 250.0])
+def test_session_region_holds_the_fix_her_request_brought(seed: int, jump_m: float) -> None:
+    """The epoch's snapshot is taken at its first event, usually before a requester's own fix
+    arrives: a session region must hold where that fix puts her, not where the snapshot had
+    her (a jump after a poor fix, or a minute's walk). Positions in, regions out: every region
+    holds her newest fix and at least k users of her set where they really are."""
+    rng = np.random.default_rng(seed)
+    n = 600
+    xy = rng.uniform(500.0, 2500.0, (n, 2))
+    ids = [f"u{i}" for i in range(n)]
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, session_fresh_s=0.0)
+    ck = Cloaker(cfg, rng=np.random.default_rng(seed + 1))
+    params = CloakParams(k=K, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
+    zero = np.zeros(n)
+    ck.update_many(ids, xy, 0.0, zero)
+    first = ck.request("r0", ids[0], params, 0.5)
+    assert first is not None and first.region is not None
+    cand = _inside(xy, first.region.polygon.bounds)
+    for step in range(1, 6):
+        t = 60.0 * step
+        ck.update_many(ids[1:], xy[1:], t + 0.1, zero[1:])  # everyone else, before the epoch
+        ck.prepare(t + 0.2)  # the epoch's snapshot: she is still at her previous fix
+        angle = rng.uniform(0.0, 2 * np.pi)
+        xy[0] += jump_m * np.array([np.cos(angle), np.sin(angle)])
+        ck.update(ids[0], float(xy[0, 0]), float(xy[0, 1]), t + 0.5, 0.0)  # her request's fix
+        out = ck.request(f"r{step}", ids[0], params, t + 0.5)
+        assert out is not None and out.region is not None, out
+        got = _inside(xy, out.region.polygon.bounds)
+        assert 0 in got, f"the region misses her newest fix (step {step})"
+        cand &= got
+        assert len(cand) >= K, f"the set fell to {len(cand)} users (step {step})"

@@ -114,30 +114,32 @@ def _street_town(
 def test_joint_box_sessions_cost_less_on_streets_and_still_hold_k() -> None:
     """On streets, members ahead and behind the requester on hers make a thin box: keeping the
     set whose joint box stays smallest pays less than keeping the members each nearest her,
-    over densities (measured ratios of the median areas 0.81, 0.86, 0.83 and 0.81 for the
+    over densities (measured ratios of the median areas 0.81, 0.91, 0.86 and 0.91 for the
     four towns below), never much more, and no session is narrowed below k with either
     ranking.
 
     The centre attack (the user inside nearest a region's centre is its requester) finds her
     more often than a guess at random among those inside would in the denser towns, with
     either ranking: members chosen around her centre the box on her. The joint box does so
-    less: 0.78, 1.03, 1.27 and 1.90x chance in the four towns, against 2.27, 2.10, 2.68 and
-    3.97x (a residual risk, docs/algorithms.md). The user nearest an edge is her less often
-    than chance (0.00-0.22x).
+    less: 0.81, 0.52, 0.84 and 1.34x chance in the four towns, against 1.66, 1.64, 1.93 and
+    2.24x (a residual risk, docs/algorithms.md). The user nearest an edge is her less often
+    than chance (0.00-0.12x).
 
     The edge attack among the candidates the intersection attack leaves (the users inside
     every region of her session so far; she is always one of them, and the members that make
     the box are among them): the user nearest an edge is her about as often as a guess at
-    random among them (measured 0.76, 0.91, 1.00 and 0.50x; the bound allows for 60
+    random among them (measured 0.86, 0.48, 0.45 and 0.29x; the bound allows for 60
     requesters' noise, about 5 %). Before her worst-case margin was raised to another
     member's, a fresh fix boxed her by a margin of a few metres where the others kept up to
     93 m: 1.27, 1.54, 1.64 and 0.68x here, 2.4x in the city.
 
     The depth-rank guess (the candidate at the best of nine fixed quantiles of the ranking by
-    distance to the nearest edge) finds her more often than chance: 1.34, 1.63, 1.33 and
-    1.95x with her margin drawn from another member's (``session_requester_quantile``
-    ``"draw"``), 1.52, 1.68, 1.46 and 1.97x with the 0.75 quantile, where a decoy scores
-    1.04-1.08x: a residual risk (docs/algorithms.md), bounded here against regressions."""
+    distance to the nearest edge) finds her more often than chance: 1.38, 1.63, 1.45 and
+    1.36x with her margin drawn from another member's (``session_requester_quantile``
+    ``"draw"``; 1.52-1.65x when she was placed at every fix newer than the snapshot, not
+    only at one beyond her margin), 1.52, 1.68, 1.46 and 1.97x with the 0.75 quantile (an
+    older measurement), where a decoy scores 1.05-1.11x: a residual risk
+    (docs/algorithms.md), bounded here against regressions."""
     ratios = []
     for seed, users in ((0, 750), (0, 1500), (1, 3000), (3, 3000)):
         joint = _street_town(True, seed, users)

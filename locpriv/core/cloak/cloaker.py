@@ -102,6 +102,105 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 
+@dataclass(slots=True)
+class _Motion:
+    """How users ``slots`` of a :class:`UserTable` move, as of their latest reports, for
+    choosing and bounding session members: velocity ``vx, vy`` (m/s; nan with one report),
+    ``vmax`` the fastest each was seen to move (m/s), ``error_m`` her fix's accuracy (m; nan:
+    unsaid), ``stayed_s`` how long she had stayed put when she sent her latest fix (0: she was
+    moving) and ``still_s`` as of ``now``, taking her to stay put until a fix says otherwise (0
+    for a mover, not her fix's age)."""
+
+    vx: F64
+    vy: F64
+    vmax: F64
+    error_m: F64
+    stayed_s: F64
+    still_s: F64
+
+    @classmethod
+    def of(cls, table: UserTable, slots: I64, now: float) -> _Motion:
+        t, ot = table.t[slots], table.ot[slots]
+        dt = t - ot
+        ok = np.isfinite(ot) & (dt > 0)
+        safe = np.where(ok, dt, 1.0)
+        stayed = np.maximum(t - table.still_t[slots], 0.0)
+        return cls(  # velocity from the origin her earlier reports average to
+            vx=np.where(ok, (table.x[slots] - table.ox[slots]) / safe, np.nan),
+            vy=np.where(ok, (table.y[slots] - table.oy[slots]) / safe, np.nan),
+            vmax=table.vmax[slots].copy(),
+            error_m=table.error_m[slots].copy(),
+            stayed_s=stayed,
+            still_s=np.where(stayed > 0, now - table.still_t[slots], 0.0),
+        )
+
+
+@dataclass(slots=True)
+class _Rows:
+    """The rows a session region is built from: snapshot rows ``idx`` (positions ``xy`` m,
+    fix times ``t`` s, and their :class:`_Motion`)."""
+
+    idx: I64
+    xy: F64
+    t: F64
+    motion: _Motion
+
+    @classmethod
+    def of(cls, snap: _Snapshot, idx: I64) -> _Rows:
+        m = _Motion(
+            vx=snap.vx[idx],
+            vy=snap.vy[idx],
+            vmax=snap.vmax[idx],
+            error_m=snap.error_m[idx],
+            stayed_s=snap.stayed_s[idx],
+            still_s=snap.still_s[idx],
+        )
+        return cls(idx, np.column_stack([snap.x[idx], snap.y[idx]]), snap.t[idx].copy(), m)
+
+    def extended(self, snap: _Snapshot, extra: I64) -> _Rows:
+        """These rows, then snapshot rows ``extra`` (appended: row numbers are kept)."""
+        more = _Rows.of(snap, extra)
+        motion = _Motion(
+            *(
+                np.concatenate([getattr(self.motion, n), getattr(more.motion, n)])
+                for n in _Motion.__slots__
+            )
+        )
+        return _Rows(
+            np.concatenate([self.idx, extra]),
+            np.concatenate([self.xy, more.xy]),
+            np.concatenate([self.t, more.t]),
+            motion,
+        )
+
+    def hold_newest(
+        self, snap: _Snapshot, table: UserTable, me: int, now: float, reach_m: float
+    ) -> bool:
+        """Put row ``me``, the requester, at her latest report if that lies more than
+        ``reach_m`` (per axis) from her fix in the snapshot (returns whether it did). The
+        epoch's snapshot is usually taken before the fix her request brought, and a region
+        around the snapshot's fix with her margin (``reach_m``) holds her wherever a walker
+        can have got since; one who moved further (a jump after a poor fix, a car) would not
+        be in her own region. Only then: placed exactly at a fresh fix while the others lie
+        anywhere within their margins of theirs, she stands out by her depth (the depth-rank
+        guess among the candidates 1.52-1.65x chance in ``tests/test_session_joint_box.py``'s
+        towns, against 1.36-1.63x). Her margin is left as the snapshot's fix gives it."""
+        slot = snap.slots[self.idx[me] : self.idx[me] + 1]
+        s = int(slot[0])
+        if not table.t[s] > self.t[me]:
+            return False
+        dx = abs(table.x[s] - self.xy[me, 0])
+        dy = abs(table.y[s] - self.xy[me, 1])
+        if max(dx, dy) <= reach_m:
+            return False
+        self.xy[me] = (table.x[s], table.y[s])
+        self.t[me] = table.t[s]
+        own = _Motion.of(table, slot, now)
+        for name in _Motion.__slots__:
+            getattr(self.motion, name)[me] = getattr(own, name)[0]
+        return True
+
+
 class _Snapshot:
     """Positions of all current users at one epoch boundary, with shared sort orders."""
 
@@ -113,22 +212,11 @@ class _Snapshot:
         self.x = table.x[self.slots].copy()
         self.y = table.y[self.slots].copy()
         self.t = table.t[self.slots].copy()
-        # how each user moves, as of her latest reports: velocity (m/s; nan with one report)
-        # and since when she has stayed put (s), for choosing session members
-        pt = table.pt[self.slots]
-        dt = self.t - pt
-        ok = np.isfinite(pt) & (dt > 0)
-        safe = np.where(ok, dt, 1.0)
-        self.vx = np.where(ok, (self.x - table.px[self.slots]) / safe, np.nan)
-        self.vy = np.where(ok, (self.y - table.py[self.slots]) / safe, np.nan)
-        self.vmax = table.vmax[self.slots].copy()  # the fastest each was seen to move, m/s
-        self.error_m = table.error_m[self.slots].copy()  # her fix's accuracy (m), nan: unsaid
+        motion = _Motion.of(table, self.slots, now)
+        self.vx, self.vy = motion.vx, motion.vy
+        self.vmax, self.error_m = motion.vmax, motion.error_m
+        self.stayed_s, self.still_s = motion.stayed_s, motion.still_s
         self._fast: dict[float, int] = {}
-        # how long she had stayed put when she sent her latest fix (0: she was moving), and
-        # as of now, taking her to stay put until a fix says otherwise (0 for a mover, not
-        # her fix's age)
-        self.stayed_s = np.maximum(self.t - table.still_t[self.slots], 0.0)
-        self.still_s = np.where(self.stayed_s > 0, now - table.still_t[self.slots], 0.0)
         self.n = len(self.slots)
         # index into the snapshot by table slot (-1: not in snapshot)
         self.index_of_slot = np.full(len(table.x), -1, dtype=np.int64)
@@ -759,7 +847,12 @@ class Cloaker:
             rows.append(i)
             names.append(self.table.slot_ids[int(snap.slots[i])] or "")
         idx = np.asarray(rows, dtype=np.int64)
-        xy = np.column_stack([snap.x[idx], snap.y[idx]])
+        me = rows.index(i)
+        got = _Rows.of(snap, idx)
+        age = max(now, snap.time) - got.t + cfg.epoch_s  # margins from the snapshot's fixes
+        reach, _ = self._worst(got.motion, age, me)
+        got.hold_newest(snap, self.table, me, max(now, snap.time), float(reach[me]))
+        xy, mo = got.xy, got.motion
         rng = np.random.default_rng(session.seed)  # the same grid for the whole session
         # the requester's drawn margin, per request, from a stream of its own
         draw = np.random.default_rng([session.seed, session.count, 1])
@@ -773,15 +866,14 @@ class Cloaker:
         if snap.fast_users(cfg.session_speed_m_s) < cfg.session_spare_fast_users:
             spare = 0  # nobody here moves faster than the margins assume
         m = max(session.k, min(max(m_base, session.k + spare), len(rows)))
-        me = rows.index(i)
-        scale = self._scale(snap, idx)
+        scale = self._scale(mo)
         score = None
         if cfg.session_horizon_s > 0:
-            vel = np.column_stack([snap.vx[idx], snap.vy[idx]])
+            vel = np.column_stack([mo.vx, mo.vy])
             score = motion_scores(
                 xy,
                 vel,
-                snap.still_s[idx],
+                mo.still_s,
                 me,
                 horizon_s=cfg.session_horizon_s,
                 forecast_s=cfg.session_forecast_s,
@@ -790,7 +882,7 @@ class Cloaker:
                 score = joint_box_ranks(
                     xy,
                     vel,
-                    snap.still_s[idx],
+                    mo.still_s,
                     me,
                     score,
                     rng=np.random.default_rng([session.seed, session.count]),
@@ -799,8 +891,7 @@ class Cloaker:
                     limit=m + max(cfg.session_slack, 0),
                     scale=scale,
                 )
-        age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
-        worst, stale = self._worst(snap, idx, age, me)
+        worst, stale = self._worst(mo, age, me)
         if stale.any():  # not vouched for: chosen last, kept only where a region covers them
             if score is None:
                 score = np.hypot(xy[:, 0] - xy[me, 0], xy[:, 1] - xy[me, 1])
@@ -815,10 +906,10 @@ class Cloaker:
         if slack > 0 and len(rows) - int(stale.sum()) >= session.k + slack:
             # thin margins around dead-reckoned positions, k + slack members (statistical)
             guess, drift = self._thin(
-                snap, idx, xy, age, worst, stale=stale, k=session.k, me=me, draw=draw
+                mo, xy, age, worst, stale=stale, k=session.k, me=me, draw=draw
             )
             m_thin = max(session.k + slack, min(m_base + slack, len(rows)))
-            got = session_region(
+            thin_got = session_region(
                 guess,
                 me,
                 m_thin,
@@ -828,8 +919,8 @@ class Cloaker:
                 margin_m=drift,
                 score=score,
             )
-            if got[0] is not None and (poly is None or got[0].area < poly.area):
-                poly, chosen, reason = got
+            if thin_got[0] is not None and (poly is None or thin_got[0].area < poly.area):
+                poly, chosen, reason = thin_got
                 at, margin, thin = guess, drift, True
         session.last = now  # a session lasts while requests keep coming, answered or not
         if poly is None:
@@ -838,22 +929,22 @@ class Cloaker:
             )
         x0, y0, x1, y1 = poly.bounds
         inside = (snap.x >= x0) & (snap.x <= x1) & (snap.y >= y0) & (snap.y <= y1)
-        kept = idx[chosen]
+        inside[i] = True  # at her latest fix (a session region holds the requester)
         if cfg.session_keep_bystanders:
             if session.count == 0 and cfg.session_adopt:
                 # the first region: every user it covers with her margin joins the set (each
                 # is in the intersection so far), not only the group it was built around
                 extra = np.setdiff1d(np.flatnonzero(inside), idx)
                 if len(extra):  # appended: the rows of ``chosen`` keep their indices
-                    idx = np.concatenate([idx, extra])
                     names = names + [self.table.slot_ids[int(snap.slots[j])] or "" for j in extra]
-                    xy = np.column_stack([snap.x[idx], snap.y[idx]])
-                    age = max(now, snap.time) - snap.t[idx] + cfg.epoch_s
-                    margin, stale = self._worst(snap, idx, age, me)
+                    age = np.concatenate([age, max(now, snap.time) - snap.t[extra] + cfg.epoch_s])
+                    got = got.extended(snap, extra)
+                    xy, mo = got.xy, got.motion
+                    margin, stale = self._worst(mo, age, me)
                     at = xy
                     if thin:  # the adopted stale too: their worst-case box, not a thin one
                         at, margin = self._thin(
-                            snap, idx, xy, age, margin, stale=stale, k=session.k, me=me, draw=draw
+                            mo, xy, age, margin, stale=stale, k=session.k, me=me, draw=draw
                         )
             # every member the region covers with her margin stays (the chosen ones do)
             held = (
@@ -871,7 +962,7 @@ class Cloaker:
                     max(now, snap.time),
                     (x0, y0, x1, y1),
                     {
-                        names[int(c)]: (float(xy[c, 0]), float(xy[c, 1]), float(snap.t[idx[c]]))
+                        names[int(c)]: (float(xy[c, 0]), float(xy[c, 1]), float(got.t[c]))
                         for c in chosen
                     },
                 )
@@ -882,31 +973,31 @@ class Cloaker:
         if not thin and slack > 0 and len(rows) < session.k + slack:
             self.session_counts["short"] += 1
         region = CloakRegion(
-            poly, float(poly.area), int(inside.sum()), float(snap.t[kept].min()), snap.time
+            poly, float(poly.area), int(inside.sum()), float(got.t[chosen].min()), snap.time
         )
         return region, ""
 
-    def _scale(self, snap: _Snapshot, idx: I64) -> F64:
-        """How much faster than ``session_speed_m_s`` each of snapshot rows ``idx`` may move
+    def _scale(self, mo: _Motion) -> F64:
+        """How much faster than ``session_speed_m_s`` each of the rows of ``mo`` may move
         (at least 1): ``session_speed_factor`` times the fastest she was seen to move, over
         ``session_speed_m_s``. Every margin of hers scales by it."""
         cfg = self.config
         base = max(cfg.session_speed_m_s, 1e-9)
-        return np.maximum(1.0, cfg.session_speed_factor * snap.vmax[idx] / base)
+        return np.maximum(1.0, cfg.session_speed_factor * mo.vmax / base)
 
-    def _fix_error(self, snap: _Snapshot, idx: I64) -> F64:
-        """How far each of snapshot rows ``idx``'s fixes may lie from her device (m):
+    def _fix_error(self, mo: _Motion) -> F64:
+        """How far each of the fixes of the rows of ``mo`` may lie from her device (m):
         ``session_accuracy_factor`` times the accuracy her report gave, else
         ``session_fix_error_m``."""
         cfg = self.config
-        said = snap.error_m[idx]
+        said = mo.error_m
         out: F64 = np.where(
             np.isnan(said), cfg.session_fix_error_m, cfg.session_accuracy_factor * said
         )
         return out
 
-    def _worst(self, snap: _Snapshot, idx: I64, age: F64, me: int) -> tuple[F64, NDArray[np.bool_]]:
-        """Worst-case margins (m) of snapshot rows ``idx``, whose fixes are ``age`` s old:
+    def _worst(self, mo: _Motion, age: F64, me: int) -> tuple[F64, NDArray[np.bool_]]:
+        """Worst-case margins (m) of the rows of ``mo``, whose fixes are ``age`` s old:
         where each fix may lie from her device (:meth:`_fix_error`) plus ``session_speed_m_s *
         age`` times her scale (:meth:`_scale`); and which are *stale*, not vouched for
         because their fix is older than ``session_margin_m / session_speed_m_s - epoch_s``
@@ -917,12 +1008,11 @@ class Cloaker:
         base = cfg.session_speed_m_s * age
         stale = base > cfg.session_margin_m
         stale[me] = False
-        return self._fix_error(snap, idx) + base * self._scale(snap, idx), stale
+        return self._fix_error(mo) + base * self._scale(mo), stale
 
     def _thin(
         self,
-        snap: _Snapshot,
-        idx: I64,
+        mo: _Motion,
         xy: F64,
         age: F64,
         margin: F64,
@@ -932,7 +1022,7 @@ class Cloaker:
         me: int,
         draw: np.random.Generator,
     ) -> tuple[F64, F64]:
-        """Dead-reckoned positions of snapshot rows ``idx`` (at ``xy``, fixes ``age`` s old) and
+        """Dead-reckoned positions of the rows of ``mo`` (at ``xy``, fixes ``age`` s old) and
         their thin margins (never above the worst-case ``margin``): where her fix may lie
         (:meth:`_fix_error`) ``+ floor + drift * age``,
         thinner for members who had stayed put for long (:func:`still_margins`, ``k`` the
@@ -942,12 +1032,12 @@ class Cloaker:
         that she sits as deep as a member does. Every margin of a row grows by her ``scale``
         (:meth:`_scale`); rows ``stale`` (:meth:`_worst`) keep their fix and worst-case margin."""
         cfg = self.config
-        scale = self._scale(snap, idx)
-        v = np.nan_to_num(np.column_stack([snap.vx[idx], snap.vy[idx]]), nan=0.0)
+        scale = self._scale(mo)
+        v = np.nan_to_num(np.column_stack([mo.vx, mo.vy]), nan=0.0)
         standard = np.minimum(margin, cfg.session_floor_m + cfg.session_drift_m_s * scale * age)
         drift = still_margins(
             age,
-            snap.stayed_s[idx],
+            mo.stayed_s,
             standard,
             k=k,
             slack=cfg.session_slack,
@@ -955,7 +1045,7 @@ class Cloaker:
             speed_m_s=cfg.session_speed_m_s * scale,
             floor_m=cfg.session_floor_m,
         )
-        drift = np.minimum(margin, drift + self._fix_error(snap, idx))  # where her fix may lie
+        drift = np.minimum(margin, drift + self._fix_error(mo))  # where her fix may lie
         guess = xy + v * age[:, None]
         guess[stale] = xy[stale]  # not vouched for, even statistically: her worst-case box
         drift[stale] = margin[stale]

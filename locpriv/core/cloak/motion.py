@@ -2,11 +2,12 @@
 
 ``record(slots, xs, ys, now, table arrays...)`` applies report ``i`` (``xs[i], ys[i]`` metres,
 at ``now`` seconds) to slot ``slots[i]``, rows in order (a slot given twice takes both
-reports, one after the other): it shifts the latest report to the previous one, reads the
-chord speed (:data:`SPEED_BASELINE_S`, :data:`FIX_SCATTER_M`, :data:`SPEED_MEMORY_S`), moves
-the settle point of a user who left it (:data:`STILL_RADIUS_M`) and writes the new latest
-report. A slot whose ``t`` is not finite takes its first report. One compiled loop serves a
-single update and a batch alike, a few microseconds a report (``benchmarks/bench_cloak.py``).
+reports, one after the other): it shifts the latest report to the previous one, folds it
+into the velocity origin (:data:`VELOCITY_MEMORY_S`), reads the chord speed
+(:data:`SPEED_BASELINE_S`, :data:`FIX_SCATTER_M`, :data:`SPEED_MEMORY_S`), moves the settle
+point of a user who left it (:data:`STILL_RADIUS_M`) and writes the new latest report. A
+slot whose ``t`` is not finite takes its first report. One compiled loop serves a single
+update and a batch alike, a few microseconds a report (``benchmarks/bench_cloak.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,19 @@ FIX_SCATTER_M = 10.0
 """How far, metres, one fix may lie from the truth (GPS scatter): each end of a chord may be
 off by this much, so a chord's speed is read from its length less twice this."""
 
+VELOCITY_MEMORY_S = 10.0
+"""Memory, seconds, of the point a user's velocity is read from (``UserTable.ox, oy, ot``).
+A report that stayed her latest at least this long becomes that point when the next one
+comes (with reports this far apart, her velocity is the chord from the report before the
+latest, no lag); one replaced sooner (a fresh fix asked for a second after a periodic one,
+a stream of fixes) only joins it, position and time, with weight ``1 - exp(-dt /
+VELOCITY_MEMORY_S)``, ``dt`` how long it stayed the latest. The velocity ``(x - ox) / (t -
+ot)`` is exact for a user moving in a straight line at constant speed either way; over a
+second's baseline a fix's scatter (10 m) would read as 10 m/s, and under a stream of fixes
+the baseline is about this memory and the average smooths their scatter. (Averaging every
+report instead, 30 s apart too, lagged a walk that had just begun by 5 % and narrowed 3 of
+240 sessions of parties that leave together at 3 m/s, against 1.)"""
+
 SPEED_BASELINE_S = 30.0
 """Least time, seconds, between the two reports whose chord gives a speed: over shorter
 chords a fix's scatter would hide a car's speed (10 m in 1 s) or make one of a still phone."""
@@ -36,7 +50,7 @@ chords a fix's scatter would hide a car's speed (10 m in 1 s) or make one of a s
 
 @numba.njit(cache=True, nogil=True)
 def record(  # type: ignore[no-untyped-def]  # noqa: PLR0917  # pragma: no cover - numba
-    slots, xs, ys, now, x, y, t, px, py, pt, ax, ay, at, vmax, sx, sy, still_t
+    slots, xs, ys, now, x, y, t, px, py, pt, ox, oy, ot, ax, ay, at, vmax, sx, sy, still_t
 ):
     """Apply reports ``(xs[i], ys[i])`` at ``now`` to ``slots[i]``, in order (see module)."""
     for i in range(slots.shape[0]):
@@ -47,11 +61,22 @@ def record(  # type: ignore[no-untyped-def]  # noqa: PLR0917  # pragma: no cover
         if new:
             vmax[s] = 0.0
             pt[s] = -math.inf
+            ot[s] = -math.inf
         else:
             if t[s] < now:  # the latest report becomes the previous one
                 px[s] = x[s]
                 py[s] = y[s]
                 pt[s] = t[s]
+                # ... and joins the velocity origin, weighted by how long it was the latest
+                if math.isfinite(ot[s]) and now - t[s] < VELOCITY_MEMORY_S:
+                    w = 1.0 - math.exp(-(now - t[s]) / VELOCITY_MEMORY_S)
+                    ox[s] += w * (x[s] - ox[s])
+                    oy[s] += w * (y[s] - oy[s])
+                    ot[s] += w * (t[s] - ot[s])
+                else:
+                    ox[s] = x[s]
+                    oy[s] = y[s]
+                    ot[s] = t[s]
             dt = now - at[s]
             if dt >= SPEED_BASELINE_S:  # a chord long enough in time gives a speed
                 chord = max(math.hypot(nx - ax[s], ny - ay[s]) - 2 * FIX_SCATTER_M, 0.0) / dt

@@ -25,6 +25,7 @@ from locpriv.core.cloak.motion import (
     SPEED_BASELINE_S,
     SPEED_MEMORY_S,
     STILL_RADIUS_M,
+    VELOCITY_MEMORY_S,
     record,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "SPEED_BASELINE_S",
     "SPEED_MEMORY_S",
     "STILL_RADIUS_M",
+    "VELOCITY_MEMORY_S",
     "UserTable",
 ]
 
@@ -46,7 +48,9 @@ class UserTable:
     """Latest position ``(x, y)`` in metres and update time ``t`` in seconds per user id, and
     what the anonymizer knows of how each user moves (for session cloaks, see
     :mod:`locpriv.core.cloak.history`): the report before the latest, ``(px, py, pt)``
-    (``pt = -inf`` until there is one), ``still_t``, since when her reports have stayed
+    (``pt = -inf`` until there is one), the point her velocity is read from, ``(ox, oy, ot)``
+    (a running average of her earlier reports, :data:`VELOCITY_MEMORY_S`; ``ot = -inf`` until
+    there is one), ``still_t``, since when her reports have stayed
     within :data:`STILL_RADIUS_M` of the point ``(sx, sy)`` where she settled, and ``vmax``,
     the fastest she has been seen to move (m/s).
 
@@ -64,6 +68,9 @@ class UserTable:
         self.px: F64 = np.zeros(cap)
         self.py: F64 = np.zeros(cap)
         self.pt: F64 = np.full(cap, -math.inf)
+        self.ox: F64 = np.zeros(cap)
+        self.oy: F64 = np.zeros(cap)
+        self.ot: F64 = np.full(cap, -math.inf)
         self.sx: F64 = np.zeros(cap)
         self.sy: F64 = np.zeros(cap)
         self.still_t: F64 = np.zeros(cap)
@@ -105,6 +112,9 @@ class UserTable:
         self.px = np.concatenate([self.px, np.zeros(old)])
         self.py = np.concatenate([self.py, np.zeros(old)])
         self.pt = np.concatenate([self.pt, np.full(old, -math.inf)])
+        self.ox = np.concatenate([self.ox, np.zeros(old)])
+        self.oy = np.concatenate([self.oy, np.zeros(old)])
+        self.ot = np.concatenate([self.ot, np.full(old, -math.inf)])
         self.sx = np.concatenate([self.sx, np.zeros(old)])
         self.sy = np.concatenate([self.sy, np.zeros(old)])
         self.still_t = np.concatenate([self.still_t, np.zeros(old)])
@@ -166,7 +176,8 @@ class UserTable:
     def _record(self, slots: I64, xs: F64, ys: F64, now: float) -> None:
         record(
             slots, xs, ys, float(now), self.x, self.y, self.t, self.px, self.py, self.pt,
-            self.ax, self.ay, self.at, self.vmax, self.sx, self.sy, self.still_t,
+            self.ox, self.oy, self.ot, self.ax, self.ay, self.at, self.vmax, self.sx, self.sy,
+            self.still_t,
         )  # fmt: skip
         if self._seeded:  # first reports of users whose speed a previous process saw
             for slot in self._seeded:
