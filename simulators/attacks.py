@@ -43,6 +43,7 @@ from locpriv.protocols.effects import Send
 from locpriv.protocols.p4.machine import PeerMachine, device_point
 from locpriv.protocols.p4.types import PeerConfig
 from locpriv.wire.messages import NearestQuery, PeerRequest
+from simulators.fixes import Fixes
 
 __all__ = [
     "BrokerTrackingResult",
@@ -569,7 +570,7 @@ def repeated_cloaks_attack(
 
     ``scatter_m`` > 0: every reported fix lies off the walker by a normal ``scatter_m`` per
     axis (the adversary knows where everyone really is); with ``says_accuracy`` each report
-    gives its ``accuracy_m`` as a phone does (1.5 times the scatter, the 68 % radius), else
+    gives its ``accuracy_m`` as a phone does (:class:`~simulators.fixes.Fixes`), else
     none (the cloaker assumes ``session_fix_error_m``). Exact fixes say accuracy 0."""
     from locpriv.core.cloak.cloaker import Cloaker, CloakOutcome
     from locpriv.core.cloak.types import CloakConfig, CloakParams
@@ -612,15 +613,11 @@ def repeated_cloaks_attack(
         seed=seed,
     )
 
-    scatter = np.random.default_rng([seed, 11])
-    said = 1.5 * scatter_m if says_accuracy else math.nan
+    fixes_of = Fixes(scatter_m, np.random.default_rng([seed, 11]), says_accuracy=says_accuracy)
 
     def report(rows: Any, pos: F64) -> tuple[F64, F64]:
         """The fixes of users ``rows`` at true positions ``pos[rows]``, and their accuracy."""
-        fixes: F64 = pos[rows]
-        if scatter_m > 0:
-            fixes = fixes + scatter.normal(0.0, scatter_m, fixes.shape)
-        return fixes, np.full(len(fixes), said if scatter_m > 0 else 0.0)
+        return fixes_of.report(pos[rows])
 
     def answer(out: CloakOutcome, xy: F64) -> None:
         """One outcome, checked against everyone's positions ``xy`` when it came."""

@@ -52,15 +52,20 @@ def score_trusted(
     positions: Positions,
     user: int,
     t_request: float,
+    reported_xy: tuple[float, float] | None = None,
 ) -> None:
     """Fill ``rec`` from a Protocol 1-3 answer: precision/recall against the ``exact`` POI ids;
     for a region, its area, the service's count, the users truly inside (``positions`` at
-    answer time), the adversaries' errors and how long it was held (``t2 - t_request``)."""
+    answer time), the adversaries' errors and how long it was held (``t2 - t_request``).
+    Without a region (P2) DS and an adversary there see the fix the request reported
+    (``reported_xy``, metres; default the truth ``xy``): their error is its distance from
+    the truth."""
     rec.precision, rec.recall = precision_recall([p.id for p in answer.pois], exact)
     cloak = answer.cloak
     if answer.protocol == 2 or cloak is None:
-        rec.ds_error_m = 0.0
-        rec.adversary_error_m = 0.0
+        fx, fy = reported_xy if reported_xy is not None else xy
+        rec.ds_error_m = math.hypot(fx - xy[0], fy - xy[1])
+        rec.adversary_error_m = rec.ds_error_m
         return
     rec.area_m2 = cloak.area_m2
     rec.k_reported = cloak.users

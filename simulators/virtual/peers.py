@@ -43,6 +43,8 @@ class Ctx:
     event: QueryEvent
     xy: tuple[float, float]
     lonlat: tuple[float, float]
+    fix_xy: tuple[float, float] | None = None
+    """The fix a P1-P3 request reported (metres; None: not sent yet)."""
     reply_topic: str = ""
     query: m.NearestQuery | None = None
     qid: str = ""

@@ -64,6 +64,7 @@ from locpriv.wire import messages as m
 from locpriv.wire.messages import REPLY_MAX_BYTES
 from locpriv.wire.topics import Topics
 from simulators.evaluate import QueryRecord, RunStats
+from simulators.fixes import Fixes
 from simulators.outcomes import score_trusted
 from simulators.peers import P4Knobs, discovery_side
 from simulators.scenario import BuiltScenario, Scenario
@@ -109,6 +110,12 @@ class VirtualConfig:
     """How long a device takes to answer a :class:`~locpriv.wire.messages.FixWanted` with a
     location update of where it is then (a fresh fix and the hops), virtual seconds; None:
     devices ignore fix requests (apps that do not implement them)."""
+    fix_scatter_m: float = 0.0
+    """Per-axis scatter (m) of every P1-P3 fix a device reports (location updates, fix
+    answers and the fix a request carries; :class:`~simulators.fixes.Fixes`): the attacks and
+    the answers' scores use where users really are. 0: exact fixes."""
+    says_accuracy: bool = True
+    """With ``fix_scatter_m`` > 0: reports give their accuracy, as phones do (else none)."""
 
 
 @dataclass
@@ -235,6 +242,11 @@ class _Runner(PeerNodes):
         # true positions farther than 4 sigma from a perturbed point cannot perturb into range
         self.reach_j = 4.0 * sigmas
         self.upd_xy = np.zeros((self.traj.n_users, 2))
+        self.fixes = Fixes(
+            cfg.fix_scatter_m,
+            np.random.default_rng([built.scenario.seed, 11]),
+            says_accuracy=cfg.says_accuracy,
+        )
         self.cell_cache: tuple[bytes, float, m.PeerRequest, NDArray[np.int64]] | None = None
         self.bus.subscribe(self.topics.root + "/peer/cell/+", self.on_cell)
         # ---- devices answer the anonymizer's fix requests
@@ -347,6 +359,7 @@ class _Runner(PeerNodes):
             positions=self.traj.at(now),
             user=ctx.event.user,
             t_request=rec.t_request_s,
+            reported_xy=ctx.fix_xy,
         )
         rec.t_answer_s = now
         rec.ok = True
@@ -372,17 +385,20 @@ class _Runner(PeerNodes):
             self.p4_start(ctx, prof, now)
             return
         requester = self.requester
+        fix, said = self.fixes.report(np.asarray([xy], dtype=np.float64))
+        accuracy = None if np.isnan(said[0]) else float(said[0])
+        ctx.fix_xy = (float(fix[0, 0]), float(fix[0, 1]))
         request, effects = requester.query(
             ctx.query,
             protocol=ev.protocol,
             user_id=self.traj.user_ids[ev.user],
-            position=LonLat(*ctx.lonlat),
+            position=LonLat(*self.lonlat((float(fix[0, 0]), float(fix[0, 1])))),
             profile=requester.merge_profile(
                 prof.k, prof.a_min_m2, prof.a_max_m2, prof.max_delay_s, prof.session_s
             ),
             now=now,
             timeout_s=self.cfg.ds_timeout_s + self.cfg.max_delay_s_bound,
-            accuracy_m=0.0,  # an exact fix
+            accuracy_m=accuracy,
         )
         self.request_rid[request] = rid
         self.apply_requester(effects, now)
@@ -392,14 +408,16 @@ class _Runner(PeerNodes):
         xs, ys = self.traj.at(t_pos)
         self.upd_xy[idx, 0] = xs[idx]
         self.upd_xy[idx, 1] = ys[idx]
-        lon, lat = self.proj.to_lonlat(xs[idx], ys[idx])
+        # fixes as the devices report them, saying their accuracy (0: exact) as phones do
+        fix, said = self.fixes.report(np.column_stack([xs[idx], ys[idx]]))
+        lon, lat = self.proj.to_lonlat(fix[:, 0], fix[:, 1])
         ids = self.traj.user_ids
         for j, i in enumerate(idx.tolist()):
             uid = ids[i]
             where = LonLat(float(lon[j]), float(lat[j]))
-            # the simulator's fixes are exact: say so (accuracy 0), as a phone says its own
+            accuracy = None if np.isnan(said[j]) else float(said[j])
             updates = self.requester.location_update(
-                user_id=uid, position=where, now=now, accuracy_m=0.0
+                user_id=uid, position=where, now=now, accuracy_m=accuracy
             )
             for u in updates:
                 self.bus.publish(u.topic, u.message, now, label="updates")

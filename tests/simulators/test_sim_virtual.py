@@ -154,3 +154,48 @@ def test_p4_second_round_through_the_peer_machine() -> None:
         if r.ok:
             assert r.k_achieved is not None and r.k_achieved >= r.k_requested
             assert r.precision == 1.0
+
+
+def test_scattered_fixes_are_what_devices_report_while_the_truth_stays_exact() -> None:
+    """With ``fix_scatter_m`` every P1-P3 fix a device reports lies off where it is by a
+    normal scatter per axis, and the answers are scored against where it really is: P2
+    forwards the reported fix, so the adversary's error is the fix's own, on average
+    sqrt(pi / 2) times the scatter (12.5 m for 10 m); exact fixes give 0."""
+    sc = load_scenario("demo")
+    wl = dataclasses.replace(sc.workload, queries_per_user_per_hour=120.0)
+    sc = sc.replace(users=300, duration_s=60.0, workload=wl)
+    res = run_virtual(build(sc), config=VirtualConfig(fix_scatter_m=10.0))
+    p2 = [r.adversary_error_m for r in res.records if r.protocol == 2 and r.ok]
+    assert len(p2) >= 30
+    errors = [e for e in p2 if e is not None]
+    assert len(errors) == len(p2)
+    assert 9.0 <= sum(errors) / len(errors) <= 16.0
+    s = summarize(res.records, res.stats)
+    for name in ("p1", "p3"):
+        assert s["protocols"][name]["success_rate"] > 0.9
+
+
+@pytest.mark.parametrize("scatter_m", [10.0])
+def test_city_sessions_keep_k_when_fixes_scatter_and_say_so(scatter_m: float) -> None:
+    """The city's sessions (800 pedestrians, 40 minutes, P1 and P3 every minute) whose every
+    fix scatters by 10 m per axis, each report giving its accuracy: an adversary who
+    knows where everyone really is narrows no session below k, and nearly every request is
+    answered (the margins hold where a fix may lie: ``session_accuracy_factor``)."""
+    from simulators.workload import Distribution
+
+    sc = load_scenario("city_sessions")
+    profile = dict(sc.workload.profile)
+    profile["session_s"] = Distribution.parse(600.0)
+    sc = sc.replace(
+        users=800,
+        duration_s=2400.0,
+        seed=23,
+        workload=dataclasses.replace(sc.workload, profile=profile),
+    )
+    res = run_virtual(build(sc), config=VirtualConfig(fix_scatter_m=scatter_m))
+    s = summarize(res.records, res.stats)
+    attack = s["attacks"]["intersection"]
+    assert attack["sessions"] >= 30
+    assert attack["success_rate"] == 0.0
+    for name in ("p1", "p3"):
+        assert s["protocols"][name]["success_rate"] >= 0.9
