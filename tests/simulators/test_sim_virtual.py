@@ -175,12 +175,13 @@ def test_scattered_fixes_are_what_devices_report_while_the_truth_stays_exact() -
         assert s["protocols"][name]["success_rate"] > 0.9
 
 
-@pytest.mark.parametrize("scatter_m", [10.0])
+@pytest.mark.parametrize("scatter_m", [10.0, 20.0])
 def test_city_sessions_keep_k_when_fixes_scatter_and_say_so(scatter_m: float) -> None:
     """The city's sessions (800 pedestrians, 40 minutes, P1 and P3 every minute) whose every
-    fix scatters by 10 m per axis, each report giving its accuracy: an adversary who
+    fix scatters by 10 or 20 m per axis, each report giving its accuracy: an adversary who
     knows where everyone really is narrows no session below k, and nearly every request is
-    answered (the margins hold where a fix may lie: ``session_accuracy_factor``)."""
+    answered (the margins hold where a fix may lie: ``session_accuracy_factor``; stays and
+    velocities read through the scatter: 20 m answered 88 % before, 95 % after)."""
     from simulators.workload import Distribution
 
     sc = load_scenario("city_sessions")

@@ -80,7 +80,7 @@ from locpriv.core.cloak.types import (
     check_params,
     round_a_min,
 )
-from locpriv.core.cloak.users import UserTable
+from locpriv.core.cloak.users import FIX_SCATTER_M, UserTable
 from locpriv.errors import CloakInfeasible, CloakTimeout, Overloaded, UnknownUser
 
 __all__ = [
@@ -125,9 +125,18 @@ class _Motion:
         ok = np.isfinite(ot) & (dt > 0)
         safe = np.where(ok, dt, 1.0)
         stayed = np.maximum(t - table.still_t[slots], 0.0)
-        return cls(  # velocity from the origin her earlier reports average to
-            vx=np.where(ok, (table.x[slots] - table.ox[slots]) / safe, np.nan),
-            vy=np.where(ok, (table.y[slots] - table.oy[slots]) / safe, np.nan),
+        # velocity from the origin her earlier reports average to, its length less twice
+        # what her fix may be off (a scatter read as motion would forecast her hundreds of
+        # metres away; exact fixes keep it whole)
+        dx, dy = table.x[slots] - table.ox[slots], table.y[slots] - table.oy[slots]
+        err = np.nan_to_num(table.error_m[slots], nan=FIX_SCATTER_M)
+        length = np.hypot(dx, dy)
+        keep = np.where(
+            length > 0, np.maximum(length - 2 * err, 0.0) / np.where(length > 0, length, 1.0), 0.0
+        )
+        return cls(
+            vx=np.where(ok, dx * keep / safe, np.nan),
+            vy=np.where(ok, dy * keep / safe, np.nan),
             vmax=table.vmax[slots].copy(),
             error_m=table.error_m[slots].copy(),
             stayed_s=stayed,

@@ -21,6 +21,12 @@ STILL_RADIUS_M = 25.0
 """A user whose reports stay within this many metres of where she settled counts as still
 (``UserTable.still_t``): a walker leaves it within a minute, a GPS fix's scatter does not."""
 
+STILL_ACCURACY_FACTOR = 2.5
+"""A fix whose report gives its accuracy (m) counts as staying within this many times that
+of where she settled, if more than :data:`STILL_RADIUS_M`: two fixes of a phone that does
+not move lie farther apart than 2.5 accuracies (3.75 sigma, the accuracy being the 68 %
+radius) about 3 % of the time, where fixes scattered by 20 m would leave 25 m most times."""
+
 SPEED_MEMORY_S = 900.0
 """Half-life, seconds of moving, of ``UserTable.vmax``, the fastest a user has been seen
 to move: a cyclist who slows down keeps most of hers for minutes, and nobody loses hers while
@@ -50,7 +56,7 @@ chords a fix's scatter would hide a car's speed (10 m in 1 s) or make one of a s
 
 @numba.njit(cache=True, nogil=True)
 def record(  # type: ignore[no-untyped-def]  # noqa: PLR0917  # pragma: no cover - numba
-    slots, xs, ys, now, x, y, t, px, py, pt, ox, oy, ot, ax, ay, at, vmax, sx, sy, still_t
+    slots, xs, ys, errs, now, x, y, t, px, py, pt, ox, oy, ot, ax, ay, at, vmax, sx, sy, still_t
 ):
     """Apply reports ``(xs[i], ys[i])`` at ``now`` to ``slots[i]``, in order (see module)."""
     for i in range(slots.shape[0]):
@@ -86,7 +92,10 @@ def record(  # type: ignore[no-untyped-def]  # noqa: PLR0917  # pragma: no cover
             ax[s] = nx
             ay[s] = ny
             at[s] = now
-        if new or math.hypot(nx - sx[s], ny - sy[s]) > STILL_RADIUS_M:
+        radius = STILL_RADIUS_M
+        if errs[i] == errs[i]:  # said (not nan): a stay holds what the fixes scatter by
+            radius = max(radius, STILL_ACCURACY_FACTOR * errs[i])
+        if new or math.hypot(nx - sx[s], ny - sy[s]) > radius:
             sx[s] = nx
             sy[s] = ny
             still_t[s] = now

@@ -95,7 +95,7 @@ class UserTable:
         each user at her first report, forgotten by :meth:`expire` like a silent user."""
         self._seeded: list[int] = []
         # load (or compile, about a second) the kernel now, not at the first report
-        self._record(np.empty(0, dtype=np.int64), np.empty(0), np.empty(0), 0.0)
+        self._record(np.empty(0, dtype=np.int64), np.empty(0), np.empty(0), np.empty(0), 0.0)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -169,13 +169,14 @@ class UserTable:
         """Record the latest position of ``user_id`` (``error_m``: how far the fix may lie
         from her device, metres; None: not said); returns its slot."""
         slot = self._slot(user_id)
-        self._record(np.array([slot], dtype=np.int64), np.array([x_m]), np.array([y_m]), now)
-        self.error_m[slot] = np.nan if error_m is None else error_m
+        err = np.array([np.nan if error_m is None else error_m], dtype=np.float64)
+        self._record(np.array([slot], dtype=np.int64), np.array([x_m]), np.array([y_m]), err, now)
+        self.error_m[slot] = err[0]
         return slot
 
-    def _record(self, slots: I64, xs: F64, ys: F64, now: float) -> None:
+    def _record(self, slots: I64, xs: F64, ys: F64, errs: F64, now: float) -> None:
         record(
-            slots, xs, ys, float(now), self.x, self.y, self.t, self.px, self.py, self.pt,
+            slots, xs, ys, errs, float(now), self.x, self.y, self.t, self.px, self.py, self.pt,
             self.ox, self.oy, self.ot, self.ax, self.ay, self.at, self.vmax, self.sx, self.sy,
             self.still_t,
         )  # fmt: skip
@@ -205,8 +206,13 @@ class UserTable:
             dtype=np.int64,
             count=len(user_ids),
         )
-        self._record(slots, np.ascontiguousarray(xy[:, 0]), np.ascontiguousarray(xy[:, 1]), now)
-        self.error_m[slots] = np.nan if error_m is None else np.asarray(error_m, dtype=np.float64)
+        errs = np.full(len(slots), np.nan)
+        if error_m is not None:
+            errs[:] = np.asarray(error_m, dtype=np.float64)
+        self._record(
+            slots, np.ascontiguousarray(xy[:, 0]), np.ascontiguousarray(xy[:, 1]), errs, now
+        )
+        self.error_m[slots] = errs
         return slots
 
     def remove(self, user_id: str) -> bool:
