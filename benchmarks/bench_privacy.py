@@ -1,6 +1,8 @@
 """Privacy over time: the three attacks without and with their defences, and what they cost.
 
-    .venv/bin/python benchmarks/bench_privacy.py [--quick]
+    .venv/bin/python benchmarks/bench_privacy.py [--quick] [--only SECTION,...]
+
+(``--only`` reruns those sections into the existing results file and keeps the others.)
 
 * static device - 30 days of Protocol 4 broadcasts every 10 min from a device that never
   moves; the averaging adversary's error (in σ) with the previous defence (fresh draws reused
@@ -41,7 +43,9 @@
 * scattered fixes - the default walkers with fixes every 30 s whose fixes lie off the truth by
   0, 5, 10 or 20 m per axis (the adversary knows the truth): the design before fix requests
   and error margins, fix requests whose margins ignore the scatter, and the shipped margins
-  with reports that give their accuracy and with reports that do not;
+  with reports that give their accuracy and with reports that do not; the shipped margins
+  also on 4,000 walkers, on people who stay and walk and where a fifth cycle; and the city
+  (every seed) with fixes scattered by 10 m (accuracy said and unsaid) and 20 m (said);
 * P4 broker tracking - a day of dwell-and-move devices; how long the broker follows one
   device under one identity, and its position error;
 * P4 accuracy with and without keyed noise - the ``demo`` scenario, P4 only, on the virtual
@@ -400,31 +404,87 @@ with reports that give their accuracy (``accuracy_m``, as phones do) and with re
 do not (``session_fix_error_m``, 20 m)."""
 
 
+SCATTER_POPULATIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("users=4000", {"users": 4000}),
+    ("dwell_share=0.5", {"dwell_share": 0.5}),
+    ("fast_share=0.2", {"fast_share": 0.2}),
+)
+"""Walker populations besides the default that the shipped margins are also attacked on with
+scattered fixes (dense, people who stay and walk, a fifth cycling): reports that give their
+accuracy and reports that do not."""
+
+
 def _scattered(quick: bool) -> dict[str, Any]:
     """The intersection attack on sessions whose members' fixes scatter (the adversary knows
     where everyone really is), by scatter and design: narrowed share, area over the
-    undefended median of exact fixes, answered share."""
+    undefended median of exact fixes, answered share. Every design on the default walkers;
+    the shipped margins (accuracy said and unsaid) on :data:`SCATTER_POPULATIONS` too."""
     askers = 40 if quick else 100
-    base = repeated_cloaks_attack(session_s=0.0, update_s=30.0, askers=askers).area_m2_median
-    out: dict[str, Any] = {"undefended_area_m2_median": base}
-    for sigma in SCATTERS_M:
-        row: dict[str, Any] = {}
-        for name, cloak, reply, says in SCATTER_DESIGNS:
-            r = repeated_cloaks_attack(
-                session_s=WALKER_SESSION_S,
-                update_s=30.0,
-                askers=askers,
-                cloak=cloak,
-                fix_reply_s=reply,
-                scatter_m=sigma,
-                says_accuracy=says,
-            )
-            row[name] = {
-                "narrowed": r.success_rate,
-                "area_ratio": r.area_m2_median / base,
-                "answered": r.answered_rate,
-            }
-        out[f"scatter_{sigma:g}m"] = row
+    out: dict[str, Any] = {}
+    populations = [("default", {}), *(SCATTER_POPULATIONS[:1] if quick else SCATTER_POPULATIONS)]
+    for pop, kw in populations:
+        base = repeated_cloaks_attack(
+            session_s=0.0, update_s=30.0, askers=askers, **kw
+        ).area_m2_median
+        designs = SCATTER_DESIGNS if pop == "default" else SCATTER_DESIGNS[2:]
+        prefix = "" if pop == "default" else f"{pop},"
+        if pop == "default":
+            out["undefended_area_m2_median"] = base
+        for sigma in SCATTERS_M if pop == "default" else SCATTERS_M[1:]:
+            row: dict[str, Any] = {}
+            for name, cloak, reply, says in designs:
+                r = repeated_cloaks_attack(
+                    session_s=WALKER_SESSION_S,
+                    update_s=30.0,
+                    askers=askers,
+                    cloak=cloak,
+                    fix_reply_s=reply,
+                    scatter_m=sigma,
+                    says_accuracy=says,
+                    **kw,
+                )
+                row[name] = {
+                    "narrowed": r.success_rate,
+                    "area_ratio": r.area_m2_median / base,
+                    "answered": r.answered_rate,
+                }
+            out[f"{prefix}scatter_{sigma:g}m"] = row
+    return out
+
+
+CITY_SCATTERS: tuple[tuple[float, bool], ...] = ((10.0, True), (10.0, False), (20.0, True))
+"""The city's scattered fixes (per-axis scatter in m, reports give their accuracy)."""
+
+
+def _city_scatter_job(job: tuple[int, float, bool, bool]) -> dict[str, Any]:
+    seed, sigma, says, quick = job
+    sc = _city_scenario(CITY_SESSION_S, quick, seed)
+    res = run_virtual(build(sc), config=VirtualConfig(fix_scatter_m=sigma, says_accuracy=says))
+    f = city_figures(res)
+    return {"seed": seed, "sigma": sigma, "says": says, **f}
+
+
+def _city_scattered(quick: bool, undefended: dict[str, float]) -> dict[str, Any]:
+    """The city with every P1-P3 fix scattered (:data:`CITY_SCATTERS`), shipped sessions, on
+    every seed, against each seed's undefended median of exact fixes (``undefended``, by
+    seed): narrowed share, area ratio, answered share; in worker processes."""
+    seeds = CITY_SEEDS[:2] if quick else CITY_SEEDS
+    jobs = [(seed, sigma, says, quick) for seed in seeds for sigma, says in CITY_SCATTERS]
+    with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as ex:
+        rows = list(ex.map(_city_scatter_job, jobs))
+    out: dict[str, Any] = {}
+    for r in rows:
+        key = f"scatter_{r['sigma']:g}m_{'said' if r['says'] else 'unsaid'}"
+        out.setdefault(key, {})[str(r["seed"])] = {
+            "narrowed": r["success_rate"],
+            "area_ratio": r["area_m2_median"] / undefended[str(r["seed"])],
+            "answered": r["answered_rate"],
+        }
+    for per in out.values():
+        per["mean"] = {
+            f: float(np.mean([v[f] for v in per.values()]))
+            for f in ("narrowed", "area_ratio", "answered")
+        }
     return out
 
 
@@ -481,41 +541,102 @@ def _edges() -> dict[str, Any]:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller runs")
-    args = ap.parse_args()
-    q = args.quick
-    t0 = time.perf_counter()
-    result: dict[str, Any] = {"machine": {"python": platform.python_version()}, "quick": q}
-    devices = 10 if q else 50
-    result["static_device"] = {
-        name: dataclasses.asdict(static_device_attack(devices=devices, keyed=keyed))
-        for name, keyed in (("before", False), ("after", True))
-    }
-    result["wandering_device"] = _wandering(q)
-    result["edges"] = _edges()
-    result["repeated_cloaks_core"] = {
+def _core() -> dict[str, Any]:
+    out = {
         name: dataclasses.asdict(repeated_cloaks_attack(session_s=s))
         for name, s in (("before", 0.0), ("after", 600.0))
     }
-    result["repeated_cloaks_core"]["worst_case_sessions"] = dataclasses.asdict(
+    out["worst_case_sessions"] = dataclasses.asdict(
         repeated_cloaks_attack(session_s=600.0, cloak=WORST_CASE_SESSIONS)
     )
-    result["repeated_cloaks_core"]["rekeyed_3x"] = dataclasses.asdict(
+    out["rekeyed_3x"] = dataclasses.asdict(
         repeated_cloaks_attack(session_s=600.0, cloak={"session_rekey_factor": 3.0})
     )
-    result["repeated_cloaks_conditions"] = _conditions(q)
-    result["scattered_fixes"] = _scattered(q)
-    result["repeated_cloaks_city"] = _city_all(q)
-    result["broker_tracking"] = {
-        name: dataclasses.asdict(broker_tracking_attack(devices=10 if q else 30, defended=d))
-        for name, d in (("before", False), ("after", True))
-    }
-    result["p4_accuracy"] = {
-        name: _p4_accuracy(keyed, q) for name, keyed in (("unkeyed", False), ("keyed", True))
-    }
-    result["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _section(name: str, q: bool, result: dict[str, Any]) -> Any:
+    """Compute one section of the results (``result``: the sections computed so far)."""
+    if name == "static_device":
+        devices = 10 if q else 50
+        return {
+            n: dataclasses.asdict(static_device_attack(devices=devices, keyed=keyed))
+            for n, keyed in (("before", False), ("after", True))
+        }
+    if name == "wandering_device":
+        return _wandering(q)
+    if name == "edges":
+        return _edges()
+    if name == "repeated_cloaks_core":
+        return _core()
+    if name == "repeated_cloaks_conditions":
+        return _conditions(q)
+    if name == "scattered_fixes":
+        return _scattered(q)
+    if name == "repeated_cloaks_city":
+        return _city_all(q)
+    if name == "scattered_fixes_city":
+        seeds = result["repeated_cloaks_city"]["seeds"]
+        return _city_scattered(q, {s: per["before"]["area_m2_median"] for s, per in seeds.items()})
+    if name == "broker_tracking":
+        return {
+            n: dataclasses.asdict(broker_tracking_attack(devices=10 if q else 30, defended=d))
+            for n, d in (("before", False), ("after", True))
+        }
+    if name == "p4_accuracy":
+        return {n: _p4_accuracy(keyed, q) for n, keyed in (("unkeyed", False), ("keyed", True))}
+    raise ValueError(f"unknown section {name!r}; the sections are {', '.join(SECTIONS)}")
+
+
+SECTIONS = (
+    "static_device",
+    "wandering_device",
+    "edges",
+    "repeated_cloaks_core",
+    "repeated_cloaks_conditions",
+    "scattered_fixes",
+    "repeated_cloaks_city",
+    "scattered_fixes_city",
+    "broker_tracking",
+    "p4_accuracy",
+)
+"""The results' sections, in the order they are computed (``--only`` reruns some of them)."""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller runs")
+    ap.add_argument(
+        "--only",
+        default="",
+        help="comma-separated sections to rerun into the existing results file (the others"
+        f" are kept): {', '.join(SECTIONS)}",
+    )
+    args = ap.parse_args()
+    q = args.quick
+    t0 = time.perf_counter()
+    only = [n for n in args.only.split(",") if n]
+    if only:
+        unknown = [n for n in only if n not in SECTIONS]
+        if unknown:
+            ap.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+        if not OUT.exists():
+            ap.error(f"--only needs an earlier full run's {OUT}")
+        result: dict[str, Any] = json.loads(OUT.read_text())
+        if result.get("quick") != q:
+            ap.error(f"{OUT} was written {'with' if result.get('quick') else 'without'} --quick")
+        missing = [n for n in SECTIONS if n not in result and n not in only]
+        if missing:
+            ap.error(f"{OUT} lacks {', '.join(missing)}: rerun them too (or everything)")
+        for name in only:
+            result[name] = _section(name, q, result)
+        result.setdefault("reruns", {})[",".join(only)] = time.perf_counter() - t0
+    else:
+        result = {"machine": {"python": platform.python_version()}, "quick": q}
+        for name in SECTIONS:
+            result[name] = _section(name, q, result)
+        result["seconds"] = time.perf_counter() - t0
+        result.pop("reruns", None)
     sd, rc, city = (
         result["static_device"],
         result["repeated_cloaks_core"],
@@ -670,6 +791,27 @@ def main() -> int:
                 for n in names
             )  # fmt: skip
             print(f"{key:30}{line}")
+    shipped = [d[0] for d in SCATTER_DESIGNS[2:]]
+    print(f"{'... other walkers, shipped':30}{''.join(f'{n:>24}' for n in shipped)}")
+    for key, row in result["scattered_fixes"].items():
+        if "," in key:
+            line = "".join(
+                f"{row[n]['narrowed']:.2f}/{row[n]['area_ratio']:.2f}/{row[n]['answered']:.3f}"
+                .rjust(24)
+                for n in shipped
+            )  # fmt: skip
+            print(f"{key:30}{line}")
+    cs = result["scattered_fixes_city"]
+    print(
+        f"\n{'city, scattered fixes (narrowed/ratio/answered)':48}{''.join(f'{k:>24}' for k in cs)}"
+    )
+    for seed in next(iter(cs.values())):
+        line = "".join(
+            f"{cs[k][seed]['narrowed']:.2f}/{cs[k][seed]['area_ratio']:.2f}"
+            f"/{cs[k][seed]['answered']:.3f}".rjust(24)
+            for k in cs
+        )
+        print(f"{'city, mean of the seeds' if seed == 'mean' else 'city seed ' + seed:48}{line}")
     print(f"\n{'wandering device (best error, σ)':40} {'before':>12} {'defended':>12}")
     for key, row in result["wandering_device"].items():
         print(f"{key:40} {row['before']['best_sigma']:12.3f} {row['after']['best_sigma']:12.3f}")
