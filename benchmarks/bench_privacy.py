@@ -780,38 +780,24 @@ def main() -> int:
             for r in (a, o)
         ]
         print(f"{'city seed ' + seed:40} {cells[0]:>18} {cells[1]:>18}")
+
+    def cell(r: dict[str, float]) -> str:
+        return f"{r['narrowed']:.2f}/{r['area_ratio']:.2f}/{r['answered']:.3f}".rjust(24)
+
+    sf = result["scattered_fixes"]
     names = [d[0] for d in SCATTER_DESIGNS]
-    head = "".join(f"{n:>24}" for n in names)
-    print(f"\n{'scattered fixes (narrowed/ratio/answered)':30}{head}")
-    for key, row in result["scattered_fixes"].items():
-        if key.startswith("scatter_"):
-            line = "".join(
-                f"{row[n]['narrowed']:.2f}/{row[n]['area_ratio']:.2f}/{row[n]['answered']:.3f}"
-                .rjust(24)
-                for n in names
-            )  # fmt: skip
-            print(f"{key:30}{line}")
-    shipped = [d[0] for d in SCATTER_DESIGNS[2:]]
+    shipped = names[2:]
+    print(f"\n{'scattered fixes (narrowed/ratio/answered)':30}{''.join(f'{n:>24}' for n in names)}")
+    for key in [k for k in sf if k.startswith("scatter_")]:
+        print(f"{key:30}{''.join(cell(sf[key][n]) for n in names)}")
     print(f"{'... other walkers, shipped':30}{''.join(f'{n:>24}' for n in shipped)}")
-    for key, row in result["scattered_fixes"].items():
-        if "," in key:
-            line = "".join(
-                f"{row[n]['narrowed']:.2f}/{row[n]['area_ratio']:.2f}/{row[n]['answered']:.3f}"
-                .rjust(24)
-                for n in shipped
-            )  # fmt: skip
-            print(f"{key:30}{line}")
+    for key in [k for k in sf if "," in k]:
+        print(f"{key:30}{''.join(cell(sf[key][n]) for n in shipped)}")
     cs = result["scattered_fixes_city"]
-    print(
-        f"\n{'city, scattered fixes (narrowed/ratio/answered)':48}{''.join(f'{k:>24}' for k in cs)}"
-    )
+    print(f"\n{'city, scattered fixes':30}{''.join(f'{k:>24}' for k in cs)}")
     for seed in next(iter(cs.values())):
-        line = "".join(
-            f"{cs[k][seed]['narrowed']:.2f}/{cs[k][seed]['area_ratio']:.2f}"
-            f"/{cs[k][seed]['answered']:.3f}".rjust(24)
-            for k in cs
-        )
-        print(f"{'city, mean of the seeds' if seed == 'mean' else 'city seed ' + seed:48}{line}")
+        label = "city, mean of the seeds" if seed == "mean" else "city seed " + seed
+        print(f"{label:30}{''.join(cell(cs[k][seed]) for k in cs)}")
     print(f"\n{'wandering device (best error, σ)':40} {'before':>12} {'defended':>12}")
     for key, row in result["wandering_device"].items():
         print(f"{key:40} {row['before']['best_sigma']:12.3f} {row['after']['best_sigma']:12.3f}")

@@ -266,7 +266,7 @@ def test_a_still_phone_whose_fixes_scatter_stays_put_and_still(scatter_m: float)
         breaks_said += int(np.count_nonzero(said.still_t[slots] == now)) if now else 0
         breaks_unsaid += int(np.count_nonzero(unsaid.still_t[slots] == now)) if now else 0
         if now >= 60.0:
-            m = _Motion.of(said, slots, now)
+            m = _Motion.of(said, slots, now, unsaid_m=10.0)
             speeds.append(np.hypot(m.vx, m.vy))
             chord = np.hypot(said.x[slots] - said.ox[slots], said.y[slots] - said.oy[slots])
             raw.append(chord / (said.t[slots] - said.ot[slots]))

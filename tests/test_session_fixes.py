@@ -134,7 +134,9 @@ def test_fresh_fixes_keep_k_and_cost_less(n: int, speed: float, seed: int) -> No
     assert fresh["counts"]["fix_waits"] > 0 and "fix_waits" not in stale["counts"]
     med_fresh = float(np.median(fresh["areas"]))  # type: ignore[arg-type]
     med_stale = float(np.median(stale["areas"]))  # type: ignore[arg-type]
-    assert med_fresh < 0.95 * med_stale, (med_fresh, med_stale)  # 0.67-0.92x measured
+    # 0.67-0.95x measured (0.67-0.92x while velocities were read over the last chord, which
+    # for these exact fixes is the freshest: the velocity origin trades that for scatter)
+    assert med_fresh < 0.97 * med_stale, (med_fresh, med_stale)
     # a request waits for its members' reports, not for its deadline: about two epochs
     assert max(fresh["delays"]) <= 2.5, max(fresh["delays"])  # type: ignore[type-var]
 

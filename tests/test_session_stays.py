@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from locpriv.core.cloak.cloaker import Cloaker, CloakParams
 from locpriv.core.cloak.history import moving_time, still_margins
 from locpriv.core.cloak.types import CloakConfig
-from simulators.attacks import parked_insiders_attack, repeated_cloaks_attack
+from simulators.attacks import exact, parked_insiders_attack, repeated_cloaks_attack
 
 F64 = NDArray[np.float64]
 SIDE_M = 2000.0
@@ -99,7 +99,7 @@ def _stay_town(
     inside_own: list[bool] = []
     asked = 0
     t = 1000.0
-    cloaker.update_many(ids, xy, t - 60.0)
+    cloaker.update_many(ids, xy, t - 60.0, exact(n))
     for step in range(-60, 40):
         for _ in range(12):  # 5 s of motion
             t += 5.0
@@ -121,9 +121,9 @@ def _stay_town(
                     # some who never moved leave right after this fix (askers stay put)
                     go = due[(due < n_static) & (due >= len(askers))]
                     moving[go[rng.random(len(go)) < leavers / 2]] = True
-                cloaker.update_many([ids[i] for i in due], xy[due], t)
+                cloaker.update_many([ids[i] for i in due], xy[due], t, exact(len(due)))
         if not stale:
-            cloaker.update_many(ids, xy, t)
+            cloaker.update_many(ids, xy, t, exact(n))
         if step < 0:
             continue
         for a in askers:

@@ -80,7 +80,7 @@ from locpriv.core.cloak.types import (
     check_params,
     round_a_min,
 )
-from locpriv.core.cloak.users import FIX_SCATTER_M, UserTable
+from locpriv.core.cloak.users import UserTable
 from locpriv.errors import CloakInfeasible, CloakTimeout, Overloaded, UnknownUser
 
 __all__ = [
@@ -119,7 +119,8 @@ class _Motion:
     still_s: F64
 
     @classmethod
-    def of(cls, table: UserTable, slots: I64, now: float) -> _Motion:
+    def of(cls, table: UserTable, slots: I64, now: float, unsaid_m: float) -> _Motion:
+        """``unsaid_m``: the accuracy (m) taken for a report that gives none."""
         t, ot = table.t[slots], table.ot[slots]
         dt = t - ot
         ok = np.isfinite(ot) & (dt > 0)
@@ -127,9 +128,9 @@ class _Motion:
         stayed = np.maximum(t - table.still_t[slots], 0.0)
         # velocity from the origin her earlier reports average to, its length less twice
         # what her fix may be off (a scatter read as motion would forecast her hundreds of
-        # metres away; exact fixes keep it whole)
+        # metres away; exact fixes, said or configured, keep it whole)
         dx, dy = table.x[slots] - table.ox[slots], table.y[slots] - table.oy[slots]
-        err = np.nan_to_num(table.error_m[slots], nan=FIX_SCATTER_M)
+        err = np.nan_to_num(table.error_m[slots], nan=unsaid_m)
         length = np.hypot(dx, dy)
         keep = np.where(
             length > 0, np.maximum(length - 2 * err, 0.0) / np.where(length > 0, length, 1.0), 0.0
@@ -204,7 +205,7 @@ class _Rows:
             return False
         self.xy[me] = (table.x[s], table.y[s])
         self.t[me] = table.t[s]
-        own = _Motion.of(table, slot, now)
+        own = _Motion.of(table, slot, now, snap.unsaid_m)
         for name in _Motion.__slots__:
             getattr(self.motion, name)[me] = getattr(own, name)[0]
         return True
@@ -213,15 +214,19 @@ class _Rows:
 class _Snapshot:
     """Positions of all current users at one epoch boundary, with shared sort orders."""
 
-    def __init__(self, table: UserTable, epoch: int, now: float, world: F64) -> None:
+    def __init__(
+        self, table: UserTable, epoch: int, now: float, world: F64, unsaid_m: float
+    ) -> None:
         self.epoch = epoch
         self.time = now
+        self.unsaid_m = unsaid_m
+        """The accuracy (m) taken for a report that gives none (:meth:`Cloaker._unsaid_m`)."""
         self.slots = table.active_slots()
         self.gen = table.gen[self.slots].copy()
         self.x = table.x[self.slots].copy()
         self.y = table.y[self.slots].copy()
         self.t = table.t[self.slots].copy()
-        motion = _Motion.of(table, self.slots, now)
+        motion = _Motion.of(table, self.slots, now, unsaid_m)
         self.vx, self.vy = motion.vx, motion.vy
         self.vmax, self.error_m = motion.vmax, motion.error_m
         self.stayed_s, self.still_s = motion.stayed_s, motion.still_s
@@ -619,7 +624,7 @@ class Cloaker:
         snap = self._snap
         if snap is None or e > snap.epoch:
             self.table.expire(now, self.config.user_ttl_s)
-            snap = _Snapshot(self.table, e, now, self._world)
+            snap = _Snapshot(self.table, e, now, self._world, self._unsaid_m())
             self._snap = snap
             log.debug("snapshot epoch=%d users=%d", e, snap.n)
         return snap
@@ -993,6 +998,13 @@ class Cloaker:
         cfg = self.config
         base = max(cfg.session_speed_m_s, 1e-9)
         return np.maximum(1.0, cfg.session_speed_factor * mo.vmax / base)
+
+    def _unsaid_m(self) -> float:
+        """The accuracy (m) taken for a report that gives none: ``session_fix_error_m`` over
+        ``session_accuracy_factor`` (the margin such a fix gets is that factor times it; 10 m
+        by default, 0 where the operator says fixes are exact)."""
+        cfg = self.config
+        return cfg.session_fix_error_m / max(cfg.session_accuracy_factor, 1.0)
 
     def _fix_error(self, mo: _Motion) -> F64:
         """How far each of the fixes of the rows of ``mo`` may lie from her device (m):
