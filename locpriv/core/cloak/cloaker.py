@@ -144,6 +144,16 @@ class _Motion:
             still_s=np.where(stayed > 0, now - table.still_t[slots], 0.0),
         )
 
+    def take(self, rows: I64) -> _Motion:
+        """These users' rows ``rows`` (copies)."""
+        return _Motion(*(getattr(self, n)[rows] for n in _Motion.__slots__))
+
+    def then(self, more: _Motion) -> _Motion:
+        """These rows, then ``more``'s."""
+        return _Motion(
+            *(np.concatenate([getattr(self, n), getattr(more, n)]) for n in _Motion.__slots__)
+        )
+
 
 @dataclass(slots=True)
 class _Rows:
@@ -157,30 +167,17 @@ class _Rows:
 
     @classmethod
     def of(cls, snap: _Snapshot, idx: I64) -> _Rows:
-        m = _Motion(
-            vx=snap.vx[idx],
-            vy=snap.vy[idx],
-            vmax=snap.vmax[idx],
-            error_m=snap.error_m[idx],
-            stayed_s=snap.stayed_s[idx],
-            still_s=snap.still_s[idx],
-        )
-        return cls(idx, np.column_stack([snap.x[idx], snap.y[idx]]), snap.t[idx].copy(), m)
+        xy = np.column_stack([snap.x[idx], snap.y[idx]])
+        return cls(idx, xy, snap.t[idx].copy(), snap.motion.take(idx))
 
     def extended(self, snap: _Snapshot, extra: I64) -> _Rows:
         """These rows, then snapshot rows ``extra`` (appended: row numbers are kept)."""
         more = _Rows.of(snap, extra)
-        motion = _Motion(
-            *(
-                np.concatenate([getattr(self.motion, n), getattr(more.motion, n)])
-                for n in _Motion.__slots__
-            )
-        )
         return _Rows(
             np.concatenate([self.idx, extra]),
             np.concatenate([self.xy, more.xy]),
             np.concatenate([self.t, more.t]),
-            motion,
+            self.motion.then(more.motion),
         )
 
     def hold_newest(
@@ -226,7 +223,7 @@ class _Snapshot:
         self.x = table.x[self.slots].copy()
         self.y = table.y[self.slots].copy()
         self.t = table.t[self.slots].copy()
-        motion = _Motion.of(table, self.slots, now, unsaid_m)
+        self.motion = motion = _Motion.of(table, self.slots, now, unsaid_m)
         self.vx, self.vy = motion.vx, motion.vy
         self.vmax, self.error_m = motion.vmax, motion.error_m
         self.stayed_s, self.still_s = motion.stayed_s, motion.still_s
