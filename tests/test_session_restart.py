@@ -198,3 +198,29 @@ def test_records_over_the_bounds_lose_members_never_audits(
         assert len(r.members) <= 6 and set(r.members) <= set(members[:6])
         assert not r.audits and not set(r.members) & set().union(*pending)
         assert r.pool <= 6
+
+
+def test_a_request_before_the_members_report_again_keeps_them_pending() -> None:
+    """Right after a restart the next process knows nobody until they report. A requester who
+    asks before her members' next fixes gets no region (too few of them known), and keeps
+    them: their audits wait for those fixes, and once they report her session goes on with
+    the same members (dropping them for not being known yet emptied the session)."""
+    ck, cfg, ids, xy = _thin_sessions(3, 20)
+    recs = ck.export_sessions(10.6)
+    user, r = next((r.user, r) for r in recs if r.audits)  # her members' audits pending
+    fresh = Cloaker(cfg, phase=0.4)
+    assert fresh.restore_sessions(recs, 10.6) == len(recs)
+    me = ids.index(user)
+    fresh.update(user, *(xy[me] + 1.0), now=12.0)  # she alone has reported since
+    early = fresh.request(("early", 0), user, P120, 13.5)
+    assert early is not None and early.region is None and early.error is not None
+    assert "still known" in str(early.error)
+    kept = {q.user: q for q in fresh.export_sessions(13.5)}[user]
+    assert kept.members == r.members  # nobody dropped for not having reported yet
+    fresh.update_many(ids, xy + 1.0, now=20.0)  # everyone's next fix, where they were
+    late = fresh.request(("late", 0), user, P120, 21.5)
+    assert late is not None and late.region is not None, late
+    x0, y0, x1, y1 = late.region.polygon.bounds
+    at = xy + 1.0
+    inside = {ids[j] for j in _inside(at, (x0, y0, x1, y1))}
+    assert len(inside & set(r.members)) >= P120.k

@@ -1102,8 +1102,10 @@ class Cloaker:
         """Drop from ``session`` every member whose update since a region was answered from
         dead-reckoned positions puts her, interpolated to the time it was answered, outside
         that region less ``session_floor_m`` (what an adversary who knew her true path would
-        deduce: she is not in every region); members not updated since stay pending. Of her
-        last two reports, the earliest after the answer is read (the one nearest in time)."""
+        deduce: she is not in every region); members not updated since stay pending, those the
+        table does not know (yet: after a restart, before their next fix) too: a region counts
+        only members of its snapshot. Of her last two reports, the earliest after the answer is
+        read (the one nearest in time)."""
         tol = self.config.session_floor_m
         members = set(session.members)
         table = self.table
@@ -1112,11 +1114,12 @@ class Cloaker:
         ] = []
         for t_ans, (x0, y0, x1, y1), fixes in session.audits:
             for uid in list(fixes):
-                slot = table.ids.get(uid)
-                if uid not in members or slot is None:
-                    members.discard(uid)
+                if uid not in members:
                     del fixes[uid]
                     continue
+                slot = table.ids.get(uid)
+                if slot is None:
+                    continue  # not reported since (a restart, an expiry): still pending
                 bx, by, bt = fixes[uid]
                 ta, ax, ay = float(table.t[slot]), float(table.x[slot]), float(table.y[slot])
                 if ta <= t_ans or ta <= bt:
