@@ -64,6 +64,8 @@ def test_config_rejects_inconsistent_operator_bounds() -> None:
         CloakConfig(k_min=5, k_max=3)
     with pytest.raises(ConfigError):  # the default profile must be within the bounds
         CloakConfig(k_min=20)
+    with pytest.raises(ConfigError, match="session_fix_error_m"):  # never vouched for
+        CloakConfig(session_fix_error_m=150.0, session_margin_m=100.0)
 
 
 def test_unknown_user_is_an_outcome_error() -> None:

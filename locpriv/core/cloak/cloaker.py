@@ -876,7 +876,11 @@ class Cloaker:
         spare = cfg.session_spare
         if snap.fast_users(cfg.session_speed_m_s) < cfg.session_spare_fast_users:
             spare = 0  # nobody here moves faster than the margins assume
-        m = max(session.k, min(max(m_base, session.k + spare), len(rows)))
+        # members whose fixes may lie beyond any margin are chosen only where a region fits
+        # them anyway (kept as bystanders), never to fill a region
+        loose = int(self._loose(self._fix_error(mo), me).sum())
+        vouched = len(rows) - loose
+        m = max(session.k, min(max(m_base, session.k + spare), vouched))
         scale = self._scale(mo)
         score = None
         if cfg.session_horizon_s > 0:
@@ -919,7 +923,7 @@ class Cloaker:
             guess, drift = self._thin(
                 mo, xy, age, worst, stale=stale, k=session.k, me=me, draw=draw
             )
-            m_thin = max(session.k + slack, min(m_base + slack, len(rows)))
+            m_thin = max(session.k + slack, min(m_base + slack, vouched))
             thin_got = session_region(
                 guess,
                 me,
@@ -1024,9 +1028,20 @@ class Cloaker:
         instead would count her inside a region she may have left."""
         cfg = self.config
         base = cfg.session_speed_m_s * age
-        stale = base > cfg.session_margin_m
+        error = self._fix_error(mo)
+        stale = (base > cfg.session_margin_m) | self._loose(error, me)
         stale[me] = False
-        return self._fix_error(mo) + base * self._scale(mo), stale
+        return error + base * self._scale(mo), stale
+
+    def _loose(self, error: F64, me: int) -> NDArray[np.bool_]:
+        """Which rows' fixes (``error``, m, from :meth:`_fix_error`) may lie farther than
+        ``session_margin_m`` from their devices: not vouched for, like a stale fix, and never
+        made to fit a region (:meth:`_session_attempt` chooses among the others): a member who
+        says her fix may be kilometres off would otherwise make every region of each session
+        holding her overflow ``a_max_m2``. Row ``me``, the requester, never is."""
+        out: NDArray[np.bool_] = error > self.config.session_margin_m
+        out[me] = False
+        return out
 
     def _thin(
         self,

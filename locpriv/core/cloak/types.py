@@ -92,7 +92,10 @@ class CloakConfig:
     defaults; a lost fix) is *stale*: chosen last, and kept in the set only where a region
     covers her whole worst-case margin. (Capping her margin instead would count her inside a
     region she may have left: with 30 % of fixes lost, that narrowed 19 % of the sessions of
-    random walkers with fixes every 30 s.)"""
+    random walkers with fixes every 30 s.) A member whose report says her fix may lie farther
+    than this (``session_accuracy_factor * accuracy_m``) is not vouched for either, and is
+    never made to fit a region: one who said 1 km, beside a requester, made the regions of
+    about half her requests overflow ``a_max_m2``. ``session_fix_error_m`` must not exceed it."""
     session_pool_factor: int = 2
     """A session's anonymity set starts as a group of ``session_pool_factor * k`` to twice that
     many users that move alike, of the requester's leaf for ``session_candidate_factor * k``
@@ -261,6 +264,11 @@ class CloakConfig:
                 " session_spare_fast_users, session_fix_error_m, session_accuracy_factor,"
                 " session_fresh_s, session_fix_wait_s and"
                 " session_fix_every_s must be >= 0"
+            )
+        if self.session_fix_error_m > self.session_margin_m:
+            raise ConfigError(
+                "session_fix_error_m must be <= session_margin_m (a fix that may lie farther"
+                " is not vouched for: no session could count a member who gives no accuracy)"
             )
         if not 0 < self.session_risk < 1:  # nan fails too
             raise ConfigError("session_risk must be in (0, 1)")
