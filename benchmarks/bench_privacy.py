@@ -19,6 +19,10 @@
   without sessions, with worst-case margins and the first group only, and the shipped
   sessions; then over conditions (1,000-4,000 users, 0.7-3 m/s, k 5-10,
   30-60 min), with fixes at every request and every 30 s (stale fixes, walkers turning);
+* session lengths - the issue's goal at defaults over 30, 45 and 60 minute sessions: the
+  default walkers (k = 5), fixes at every request and every 30 s, three walk seeds, with the
+  oracles' figures and whether each cell meets the goal (<= 5x, >= 95 % answered, <= 1 %
+  narrowed);
 * repeated cloaks, people who stay and leave - the same attack on users who alternate
   heavy-tailed stays and walks (a stay may end at any moment, right after a fix too), fixes
   every 30 s, over densities, stay lengths, k and session lengths;
@@ -388,6 +392,61 @@ def _conditions(quick: bool) -> dict[str, Any]:
     return out
 
 
+SESSION_MINUTES = (30.0, 45.0, 60.0)
+"""Session lengths the issue's goal spans (30-60 min), on the default walkers."""
+
+LENGTH_SEEDS = (0, 1, 2)
+"""Walk seeds of the session-length section (its figures are per seed and their mean)."""
+
+
+def _lengths(quick: bool) -> dict[str, Any]:
+    """The goal at defaults over session lengths: the default walkers (2,000 over 4 km ×
+    4 km, 1.4 m/s, k = 5) asking every minute for 30, 45 and 60 minutes, fixes at every
+    request and every 30 s, on three walk seeds; median area over the undefended median of
+    the same walks, answered share, sessions narrowed below k, and the oracles (20 m)."""
+    out: dict[str, Any] = {}
+    minutes_all = SESSION_MINUTES[::2] if quick else SESSION_MINUTES
+    for minutes in minutes_all:
+        for update_s in (0.0, 30.0):
+            cells = []
+            for seed in LENGTH_SEEDS[:1] if quick else LENGTH_SEEDS:
+                kw = {
+                    "minutes": minutes,
+                    "update_s": update_s,
+                    "seed": seed,
+                    "askers": 40 if quick else 100,
+                }
+                base = repeated_cloaks_attack(session_s=0.0, oracle_margin_m=20.0, **kw)
+                r = repeated_cloaks_attack(
+                    session_s=WALKER_SESSION_S, fix_reply_s=FIX_REPLY_S, **kw
+                )
+                cells.append(
+                    {
+                        "seed": seed,
+                        "area_ratio": r.area_m2_median / base.area_m2_median,
+                        "answered": r.answered_rate,
+                        "narrowed": r.success_rate,
+                        "oracle_joint_20m_ratio": base.oracle_joint_area_m2_median
+                        / base.area_m2_median,
+                        "oracle_online_20m_ratio": base.oracle_online_area_m2_median
+                        / base.area_m2_median,
+                    }
+                )
+            mean = {
+                key: float(np.mean([c[key] for c in cells])) for key in cells[0] if key != "seed"
+            }
+            out[f"minutes={minutes:g},fixes={'30s' if update_s else 'fresh'}"] = {
+                "seeds": cells,
+                "mean": mean,
+                "meets_goal": bool(
+                    mean["area_ratio"] <= 5.0
+                    and min(c["answered"] for c in cells) >= 0.95
+                    and max(c["narrowed"] for c in cells) <= 0.01
+                ),
+            }
+    return out
+
+
 SCATTERS_M = (0.0, 5.0, 10.0, 20.0)
 """Per-axis scatter of the walkers' fixes (m): exact, good GPS, city GPS, Wi-Fi."""
 
@@ -571,6 +630,8 @@ def _section(name: str, q: bool, result: dict[str, Any]) -> Any:
         return _core()
     if name == "repeated_cloaks_conditions":
         return _conditions(q)
+    if name == "session_lengths":
+        return _lengths(q)
     if name == "scattered_fixes":
         return _scattered(q)
     if name == "repeated_cloaks_city":
@@ -594,6 +655,7 @@ SECTIONS = (
     "edges",
     "repeated_cloaks_core",
     "repeated_cloaks_conditions",
+    "session_lengths",
     "scattered_fixes",
     "repeated_cloaks_city",
     "scattered_fixes_city",
@@ -793,6 +855,20 @@ def main() -> int:
     print(f"{'... other walkers, shipped':30}{''.join(f'{n:>24}' for n in shipped)}")
     for key in [k for k in sf if "," in k]:
         print(f"{key:30}{''.join(cell(sf[key][n]) for n in shipped)}")
+    print(
+        f"\n{'session lengths, default walkers':32} {'ratio by seed':>20} {'mean':>6}"
+        f" {'answered':>9} {'narrowed':>9} {'oracles':>10} {'goal':>5}"
+    )
+    for key, row in result["session_lengths"].items():
+        per = "/".join(f"{c['area_ratio']:.2f}" for c in row["seeds"])
+        m = row["mean"]
+        oracles = f"{m['oracle_joint_20m_ratio']:.1f}/{m['oracle_online_20m_ratio']:.1f}"
+        print(
+            f"{key:32} {per:>20} {m['area_ratio']:6.2f}"
+            f" {min(c['answered'] for c in row['seeds']):9.3f}"
+            f" {max(c['narrowed'] for c in row['seeds']):9.3f} {oracles:>10}"
+            f" {'met' if row['meets_goal'] else 'no':>5}"
+        )
     cs = result["scattered_fixes_city"]
     print(f"\n{'city, scattered fixes':30}{''.join(f'{k:>24}' for k in cs)}")
     for seed in next(iter(cs.values())):
