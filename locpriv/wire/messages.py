@@ -216,7 +216,9 @@ DSLocation: TypeAlias = Annotated[
 
 ACCURACY: Final = (
     "The fix's accuracy radius, metres, as the device reports it (a phone's 68 % radius);"
-    " sessions keep the user twice that off their regions' edges, 20 m when not given"
+    " sessions keep the user twice that off their regions' edges, 20 m when not given, and"
+    " others' sessions do not vouch for her when twice it exceeds the anonymizer's"
+    " session_margin_m (100 m by default)"
 )
 
 
