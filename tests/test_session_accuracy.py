@@ -5,9 +5,10 @@ An attacker with one ordinary login who stands beside a requester and says her f
 a kilometre or more off used to land in the requester's set, and every region that had to hold
 her margin overflowed ``a_max_m2``: about half of the requester's requests failed. Such a fix is
 now not vouched for: she is chosen last and never made to fit a region. These tests play that
-attacker beside every requester, over densities and claimed accuracies, and attack what comes
-out: the requests are answered as often as without her, and the honest users inside every
-region of a session (true positions, the attacker left out) stay at least k.
+attacker beside every requester in a crowd that stands still, over densities and claimed
+accuracies (before the fix 8-16 of 40 requests in five steps were answered at 800 users),
+and attack what comes out: the requests are answered as often as without her, and the honest
+users inside every region of a session (true positions, the attacker left out) stay at least k.
 """
 
 from __future__ import annotations
@@ -32,15 +33,15 @@ def _inside(xy: F64, bounds: tuple[float, ...]) -> set[int]:
 
 
 def _sessions(n: int, seed: int, claim_m: float | None, askers: int = 8) -> tuple[int, list[int]]:
-    """``n`` walkers (1.4 m/s, new heading every minute, exact fixes every 10 s); ``askers``
-    ask every 60 s for 10 minutes, each with an attacker 3 m from her who reports that offset
-    of her position with accuracy ``claim_m`` (None: says nothing). Returns how many requests
-    were answered and each session's honest intersection (attackers left out)."""
+    """``n`` users standing still (exact fixes every 10 s); ``askers`` of them ask every 10 s
+    for 10 minutes, each with an attacker 3 m from her who reports from there with accuracy
+    ``claim_m`` (None: says nothing). Returns how many requests were answered and each
+    session's honest intersection (attackers left out)."""
     rng = np.random.default_rng(seed)
     xy = rng.uniform(0.0, SIDE, (n, 2))
-    heading = rng.uniform(0.0, 2 * np.pi, n)
     ids = [f"u{i}" for i in range(n)]
-    spies = np.arange(askers, 2 * askers)  # spy askers + i stays beside asker i
+    spies = np.arange(askers, 2 * askers)  # spy askers + i stands beside asker i
+    xy[spies] = xy[:askers] + 3.0
     accuracy = np.zeros(n)
     accuracy[spies] = np.nan if claim_m is None else claim_m
     cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=60.0)
@@ -50,13 +51,8 @@ def _sessions(n: int, seed: int, claim_m: float | None, askers: int = 8) -> tupl
     answered = 0
     for step in range(61):
         now = 10.0 * step
-        if step % 6 == 0:
-            heading = rng.uniform(0.0, 2 * np.pi, n)
-        step_xy = 14.0 * np.column_stack([np.cos(heading), np.sin(heading)])
-        xy = np.clip(xy + step_xy, 0.0, SIDE)
-        xy[spies] = xy[:askers] + 3.0
         ck.update_many(ids, xy, now=now, accuracy_m=accuracy)
-        if step % 6 == 3:
+        if step >= 1:
             for a in range(askers):
                 out = ck.request((step, a), ids[a], P, now + 0.5)
                 if out is not None and out.region is not None:
@@ -72,5 +68,5 @@ def test_a_member_who_claims_a_poor_fix_cannot_wedge_a_session(n: int, claim_m: 
         honest_answers, _ = _sessions(n, seed, None)
         answered, sizes = _sessions(n, seed, claim_m)
         assert answered >= honest_answers - 1, (answered, honest_answers)
-        assert answered >= 0.95 * 8 * 10
+        assert answered >= 0.95 * 8 * 60
         assert min(sizes) >= K, sizes
