@@ -1,0 +1,218 @@
+"""What historical k-anonymity costs a causal anonymizer at its most favoured: idealised session
+policies on random walkers, for the feasibility study of issue 22's third goal
+(``benchmarks/study_causal_sessions.py``; docs/algorithms.md, "What no causal design beats").
+
+An idealised policy sees every user's exact position at every request and nothing of the
+future (the walkers of :func:`simulators.attacks.random_walks` draw a new heading every round,
+independent of all that came before, so no forecast can help). It keeps a session's anonymity
+set exactly as the cloaker does (the users inside every region so far, the requester among
+them, never fewer than ``k``), builds each region as the box of the members it keeps, and pays
+only what ``cell_m`` and ``margin_m`` say: ``cell_m = 0`` and ``margin_m = 0`` put edges on
+members' coordinates (what issue 22's first goal forbids), ``cell_m > 0`` rounds each box out
+to a grid with a random offset per session (the shipped session grid,
+:func:`locpriv.core.cloak.history.grid_cells`), ``margin_m`` keeps every member that far off
+the edges (a fix's scatter, a second of walking). Members are taken greedily by the box they
+make together, from the requester, at present positions (each box grown by
+:data:`locpriv.core.cloak.history.BOX_MARGIN_M` while choosing, so that members in a line do
+not cost nothing); every set member a region covers stays in the set.
+
+Two families decide how many members each region keeps:
+
+* ``schedule``: the shipped rule - the first region holds ``pool`` users, and the number kept
+  falls linearly to ``k`` over ``shrink`` requests;
+* ``budget``: each region keeps as many members as a region of at most ``cap_m2`` holds (at
+  least ``k``): with ``cap_m2`` = c x the undefended median, every region within the cap is at
+  most c x the metric's own denominator, so c = 5 aims straight at the goal's threshold (a
+  real anonymizer knows only a local estimate of it, which measured worse).
+
+Coordinates are metres, areas m². Pure and deterministic in ``seed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from locpriv.core.cloak.history import BOX_MARGIN_M, grid_cells, prefix_areas
+from simulators.attacks import intersection_attack, random_walks
+
+__all__ = [
+    "SessionReplay",
+    "budget_rule",
+    "replay_sessions",
+    "request_frames",
+    "schedule_rule",
+]
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+KeepRule = Callable[[int, F64], int]
+"""``(request index in the session, areas of the prefixes of the greedy order) -> how many
+members, the requester included, the region keeps`` (clamped to ``[k, len(order)]``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionReplay:
+    """One replay: every answered region's area (m², in request order per asker, askers in
+    turn), the share answered, and the intersection attack's share of sessions narrowed below
+    ``k`` (0 by construction; the attack checks it)."""
+
+    areas_m2: F64
+    answered: float
+    narrowed: float
+
+
+def request_frames(
+    *,
+    minutes: float,
+    seed: int,
+    users: int = 2000,
+    side_m: float = 4000.0,
+    askers: int = 100,
+    speed_m_s: float = 1.4,
+    every_s: float = 60.0,
+) -> list[F64]:
+    """Every user's true position (users, 2) at each request of ``repeated_cloaks_attack``'s
+    random walkers with fixes at every request (the same draws for the same arguments)."""
+    return [
+        w.xy.copy()
+        for w in random_walks(
+            users=users,
+            side_m=side_m,
+            askers=askers,
+            every_s=every_s,
+            rounds=int(minutes * 60 / every_s),
+            speed_m_s=speed_m_s,
+            seed=seed,
+        )
+        if w.request is not None
+    ]
+
+
+def schedule_rule(k: int, pool: int, shrink: int) -> KeepRule:
+    """The shipped shrinking rule: ``pool`` members at the first request, then linearly fewer,
+    ``k`` from request ``shrink`` on."""
+
+    def keep(j: int, areas: F64) -> int:
+        return pool - -((pool - k) * min(j, shrink) // -shrink)
+
+    return keep
+
+
+def budget_rule(cap_m2: float) -> KeepRule:
+    """As many members as a region of at most ``cap_m2`` holds (the clamp makes it ``k`` when
+    none does)."""
+
+    def keep(j: int, areas: F64) -> int:
+        return int(np.count_nonzero(areas <= cap_m2))
+
+    return keep
+
+
+def _greedy_order(xy: F64, me: int, cand: I64, stop_m2: float, need: int) -> I64:
+    """``me`` and then candidates (indices into ``xy``) in the order their joining grows the
+    box of those chosen so far (grown by ``BOX_MARGIN_M``) least, every candidate the box
+    already covers next; stops once at least ``need`` rows are ordered and the box exceeds
+    ``stop_m2``."""
+    x0 = x1 = float(xy[me, 0])
+    y0 = y1 = float(xy[me, 1])
+    px, py = xy[cand, 0], xy[cand, 1]
+    alive = np.ones(len(cand), dtype=bool)
+    order = [me]
+    g = 2 * BOX_MARGIN_M
+    while alive.any() and not (len(order) >= need and (x1 - x0) * (y1 - y0) > stop_m2):
+        nx0, nx1 = np.minimum(x0, px), np.maximum(x1, px)
+        ny0, ny1 = np.minimum(y0, py), np.maximum(y1, py)
+        grown = np.where(alive, (nx1 - nx0 + g) * (ny1 - ny0 + g), np.inf)
+        i = int(np.argmin(grown))
+        x0, x1, y0, y1 = float(nx0[i]), float(nx1[i]), float(ny0[i]), float(ny1[i])
+        inside = alive & (px >= x0) & (px <= x1) & (py >= y0) & (py <= y1)
+        order.extend(int(c) for c in cand[inside])
+        alive &= ~inside
+    return np.asarray(order, dtype=np.int64)
+
+
+def replay_sessions(
+    frames: Sequence[F64],
+    askers: int,
+    k: int,
+    keep: KeepRule,
+    *,
+    cell_m: float = 0.0,
+    margin_m: float = 0.0,
+    a_min_m2: float = 1e4,
+    a_max_m2: float = 4e6,
+    need: int = 0,
+    stop_m2: float = np.inf,
+    seed: int = 0,
+) -> SessionReplay:
+    """Play one session per asker (users ``0 .. askers - 1``) over ``frames`` (positions at
+    each request) with the idealised policy that keeps ``keep`` members per region (see the
+    module docstring); regions of ``a_max_m2`` or more go unanswered and keep the set. The
+    greedy order is worked out until it holds ``need`` members and its box passes
+    ``stop_m2`` (what ``keep`` may ask for; the rest of the set is never kept)."""
+    rng = np.random.default_rng(seed)
+    n = len(frames[0])
+    areas: list[float] = []
+    seen: list[list[frozenset[int]]] = []
+    asked = 0
+    stop = min(stop_m2, a_max_m2)
+    for me in range(askers):
+        member = np.ones(n, dtype=bool)
+        off = rng.uniform(0.0, max(cell_m, 1.0), 2)
+        grid = (cell_m, float(off[0]), float(off[1]))
+        regions: list[frozenset[int]] = []
+        for j, xy in enumerate(frames):
+            asked += 1
+            cand = np.flatnonzero(member)
+            cand = cand[cand != me]
+            order = _greedy_order(xy, me, cand, stop, max(need, k))
+            margins = np.full(n, margin_m)
+            if cell_m > 0:
+                got = prefix_areas(xy, order, margins, grid, a_min_m2)
+            else:
+                got = _exact_areas(xy, order, margins, a_min_m2)
+            m = min(max(keep(j, got), k), len(order))
+            if got[m - 1] >= a_max_m2:
+                continue
+            pts = xy[order[:m]]
+            box = np.array(
+                [
+                    (pts[:, 0] - margin_m).min(),
+                    (pts[:, 1] - margin_m).min(),
+                    (pts[:, 0] + margin_m).max(),
+                    (pts[:, 1] + margin_m).max(),
+                ]
+            )
+            if cell_m > 0:
+                c = grid_cells(box[None], grid, a_min_m2)[0]
+                box = np.array([off[0], off[1], off[0], off[1]]) + c * cell_m
+            inside = (
+                (xy[:, 0] >= box[0])
+                & (xy[:, 0] <= box[2])
+                & (xy[:, 1] >= box[1])
+                & (xy[:, 1] <= box[3])
+            )
+            member &= inside
+            areas.append(float(got[m - 1]))
+            regions.append(frozenset(np.flatnonzero(inside).tolist()))
+        seen.append(regions)
+    attack = intersection_attack([r for r in seen if r], k)
+    return SessionReplay(
+        np.asarray(areas), len(areas) / asked if asked else 0.0, float(attack["success_rate"])
+    )
+
+
+def _exact_areas(xy: F64, order: I64, margins: F64, a_min_m2: float) -> F64:
+    """Areas (m²) of the members' boxes (grown by their margins, at least ``a_min_m2``) of the
+    prefixes of ``order``: no grid."""
+    pts = xy[order]
+    mg = margins[order]
+    w = np.maximum.accumulate(pts[:, 0] + mg) - np.minimum.accumulate(pts[:, 0] - mg)
+    h = np.maximum.accumulate(pts[:, 1] + mg) - np.minimum.accumulate(pts[:, 1] - mg)
+    out: F64 = np.maximum(w * h, a_min_m2)
+    return out

@@ -1,0 +1,109 @@
+"""The idealised causal session policies of the feasibility study (issue 22,
+``benchmarks/study_causal_sessions.py``): what they answer is attacked like the cloaker's (the
+users truly inside each of an asker's regions, intersected), their grid is the shipped session
+grid, and each family does what it says."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from locpriv.core.cloak.history import prefix_areas, session_grid, session_region
+from simulators.causal_sessions import (
+    budget_rule,
+    replay_sessions,
+    request_frames,
+    schedule_rule,
+)
+
+K = 5
+
+
+@pytest.fixture(scope="module")
+def frames() -> list[np.ndarray]:
+    return request_frames(minutes=15.0, seed=3, users=600, side_m=2000.0, askers=30)
+
+
+@pytest.mark.parametrize("cell_m, margin_m", [(0.0, 0.0), (10.0, 5.0), (25.0, 5.0)])
+@pytest.mark.parametrize("family", ["schedule", "budget"])
+def test_every_policy_keeps_k_in_every_intersection(
+    frames: list[np.ndarray], family: str, cell_m: float, margin_m: float
+) -> None:
+    """Whatever the rule and the edges, the intersection attack on the regions leaves every
+    asker at least k users, and every request is answered."""
+    if family == "schedule":
+        r = replay_sessions(
+            frames,
+            30,
+            K,
+            schedule_rule(K, 15, 5),
+            need=15,
+            stop_m2=0.0,
+            cell_m=cell_m,
+            margin_m=margin_m,
+        )
+    else:
+        r = replay_sessions(
+            frames,
+            30,
+            K,
+            budget_rule(2e5),
+            stop_m2=2e5,
+            cell_m=cell_m,
+            margin_m=margin_m,
+        )
+    assert r.narrowed == 0.0
+    assert r.answered == 1.0
+    assert len(r.areas_m2) == 30 * len(frames)
+    assert (r.areas_m2 >= 1e4).all()
+
+
+def test_grid_regions_are_whole_cells(frames: list[np.ndarray]) -> None:
+    """With a grid, every region is a whole number of cells (edges on grid lines)."""
+    r = replay_sessions(frames, 30, K, budget_rule(2e5), stop_m2=2e5, cell_m=25.0, margin_m=5.0)
+    cells = r.areas_m2 / 625.0
+    assert np.allclose(cells, np.round(cells))
+
+
+def test_budget_regions_keep_to_their_cap_until_only_k_are_left(
+    frames: list[np.ndarray],
+) -> None:
+    """A budget region is within its cap unless it holds only k; a larger cap keeps more
+    members for longer, so fewer requests go past it."""
+    small = replay_sessions(frames, 30, K, budget_rule(1e5), stop_m2=1e5, cell_m=25.0)
+    large = replay_sessions(frames, 30, K, budget_rule(3e5), stop_m2=3e5, cell_m=25.0)
+    # the first request of each session starts from every user: never past a cap that holds k
+    firsts = small.areas_m2[:: len(frames)]
+    assert (firsts <= 1e5).mean() >= 0.9
+    assert np.mean(large.areas_m2 <= 3e5) > np.mean(small.areas_m2 <= 1e5)
+
+
+def test_schedule_shrinks_to_k() -> None:
+    """The shipped rule: the pool first, k from the ``shrink``-th request on."""
+    keep = schedule_rule(5, 15, 10)
+    counts = [keep(j, np.zeros(1)) for j in range(12)]
+    assert counts[0] == 15
+    assert counts[10] == counts[11] == 5
+    assert counts == sorted(counts, reverse=True)
+
+
+def test_prefix_areas_are_the_session_regions_of_each_prefix() -> None:
+    """The study's regions are the cloaker's: for every prefix of an order, ``prefix_areas``
+    gives the area of the region ``session_region`` builds for those members, on the same
+    session grid."""
+    rng = np.random.default_rng(7)
+    xy = rng.uniform(0.0, 800.0, (40, 2))
+    margins = rng.uniform(0.0, 30.0, 40)
+    score = rng.random(40)
+    score[0] = -1.0
+    order = np.argsort(score, kind="stable")
+    seed = 1234
+    grid = session_grid(1e4, np.random.default_rng(seed))
+    got = prefix_areas(xy, order, margins, grid, 1e4)
+    for m in (1, 2, 5, 17, 40):
+        poly, chosen, _ = session_region(
+            xy, 0, m, 1e4, 1e9, np.random.default_rng(seed), margin_m=margins, score=score
+        )
+        assert poly is not None
+        assert sorted(chosen.tolist()) == sorted(order[:m].tolist())
+        assert got[m - 1] == pytest.approx(poly.area, rel=1e-9)
