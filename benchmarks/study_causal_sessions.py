@@ -20,11 +20,13 @@ so no forecast can help. Each keeps the intersection at k exactly (the attack ch
 
 Each is played with three kinds of edge: ``members`` (edges on the members' coordinates, no
 margin: what goal 1 forbids), ``grid10`` (a session grid of 10 m cells at a random offset, the
-least the cloaker allows, and 5 m margins) and ``grid25`` (the shipped session grid at A_min =
-10^4 m²: 25 m cells; 5 m margins). The best of each family per length and edge kind is chosen
-on the very walks it is scored on (its mean over the seeds), an optimistic figure. For scale,
-the oracle that knows every future position and keeps the best fixed set of k (chosen by
-their joint box, 5 m margins, no grid; ``session_area_bound``). Prints a table and writes the
+least the cloaker allows) and ``grid25`` (the shipped session grid at A_min = 10^4 m²: 25 m
+cells), both with 3 m margins (the least the cloaker keeps around a fresh fix). The best of
+each family per length and edge kind is chosen on the very walks it is scored on (its mean
+over the seeds), an optimistic figure, and again when it refuses the 5 % of requests the goal
+lets go unanswered, its dearest. For scale, the oracle that knows every future position and
+keeps the best fixed set of k (chosen by their joint box, 5 m margins, no grid;
+``session_area_bound``). Prints a table and writes the
 JSON. Deterministic; about 5 minutes on 2 cores.
 """
 
@@ -58,9 +60,16 @@ SEEDS = (0, 1, 2)
 K, ASKERS, GOAL = 5, 100, 5.0
 EDGES: dict[str, dict[str, float]] = {
     "members": {"cell_m": 0.0, "margin_m": 0.0},
-    "grid10": {"cell_m": 10.0, "margin_m": 5.0},
-    "grid25": {"cell_m": 25.0, "margin_m": 5.0},
+    "grid10": {"cell_m": 10.0, "margin_m": 3.0},
+    "grid25": {"cell_m": 25.0, "margin_m": 3.0},
 }
+"""Edges on members' coordinates with no margin; the least session grid the cloaker allows
+(10 m cells) and the shipped one at A_min = 10^4 m² (25 m), each with the least margin it
+keeps around a fresh fix (3 m/s over a 1 s epoch)."""
+REFUSED = 0.05
+"""The share of requests the goal lets go unanswered (95 % answered): ``ratio_refusing`` is
+the median when the policy refuses that share, the dearest (it would not shrink the set
+either; not modelled, so a little optimistic the other way)."""
 SCHEDULES = tuple(itertools.product((10, 15, 20, 30), (5, 10, 20)))
 """(pool, shrink) of the ``schedule`` family (the shipped sessions: a group of 2k-4k, 10)."""
 BUDGETS = (3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0)
@@ -95,8 +104,10 @@ def _job(job: tuple[float, int]) -> dict[str, Any]:
 
 def _figures(r: Any, a1: float) -> dict[str, float]:
     ratio = r.areas_m2 / a1
+    kept = np.sort(ratio)[: int(len(ratio) * (1 - REFUSED))]
     return {
         "ratio": float(np.median(ratio)),
+        "ratio_refusing": float(np.median(kept)),
         "mean_ratio": float(ratio.mean()),
         "share_within_goal": float(np.mean(ratio <= GOAL)),
         "answered": r.answered,
@@ -110,7 +121,10 @@ def main() -> None:
     with ProcessPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
         rows = dict(zip(jobs, ex.map(_job, jobs), strict=True))
     table: dict[str, Any] = {}
-    print(f"{'session':8} {'edges':8} {'best schedule':>34} {'best budget':>28} {'oracle':>7}")
+    print(
+        f"{'session':8} {'edges':8} {'best schedule':>33} {'best budget':>18}"
+        f" {'refusing 5 %':>18} {'oracle':>7}"
+    )
     for minutes in MINUTES:
         per = [rows[(minutes, s)] for s in SEEDS]
         oracle = float(np.mean([p["oracle_joint_5m_ratio"] for p in per]))
@@ -121,19 +135,30 @@ def main() -> None:
                 means = {n: float(np.mean([p["policies"][n]["ratio"] for p in per])) for n in names}
                 name = min(means, key=means.__getitem__)
                 seeds = [p["policies"][name]["ratio"] for p in per]
+                refusing = {
+                    n: float(np.mean([p["policies"][n]["ratio_refusing"] for p in per]))
+                    for n in names
+                }
+                least = min(refusing, key=refusing.__getitem__)
                 best[family] = {
                     "policy": name.split("|", 1)[1],
                     "ratio_mean": means[name],
                     "ratio_seeds": seeds,
+                    "refusing_policy": least.split("|", 1)[1],
+                    "refusing_ratio_mean": refusing[least],
+                    "refusing_ratio_seeds": [p["policies"][least]["ratio_refusing"] for p in per],
                     "within_goal_every_seed": bool(max(seeds) <= GOAL),
                     "narrowed_max": max(p["policies"][name]["narrowed"] for p in per),
                     "answered_min": min(p["policies"][name]["answered"] for p in per),
                 }
             table[f"minutes={minutes:g},edges={edge}"] = {**best, "oracle_joint_5m_ratio": oracle}
-            cells = [
-                f"{best[f]['policy']:>22} {best[f]['ratio_mean']:5.2f}x" for f in ("schedule",)
-            ] + [f"{best['budget']['policy']:>19} {best['budget']['ratio_mean']:5.2f}x"]
-            print(f"{minutes:4g} min {edge:8} {cells[0]:>34} {cells[1]:>28} {oracle:6.2f}x")
+            sched, budget = best["schedule"], best["budget"]
+            print(
+                f"{minutes:4g} min {edge:8} {sched['policy']:>26} {sched['ratio_mean']:5.2f}x"
+                f" {budget['policy']:>11} {budget['ratio_mean']:5.2f}x"
+                f" {budget['refusing_policy']:>11} {budget['refusing_ratio_mean']:5.2f}x"
+                f" {oracle:6.2f}x"
+            )
     seconds = time.perf_counter() - t0
     print(f"(median area over the undefended median, mean of walk seeds {SEEDS}; {seconds:.0f} s)")
     out = {
