@@ -26,8 +26,11 @@ each family per length and edge kind is chosen on the very walks it is scored on
 over the seeds), an optimistic figure, and again when it refuses the 5 % of requests the goal
 lets go unanswered, its dearest. For scale, the oracle that knows every future position and
 keeps the best fixed set of k (chosen by their joint box, 5 m margins, no grid;
-``session_area_bound``). Prints a table and writes the
-JSON. Deterministic; about 5 minutes on 2 cores.
+``session_area_bound``). Then, on bench_privacy's default, sparse, slow and dense walkers at
+30 and 60 minutes (seed 0, 25 m grid), whether one cap serves every length and density: the
+shipped schedule, fixed caps of 3 and 5, and caps that grow with the session's age
+(:data:`CAPS`). Prints the tables and writes the
+JSON. Deterministic; about 7 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -74,6 +77,22 @@ SCHEDULES = tuple(itertools.product((10, 15, 20, 30), (5, 10, 20)))
 """(pool, shrink) of the ``schedule`` family (the shipped sessions: a group of 2k-4k, 10)."""
 BUDGETS = (3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0)
 """c of the ``budget`` family (cap = c x the undefended median)."""
+CAP_CONDITIONS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "users=1000": {"users": 1000},
+    "speed_m_s=0.7": {"speed_m_s": 0.7},
+    "users=4000": {"users": 4000},
+}
+"""Walkers of bench_privacy's conditions on which one cap is tried at two session lengths."""
+CAPS: dict[str, tuple[float, float]] = {
+    "c=3": (3.0, 0.0),
+    "c=5": (5.0, 0.0),
+    "c=2+j/15": (2.0, 1 / 15),
+    "c=2.5+j/12": (2.5, 1 / 12),
+    "c=3+j/20": (3.0, 1 / 20),
+}
+"""Caps (c at the first request, its growth per request) of the section that asks whether one
+cap serves every length and density: fixed, or growing with the session's age."""
 
 
 def _job(job: tuple[float, int]) -> dict[str, Any]:
@@ -100,6 +119,30 @@ def _job(job: tuple[float, int]) -> dict[str, Any]:
     ]
     row["oracle_joint_5m_ratio"] = float(np.median(oracle)) / a1
     return row
+
+
+def _cap_job(job: tuple[str, float]) -> dict[str, Any]:
+    """One condition and length (seed 0, 25 m grid, 3 m margins): the shipped schedule and
+    each cap of :data:`CAPS`, median and mean area over the undefended median."""
+    cond, minutes = job
+    kw = CAP_CONDITIONS[cond]
+    base = repeated_cloaks_attack(session_s=0.0, minutes=minutes, askers=ASKERS, **kw)
+    a1 = base.area_m2_median
+    frames = request_frames(minutes=minutes, seed=0, askers=ASKERS, **kw)
+    edge = EDGES["grid25"]
+    out = {
+        "schedule": _figures(
+            replay_sessions(
+                frames, ASKERS, K, schedule_rule(K, 15, 10), need=15, stop_m2=0.0, **edge
+            ),
+            a1,
+        )
+    }
+    for name, (c0, grow) in CAPS.items():
+        most = (c0 + grow * minutes) * a1
+        rule = budget_rule(c0 * a1, grow * a1)
+        out[name] = _figures(replay_sessions(frames, ASKERS, K, rule, stop_m2=most, **edge), a1)
+    return out
 
 
 def _figures(r: Any, a1: float) -> dict[str, float]:
@@ -159,12 +202,22 @@ def main() -> None:
                 f" {budget['refusing_policy']:>11} {budget['refusing_ratio_mean']:5.2f}x"
                 f" {oracle:6.2f}x"
             )
+    print(f"(median area over the undefended median, mean of walk seeds {SEEDS})")
+    cap_jobs = [(c, m) for c in CAP_CONDITIONS for m in (30.0, 60.0)]
+    with ProcessPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
+        caps = dict(zip(cap_jobs, ex.map(_cap_job, cap_jobs), strict=True))
+    names = ["schedule", *CAPS]
+    print(f"\n{'walkers (seed 0, 25 m grid)':32} " + " ".join(f"{n:>11}" for n in names))
+    for (cond, minutes), row in caps.items():
+        cells = " ".join(f"{row[n]['ratio']:10.2f}x" for n in names)
+        print(f"{cond + f', {minutes:g} min':32} {cells}")
     seconds = time.perf_counter() - t0
-    print(f"(median area over the undefended median, mean of walk seeds {SEEDS}; {seconds:.0f} s)")
+    print(f"(median area over the undefended median; {seconds:.0f} s)")
     out = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "best": table,
         "runs": {f"minutes={m:g},seed={s}": r for (m, s), r in rows.items()},
+        "caps": {f"{c},minutes={m:g}": r for (c, m), r in caps.items()},
         "seconds": seconds,
     }
     RESULTS.mkdir(exist_ok=True)

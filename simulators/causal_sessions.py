@@ -103,12 +103,13 @@ def schedule_rule(k: int, pool: int, shrink: int) -> KeepRule:
     return keep
 
 
-def budget_rule(cap_m2: float) -> KeepRule:
-    """As many members as a region of at most ``cap_m2`` holds (the clamp makes it ``k`` when
-    none does)."""
+def budget_rule(cap_m2: float, grow_m2: float = 0.0) -> KeepRule:
+    """As many members as a region of at most ``cap_m2 + grow_m2 * j`` holds at request ``j``
+    (the clamp makes it ``k`` when none does): a fixed cap, or one that grows with the
+    session's age."""
 
     def keep(j: int, areas: F64) -> int:
-        return int(np.count_nonzero(areas <= cap_m2))
+        return int(np.count_nonzero(areas <= cap_m2 + grow_m2 * j))
 
     return keep
 

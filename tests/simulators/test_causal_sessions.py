@@ -107,3 +107,11 @@ def test_prefix_areas_are_the_session_regions_of_each_prefix() -> None:
         assert poly is not None
         assert sorted(chosen.tolist()) == sorted(order[:m].tolist())
         assert got[m - 1] == pytest.approx(poly.area, rel=1e-9)
+
+
+def test_a_growing_cap_keeps_more_as_the_session_ages() -> None:
+    """A cap that grows with the session's age admits, at request ``j``, every prefix whose
+    region is within ``cap + grow * j``."""
+    keep = budget_rule(1e5, 1e4)
+    areas = np.array([5e4, 9e4, 1.05e5, 1.2e5, 2e5])
+    assert [keep(j, areas) for j in (0, 1, 2, 5, 10)] == [2, 3, 4, 4, 5]
