@@ -30,13 +30,14 @@ Coordinates are metres, areas m². Pure and deterministic in ``seed``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from locpriv.core.cloak.history import BOX_MARGIN_M, grid_cells, prefix_areas
+from locpriv.core.cloak.history import BOX_MARGIN_M, grid_areas, grid_cells, prefix_boxes
 from simulators.attacks import intersection_attack, random_walks
 
 __all__ = [
@@ -58,10 +59,12 @@ members, the requester included, the region keeps`` (clamped to ``[k, len(order)
 @dataclass(frozen=True, slots=True)
 class SessionReplay:
     """One replay: every answered region's area (m², in request order per asker, askers in
-    turn), the share answered, and the intersection attack's share of sessions narrowed below
-    ``k`` (0 by construction; the attack checks it)."""
+    turn) and how many members the rule kept for it (the requester included; bystanders the
+    region covers stay too), the share answered, and the intersection attack's share of
+    sessions narrowed below ``k`` (0 by construction; the attack checks it)."""
 
     areas_m2: F64
+    kept: I64
     answered: float
     narrowed: float
 
@@ -147,18 +150,22 @@ def replay_sessions(
     margin_m: float = 0.0,
     a_min_m2: float = 1e4,
     a_max_m2: float = 4e6,
+    refuse_m2: float = np.inf,
     need: int = 0,
     stop_m2: float = np.inf,
     seed: int = 0,
 ) -> SessionReplay:
     """Play one session per asker (users ``0 .. askers - 1``) over ``frames`` (positions at
     each request) with the idealised policy that keeps ``keep`` members per region (see the
-    module docstring); regions of ``a_max_m2`` or more go unanswered and keep the set. The
-    greedy order is worked out until it holds ``need`` members and its box passes
-    ``stop_m2`` (what ``keep`` may ask for; the rest of the set is never kept)."""
+    module docstring). A region of ``refuse_m2`` or more is refused, one of ``a_max_m2`` or
+    more cannot be given: either way the request goes unanswered and the set is kept whole
+    (nothing was published). The greedy order is worked out until it holds ``need`` members
+    and its box passes ``stop_m2`` (what ``keep`` may ask for; the rest of the set is never
+    kept). Without a grid (``cell_m = 0``) a box under ``a_min_m2`` grows about its centre."""
     rng = np.random.default_rng(seed)
     n = len(frames[0])
     areas: list[float] = []
+    kept: list[int] = []
     seen: list[list[frozenset[int]]] = []
     asked = 0
     stop = min(stop_m2, a_max_m2)
@@ -172,48 +179,53 @@ def replay_sessions(
             cand = np.flatnonzero(member)
             cand = cand[cand != me]
             order = _greedy_order(xy, me, cand, stop, max(need, k))
-            margins = np.full(n, margin_m)
+            boxes = prefix_boxes(xy, order, margin_m)
             if cell_m > 0:
-                got = prefix_areas(xy, order, margins, grid, a_min_m2)
+                got = grid_areas(boxes, grid, a_min_m2)
             else:
-                got = _exact_areas(xy, order, margins, a_min_m2)
+                w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+                got = np.maximum(w * h, a_min_m2)
             m = min(max(keep(j, got), k), len(order))
-            if got[m - 1] >= a_max_m2:
+            if got[m - 1] >= min(a_max_m2, refuse_m2):
                 continue
-            pts = xy[order[:m]]
-            box = np.array(
-                [
-                    (pts[:, 0] - margin_m).min(),
-                    (pts[:, 1] - margin_m).min(),
-                    (pts[:, 0] + margin_m).max(),
-                    (pts[:, 1] + margin_m).max(),
-                ]
-            )
+            x0, y0, x1, y1 = boxes[m - 1].tolist()
             if cell_m > 0:
-                c = grid_cells(box[None], grid, a_min_m2)[0]
-                box = np.array([off[0], off[1], off[0], off[1]]) + c * cell_m
-            inside = (
-                (xy[:, 0] >= box[0])
-                & (xy[:, 0] <= box[2])
-                & (xy[:, 1] >= box[1])
-                & (xy[:, 1] <= box[3])
-            )
+                ix0, iy0, ix1, iy1 = grid_cells((x0, y0, x1, y1), grid, a_min_m2)
+                x0, x1 = grid[1] + ix0 * cell_m, grid[1] + ix1 * cell_m
+                y0, y1 = grid[2] + iy0 * cell_m, grid[2] + iy1 * cell_m
+            else:
+                x0, y0, x1, y1 = _at_least((x0, y0, x1, y1), a_min_m2)
+            inside = (xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)
             member &= inside
             areas.append(float(got[m - 1]))
+            kept.append(m)
             regions.append(frozenset(np.flatnonzero(inside).tolist()))
         seen.append(regions)
     attack = intersection_attack([r for r in seen if r], k)
     return SessionReplay(
-        np.asarray(areas), len(areas) / asked if asked else 0.0, float(attack["success_rate"])
+        np.asarray(areas),
+        np.asarray(kept, dtype=np.int64),
+        len(areas) / asked if asked else 0.0,
+        float(attack["success_rate"]),
     )
 
 
-def _exact_areas(xy: F64, order: I64, margins: F64, a_min_m2: float) -> F64:
-    """Areas (m²) of the members' boxes (grown by their margins, at least ``a_min_m2``) of the
-    prefixes of ``order``: no grid."""
-    pts = xy[order]
-    mg = margins[order]
-    w = np.maximum.accumulate(pts[:, 0] + mg) - np.minimum.accumulate(pts[:, 0] - mg)
-    h = np.maximum.accumulate(pts[:, 1] + mg) - np.minimum.accumulate(pts[:, 1] - mg)
-    out: F64 = np.maximum(w * h, a_min_m2)
-    return out
+def _at_least(
+    box: tuple[float, float, float, float], a_min_m2: float
+) -> tuple[float, float, float, float]:
+    """``box`` grown about its centre, its narrower side first, to an area of at least
+    ``a_min_m2`` (the area :func:`replay_sessions` counts for it without a grid)."""
+    x0, y0, x1, y1 = box
+    w, h = x1 - x0, y1 - y0
+    if w * h >= a_min_m2:
+        return box
+    side = math.sqrt(a_min_m2)
+    if max(w, h) <= side:  # a square of the least area
+        w = h = side
+    elif w < h:
+        w = a_min_m2 / h
+    else:
+        h = a_min_m2 / w
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    # never inside the box it grows (rounding would put an edge member out)
+    return min(x0, cx - w / 2), min(y0, cy - h / 2), max(x1, cx + w / 2), max(y1, cy + h / 2)

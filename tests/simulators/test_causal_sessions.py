@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from locpriv.core.cloak.history import prefix_areas, session_grid, session_region
+from locpriv.core.cloak.history import grid_areas, prefix_boxes, session_grid, session_region
 from simulators.causal_sessions import (
     budget_rule,
     replay_sessions,
@@ -65,17 +65,47 @@ def test_grid_regions_are_whole_cells(frames: list[np.ndarray]) -> None:
     assert np.allclose(cells, np.round(cells))
 
 
+@pytest.mark.parametrize("cap_m2", [5e4, 1e5, 3e5])
 def test_budget_regions_keep_to_their_cap_until_only_k_are_left(
-    frames: list[np.ndarray],
+    frames: list[np.ndarray], cap_m2: float
 ) -> None:
-    """A budget region is within its cap unless it holds only k; a larger cap keeps more
-    members for longer, so fewer requests go past it."""
-    small = replay_sessions(frames, 30, K, budget_rule(1e5), stop_m2=1e5, cell_m=25.0)
-    large = replay_sessions(frames, 30, K, budget_rule(3e5), stop_m2=3e5, cell_m=25.0)
-    # the first request of each session starts from every user: never past a cap that holds k
-    firsts = small.areas_m2[:: len(frames)]
-    assert (firsts <= 1e5).mean() >= 0.9
-    assert np.mean(large.areas_m2 <= 3e5) > np.mean(small.areas_m2 <= 1e5)
+    """A budget region past its cap keeps only k members, and one that keeps more is within
+    it; a larger cap keeps more members, and more of its regions are within it."""
+    r = replay_sessions(frames, 30, K, budget_rule(cap_m2), stop_m2=cap_m2, cell_m=25.0)
+    past = r.areas_m2 > cap_m2
+    assert (r.kept[past] == K).all()
+    assert (r.areas_m2[r.kept > K] <= cap_m2).all()
+    assert (r.kept >= K).all()
+    assert past.any() and (r.kept > K).any()  # both kinds occur at every cap tried
+    if cap_m2 < 3e5:
+        larger = replay_sessions(
+            frames, 30, K, budget_rule(3 * cap_m2), stop_m2=3 * cap_m2, cell_m=25.0
+        )
+        assert larger.kept.mean() > r.kept.mean()
+
+
+def test_a_refused_request_keeps_the_set_whole(frames: list[np.ndarray]) -> None:
+    """A region past ``refuse_m2`` is not given: the request goes unanswered, no region is
+    published, and the intersection attack still finds k in every session; refusing costs
+    answers and never narrows."""
+    plain = replay_sessions(frames, 30, K, budget_rule(1e5), stop_m2=1e5, cell_m=25.0)
+    refusing = replay_sessions(
+        frames, 30, K, budget_rule(1e5), stop_m2=1e5, cell_m=25.0, refuse_m2=2e5
+    )
+    assert plain.answered == 1.0
+    assert refusing.answered < 1.0
+    assert (refusing.areas_m2 < 2e5).all()
+    assert refusing.narrowed == 0.0
+
+
+def test_regions_under_a_min_without_a_grid_grow_to_it(frames: list[np.ndarray]) -> None:
+    """Without a grid, a members' box under ``a_min_m2`` is counted at ``a_min_m2`` and grown
+    to it, so it covers the users such a region would (a large ``a_min`` keeps more)."""
+    small = replay_sessions(frames, 30, K, budget_rule(0.0), a_min_m2=1e3)
+    large = replay_sessions(frames, 30, K, budget_rule(0.0), a_min_m2=2e5)
+    assert (large.areas_m2 >= 2e5 - 1e-6).all()
+    assert large.narrowed == small.narrowed == 0.0
+    assert large.answered == small.answered == 1.0
 
 
 def test_schedule_shrinks_to_k() -> None:
@@ -88,9 +118,9 @@ def test_schedule_shrinks_to_k() -> None:
 
 
 def test_prefix_areas_are_the_session_regions_of_each_prefix() -> None:
-    """The study's regions are the cloaker's: for every prefix of an order, ``prefix_areas``
-    gives the area of the region ``session_region`` builds for those members, on the same
-    session grid."""
+    """The study's regions are the cloaker's: for every prefix of an order, ``grid_areas`` of
+    its ``prefix_boxes`` gives the area of the region ``session_region`` builds for those
+    members, on the same session grid."""
     rng = np.random.default_rng(7)
     xy = rng.uniform(0.0, 800.0, (40, 2))
     margins = rng.uniform(0.0, 30.0, 40)
@@ -99,7 +129,7 @@ def test_prefix_areas_are_the_session_regions_of_each_prefix() -> None:
     order = np.argsort(score, kind="stable")
     seed = 1234
     grid = session_grid(1e4, np.random.default_rng(seed))
-    got = prefix_areas(xy, order, margins, grid, 1e4)
+    got = grid_areas(prefix_boxes(xy, order, margins), grid, 1e4)
     for m in (1, 2, 5, 17, 40):
         poly, chosen, _ = session_region(
             xy, 0, m, 1e4, 1e9, np.random.default_rng(seed), margin_m=margins, score=score

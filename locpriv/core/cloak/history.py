@@ -46,13 +46,14 @@ __all__ = [
     "BOX_WANDER_M_S",
     "GRID_MIN_M",
     "WANDER_SPEED_M_S",
+    "grid_areas",
     "grid_cells",
     "grow_box",
     "joint_box_ranks",
     "motion_groups",
     "motion_scores",
     "moving_time",
-    "prefix_areas",
+    "prefix_boxes",
     "session_grid",
     "session_region",
     "still_margins",
@@ -311,38 +312,36 @@ def session_grid(a_min_m2: float, rng: np.random.Generator) -> tuple[float, floa
     return step, ox, oy
 
 
-def grid_cells(boxes: F64, grid: tuple[float, float, float], a_min_m2: float) -> I64:
-    """The smallest boxes of ``grid`` (cell side, x and y offsets, metres: :func:`session_grid`)
-    holding each of ``boxes`` (b, 4: x0, y0, x1, y1 metres), grown cell by cell on the narrower
-    side until their area exceeds ``a_min_m2``: (b, 4) cell indices ``ix0, iy0, ix1, iy1``
-    (cell ``i`` spans ``offset + i * step`` to ``offset + (i + 1) * step``)."""
+def grid_cells(
+    box: tuple[float, float, float, float], grid: tuple[float, float, float], a_min_m2: float
+) -> tuple[int, int, int, int]:
+    """The smallest box of ``grid`` (cell side, x and y offsets, metres: :func:`session_grid`)
+    holding ``box`` (x0, y0, x1, y1 metres), grown cell by cell on its narrower side until its
+    area exceeds ``a_min_m2``: cell indices ``(ix0, iy0, ix1, iy1)``, cell ``i`` spanning
+    ``offset + i * step`` to ``offset + (i + 1) * step`` (scalar: it is on every session
+    request's path)."""
     step, ox, oy = grid
-    b = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    ix0 = np.floor((b[:, 0] - ox) / step).astype(np.int64)
-    ix1 = np.maximum(ix0 + 1, np.ceil((b[:, 2] - ox) / step).astype(np.int64))
-    iy0 = np.floor((b[:, 1] - oy) / step).astype(np.int64)
-    iy1 = np.maximum(iy0 + 1, np.ceil((b[:, 3] - oy) / step).astype(np.int64))
+    x0, y0, x1, y1 = box
+    ix0 = math.floor((x0 - ox) / step)
+    ix1 = max(ix0 + 1, math.ceil((x1 - ox) / step))
+    iy0 = math.floor((y0 - oy) / step)
+    iy1 = max(iy0 + 1, math.ceil((y1 - oy) / step))
     floor_m2 = a_min_m2 * (1 + 1e-6)
-    while True:
-        small = (ix1 - ix0) * (iy1 - iy0) * step * step <= floor_m2
-        if not small.any():
-            break
-        wide = (ix1 - ix0) <= (iy1 - iy0)
-        gx, gy = small & wide, small & ~wide
-        ix0, ix1 = ix0 - gx, ix1 + gx
-        iy0, iy1 = iy0 - gy, iy1 + gy
-    return np.column_stack([ix0, iy0, ix1, iy1])
+    while (ix1 - ix0) * (iy1 - iy0) * step * step <= floor_m2:
+        if ix1 - ix0 <= iy1 - iy0:
+            ix0, ix1 = ix0 - 1, ix1 + 1
+        else:
+            iy0, iy1 = iy0 - 1, iy1 + 1
+    return ix0, iy0, ix1, iy1
 
 
-def prefix_areas(
-    xy: F64, order: I64, margin_m: F64, grid: tuple[float, float, float], a_min_m2: float
-) -> F64:
-    """Areas (m²) of the session regions of the first 1, 2, ... rows of ``order`` (rows of
-    ``xy``, each kept ``margin_m`` off the edges): the boxes of ``grid`` (:func:`grid_cells`)
-    :func:`session_region` would build for each prefix, in one pass."""
+def prefix_boxes(xy: F64, order: I64, margin_m: float | F64) -> F64:
+    """The boxes (p, 4: x0, y0, x1, y1 metres) of the first 1, 2, ... rows of ``order`` (rows
+    of ``xy``), each row kept ``margin_m`` (one value, or one per row of ``xy``) off the
+    edges."""
     pts = xy[order]
-    mg = np.asarray(margin_m, dtype=np.float64)[order]
-    boxes = np.column_stack(
+    mg = np.broadcast_to(np.asarray(margin_m, dtype=np.float64), (len(xy),))[order]
+    out: F64 = np.column_stack(
         [
             np.minimum.accumulate(pts[:, 0] - mg),
             np.minimum.accumulate(pts[:, 1] - mg),
@@ -350,8 +349,18 @@ def prefix_areas(
             np.maximum.accumulate(pts[:, 1] + mg),
         ]
     )
-    c = grid_cells(boxes, grid, a_min_m2)
-    out: F64 = ((c[:, 2] - c[:, 0]) * (c[:, 3] - c[:, 1])).astype(np.float64) * grid[0] ** 2
+    return out
+
+
+def grid_areas(boxes: F64, grid: tuple[float, float, float], a_min_m2: float) -> F64:
+    """Areas (m²) of the regions of ``grid`` (:func:`grid_cells`) that :func:`session_region`
+    would build around each of ``boxes`` (b, 4: x0, y0, x1, y1 metres; e.g. the
+    :func:`prefix_boxes` of an order of members)."""
+    step = grid[0]
+    out: F64 = np.empty(len(boxes))
+    for i, b in enumerate(np.asarray(boxes, dtype=np.float64).tolist()):
+        ix0, iy0, ix1, iy1 = grid_cells((b[0], b[1], b[2], b[3]), grid, a_min_m2)
+        out[i] = (ix1 - ix0) * (iy1 - iy0) * step * step
     return out
 
 
@@ -401,8 +410,7 @@ def session_region(  # noqa: PLR0917
     # a grid with a secret offset (the same for the whole session: ``rng`` is seeded per
     # session), so that edges lie on grid lines, never at a function of members' coordinates
     step, ox, oy = grid = session_grid(a_min_m2, rng)
-    cells = grid_cells(np.array([[x0, y0, x1, y1]]), grid, a_min_m2)[0]
-    ix0, iy0, ix1, iy1 = (int(c) for c in cells)
+    ix0, iy0, ix1, iy1 = grid_cells((x0, y0, x1, y1), grid, a_min_m2)
     area = (ix1 - ix0) * (iy1 - iy0) * step * step
     if area >= hi:
         reason = (
