@@ -127,12 +127,18 @@ def city_run(
     seed: int = CITY_SEEDS[0],
     *,
     fix_answers: bool = True,
+    scatter_m: float = 0.0,
+    says_accuracy: bool = True,
 ) -> tuple[Any, Any]:
     """One virtual run of the city (``cloak``: CloakConfig fields over the simulator's
     defaults; ``fix_answers``: devices answer the anonymizer's fix requests a second later,
-    as apps with a ``position_source`` do); returns the run's result and the built scenario."""
+    as apps with a ``position_source`` do; ``scatter_m``: every P1-P3 fix lies off the truth
+    by that much per axis, its report giving its accuracy or not, ``says_accuracy``); returns
+    the run's result and the built scenario."""
     sc = _city_scenario(session_s, quick, seed)
-    cfg = VirtualConfig() if fix_answers else VirtualConfig(fix_reply_s=None)
+    cfg = VirtualConfig(fix_scatter_m=scatter_m, says_accuracy=says_accuracy)
+    if not fix_answers:
+        cfg = dataclasses.replace(cfg, fix_reply_s=None)
     if cloak:
         cfg = dataclasses.replace(cfg, cloak=default_cloak_config(sc, cfg, **cloak))
     built = build(sc)
@@ -517,8 +523,7 @@ CITY_SCATTERS: tuple[tuple[float, bool], ...] = ((10.0, True), (10.0, False), (2
 
 def _city_scatter_job(job: tuple[int, float, bool, bool]) -> dict[str, Any]:
     seed, sigma, says, quick = job
-    sc = _city_scenario(CITY_SESSION_S, quick, seed)
-    res = run_virtual(build(sc), config=VirtualConfig(fix_scatter_m=sigma, says_accuracy=says))
+    res, _ = city_run(CITY_SESSION_S, quick, None, seed, scatter_m=sigma, says_accuracy=says)
     f = city_figures(res)
     return {"seed": seed, "sigma": sigma, "says": says, **f}
 

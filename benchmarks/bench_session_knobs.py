@@ -1,13 +1,17 @@
 """Session settings: what each one does to the cost of historical k-anonymity.
 
     .venv/bin/python benchmarks/bench_session_knobs.py [--quick] [--parts city,walkers]
-        [--seeds 23,24] [--knob '{"session_shrink_requests": 5}' ...] [--tag NAME]
+        [--seeds 23,24] [--knob '{"session_shrink_requests": 5}' ...] [--scatter 10]
+        [--tag NAME]
 
 For the shipped settings and each ``--knob`` (CloakConfig fields over the shipped ones; by
 default the alternatives docs/algorithms.md names as tried and not taken):
 
 **city**: bench_privacy's city (``city_sessions`` through the real protocol machines on the
-virtual clock) on each seed, and per setting:
+virtual clock) on each seed, and per setting (``--scatter S``: every P1-P3 fix of the
+sessions lies off the truth by ``S`` metres per axis, each report giving its accuracy, as in
+bench_privacy's ``scattered_fixes_city``; the undefended runs keep exact fixes, so the ratio
+is over the undefended median of exact fixes, as there):
 
 * ``ratio``: the median region area of the attacked sessions over the same seed's undefended
   median (the goal: at most 5); ``answered``: the share of P1 and P3 requests answered;
@@ -30,8 +34,8 @@ devices answer the cloaker's fix requests a second later (as in the city), so th
 
 Runs go to worker processes (one run is single-threaded). Prints tables and writes
 benchmarks/results/bench_session_knobs.json (``--quick``: bench_session_knobs_quick.json; with
-``--knob`` or ``--seeds``, ``_custom`` is added to the name, so an exploratory run never
-replaces the record; ``--tag NAME`` writes bench_session_knobs_NAME.json instead;
+``--knob``, ``--seeds`` or ``--scatter``, ``_custom`` is added to the name, so an exploratory
+run never replaces the record; ``--tag NAME`` writes bench_session_knobs_NAME.json instead;
 ``--knob '{}'`` runs the shipped settings alone); with ``--parts``, only the parts named are
 run and replaced in that file (each part records its own settings and seconds).
 """
@@ -100,9 +104,10 @@ def _median(values: Sequence[float]) -> float | None:
     return float(np.median(values)) if len(values) else None
 
 
-def _job(job: tuple[int, float, dict[str, Any], bool]) -> dict[str, Any]:
-    seed, session_s, cloak, quick = job
-    res, built = city_run(session_s, quick, cloak or None, seed)
+def _job(job: tuple[int, float, dict[str, Any], bool, float]) -> dict[str, Any]:
+    """One city run (``seed``, ``session_s``, ``cloak``, ``quick``, ``scatter_m``)."""
+    seed, session_s, cloak, quick, scatter_m = job
+    res, built = city_run(session_s, quick, cloak or None, seed, scatter_m=scatter_m)
     f = city_figures(res)
     g = requester_guess_figures(res.records, built.trajectories)
     return {
@@ -245,10 +250,14 @@ def _table(rows: list[dict[str, Any]], key: str, cell: int) -> None:
         )
 
 
-def _city_part(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any]:
+def _city_part(
+    seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any, scatter_m: float = 0.0
+) -> dict[str, Any]:
     t0 = time.perf_counter()
-    jobs: list[tuple[int, float, dict[str, Any], bool]] = [(seed, 0.0, {}, q) for seed in seeds]
-    jobs += [(seed, CITY_SESSION_S, knob, q) for knob in knobs for seed in seeds]
+    jobs: list[tuple[int, float, dict[str, Any], bool, float]] = [
+        (seed, 0.0, {}, q, 0.0) for seed in seeds
+    ]
+    jobs += [(seed, CITY_SESSION_S, knob, q, scatter_m) for knob in knobs for seed in seeds]
     runs = list(ex.map(_job, jobs))
     before = {r["seed"]: r for r in runs if r["session_s"] == 0.0}
     rows: list[dict[str, Any]] = []
@@ -266,7 +275,8 @@ def _city_part(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) 
                     **_breakdown(r, b),
                 }
         rows.append({"knob": knob, "seeds": per, **_summary(per)})
-    print(f"city, seeds {', '.join(map(str, seeds))}")
+    scattered = f", session fixes scattered {scatter_m:g} m per axis" if scatter_m else ""
+    print(f"city, seeds {', '.join(map(str, seeds))}{scattered}")
     _table(rows, "seeds", 7)
     shipped = rows[0]["seeds"]
     ks = sorted({k for p in shipped.values() for k in p["by_k"]}, key=int)
@@ -287,7 +297,13 @@ def _city_part(seeds: list[int], knobs: list[dict[str, Any]], q: bool, ex: Any) 
         print(f"{'city seed ' + seed:32} {kc} {ac} {shares} {p['audit_dropped']:7d}")
     seconds = time.perf_counter() - t0
     print(f"(city: {seconds:.0f} s)\n")
-    return {"machine": _machine(), "seeds": seeds, "settings": rows, "seconds": seconds}
+    return {
+        "machine": _machine(),
+        "seeds": seeds,
+        "scatter_m": scatter_m,
+        "settings": rows,
+        "seconds": seconds,
+    }
 
 
 def _walker_part(knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any]:
@@ -336,11 +352,19 @@ def main() -> int:
         help="CloakConfig fields as a JSON object (repeatable; default: the tried alternatives)",
     )
     ap.add_argument(
+        "--scatter",
+        type=float,
+        default=0.0,
+        help="city: session fixes scattered by this many metres per axis (reports say so)",
+    )
+    ap.add_argument(
         "--tag",
         help="write bench_session_knobs_TAG.json instead (a record of its own, e.g. an ablation)",
     )
     args = ap.parse_args()
     q = args.quick
+    if not 0.0 <= args.scatter <= 1000.0:  # nan fails too
+        ap.error(f"--scatter takes 0-1000 metres, got {args.scatter!r}")
     parts = [p for p in args.parts.split(",") if p]
     if not parts or set(parts) - {"city", "walkers"}:
         ap.error(f"--parts takes city and/or walkers, got {args.parts!r}")
@@ -357,7 +381,7 @@ def main() -> int:
         if knob not in knobs:
             knobs.append(knob)
     # a run with other knobs or seeds is not the record docs/algorithms.md quotes: its own file
-    custom = args.knob is not None or args.seeds is not None
+    custom = args.knob is not None or args.seeds is not None or args.scatter > 0
     name = "bench_session_knobs" + ("_quick" if q else "") + ("_custom" if custom else "")
     if args.tag:
         if not args.tag.replace("_", "").isalnum():
@@ -368,7 +392,7 @@ def main() -> int:
     result["quick"] = q
     with ProcessPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
         if "city" in parts:
-            result["city"] = _city_part(seeds, knobs, q, ex)
+            result["city"] = _city_part(seeds, knobs, q, ex, args.scatter)
         if "walkers" in parts:
             result["walkers"] = _walker_part(knobs, q, ex)
     out.parent.mkdir(exist_ok=True)
