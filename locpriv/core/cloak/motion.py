@@ -3,11 +3,12 @@
 ``record(slots, xs, ys, now, table arrays...)`` applies report ``i`` (``xs[i], ys[i]`` metres,
 at ``now`` seconds) to slot ``slots[i]``, rows in order (a slot given twice takes both
 reports, one after the other): it shifts the latest report to the previous one, folds it
-into the velocity origin (:data:`VELOCITY_MEMORY_S`), reads the chord speed
-(:data:`SPEED_BASELINE_S`, :data:`FIX_SCATTER_M`, :data:`SPEED_MEMORY_S`), moves the settle
-point of a user who left it (:data:`STILL_RADIUS_M`) and writes the new latest report. A
-slot whose ``t`` is not finite takes its first report. One compiled loop serves a single
-update and a batch alike, a few microseconds a report (``benchmarks/bench_cloak.py``).
+into the velocity origin (:data:`VELOCITY_MEMORY_S`, :data:`VELOCITY_ACCURACY_FACTOR`), reads
+the chord speed (:data:`SPEED_BASELINE_S`, :data:`FIX_SCATTER_M`, :data:`SPEED_MEMORY_S`),
+moves the settle point of a user who left it (:data:`STILL_RADIUS_M`) and writes the new
+latest report. A slot whose ``t`` is not finite takes its first report. One compiled loop
+serves a single update and a batch alike, a few microseconds a report
+(``benchmarks/bench_cloak.py``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,18 @@ the baseline is about this memory and the average smooths their scatter. (Averag
 report instead, 30 s apart too, lagged a walk that had just begun by 5 % and narrowed 3 of
 240 sessions of parties that leave together at 3 m/s, against 1.)"""
 
+VELOCITY_ACCURACY_FACTOR = 8.0
+"""Where a report says its fix's accuracy (m), the velocity origin remembers at least this
+many seconds per metre of it (``max(VELOCITY_MEMORY_S, factor * accuracy)``), and every
+report joins the origin that way, however long it stayed the latest: fixes that scatter by
+10 m (an accuracy of 15 m) are averaged over about two minutes, so the chord a velocity is
+read from is long beside their scatter. Reading the chord from the report before the latest
+at 30 s (less twice the accuracy, :class:`~locpriv.core.cloak.cloaker.Cloaker`'s motion)
+left a walker at about a third of her speed, and choosing session members by forecasts that
+short cost the city 6.18x the undefended median with 10 m of scatter, against 5.78x with
+this (docs/algorithms.md, "Where the city's price of 10 m of scatter lies"). Exact fixes,
+and reports that say nothing, keep :data:`VELOCITY_MEMORY_S` as it was."""
+
 SPEED_BASELINE_S = 30.0
 """Least time, seconds, between the two reports whose chord gives a speed: over shorter
 chords a fix's scatter would hide a car's speed (10 m in 1 s) or make one of a still phone."""
@@ -74,8 +87,14 @@ def record(  # type: ignore[no-untyped-def]  # noqa: PLR0917  # pragma: no cover
                 py[s] = y[s]
                 pt[s] = t[s]
                 # ... and joins the velocity origin, weighted by how long it was the latest
-                if math.isfinite(ot[s]) and now - t[s] < VELOCITY_MEMORY_S:
-                    w = 1.0 - math.exp(-(now - t[s]) / VELOCITY_MEMORY_S)
+                # (over a memory that grows with the accuracy her report says)
+                memory = VELOCITY_MEMORY_S
+                if errs[i] == errs[i]:
+                    memory = max(memory, VELOCITY_ACCURACY_FACTOR * errs[i])
+                if math.isfinite(ot[s]) and (
+                    now - t[s] < VELOCITY_MEMORY_S or memory > VELOCITY_MEMORY_S
+                ):
+                    w = 1.0 - math.exp(-(now - t[s]) / memory)
                     ox[s] += w * (x[s] - ox[s])
                     oy[s] += w * (y[s] - oy[s])
                     ot[s] += w * (t[s] - ot[s])
