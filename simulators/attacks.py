@@ -56,7 +56,9 @@ __all__ = [
     "attacks_summary",
     "broker_tracking_attack",
     "edge_attack",
+    "edge_census",
     "edge_population",
+    "hilbert_edge_census",
     "intersection_attack",
     "parked_insiders_attack",
     "random_walks",
@@ -891,6 +893,49 @@ def _edge_distances(
     return out
 
 
+def edge_census(
+    xy: F64, boxes: Iterable[tuple[float, float, float, float]], side_m: float, margin_m: float
+) -> tuple[int, NDArray[np.int64], F64]:
+    """Where the inner edges of ``boxes`` (x0, y0, x1, y1, metres) sit among the users ``xy``
+    of a ``side_m`` square: ``(edges, counts, blind)``, ``counts`` the edges midway (within
+    1 mm), on a member's coordinate and at ``margin_m`` from one, ``blind`` what a placement
+    blind to the users gives for each (see :class:`EdgeAttackResult`)."""
+    counts = np.zeros(3, dtype=np.int64)
+    blind = np.zeros(3)
+    edges = 0
+    for box in boxes:
+        for d_in, d_out in _edge_distances(xy, box, side_m):
+            gap = max(d_in + d_out, 1e-12)
+            edges += 1
+            counts += (abs(d_in - d_out) < 1e-3, d_in < 1e-3, abs(d_in - margin_m) < 1e-3)
+            blind += (
+                min(1.0, 1e-3 / gap),
+                min(1.0, 1e-3 / gap),
+                min(1.0, 2e-3 / gap) if margin_m < gap else 0.0,
+            )
+    return edges, counts, blind
+
+
+def hilbert_edge_census(
+    population: str = "uniform",
+    *,
+    users: int = 2000,
+    side_m: float = 4000.0,
+    k: int = 5,
+    seed: int = 0,
+) -> tuple[int, int]:
+    """The textbook placement :func:`edge_attack` is measured against: every user's Hilbert
+    Cloak (the bounding box of k users, :func:`simulators.baselines.hilbert_cloak`) on the same
+    population. Returns ``(inner edges, edges on a member's coordinate)``: all of them, which
+    is what a box around its members tells an observer who stands outside one."""
+    from simulators.baselines import hilbert_cloak
+
+    xy = edge_population(population, users, side_m, np.random.default_rng(seed))
+    boxes = {(float(r[0]), float(r[1]), float(r[2]), float(r[3])) for r in hilbert_cloak(xy, k)}
+    edges, counts, _ = edge_census(xy, boxes, side_m, math.inf)
+    return edges, int(counts[1])
+
+
 def edge_attack(
     population: str = "uniform",
     *,
@@ -935,20 +980,7 @@ def edge_attack(
                 x0, y0, x1, y1 = (float(v) for v in out.region.polygon.bounds)
                 seen.add((x0, y0, x1, y1))
                 per_user.setdefault(i, []).append((x0, y0, x1, y1))
-    margin = cfg.session_margin_m
-    counts = np.zeros(3, dtype=np.int64)
-    blind = np.zeros(3)
-    edges = 0
-    for box in seen:
-        for d_in, d_out in _edge_distances(xy, box, side_m):
-            gap = max(d_in + d_out, 1e-12)
-            edges += 1
-            counts += (abs(d_in - d_out) < 1e-3, d_in < 1e-3, abs(d_in - margin) < 1e-3)
-            blind += (
-                min(1.0, 1e-3 / gap),
-                min(1.0, 1e-3 / gap),
-                min(1.0, 2e-3 / gap) if margin < gap else 0.0,
-            )
+    edges, counts, blind = edge_census(xy, seen, side_m, cfg.session_margin_m)
     distinct = ratio = math.nan
     if sessions and per_user:
         distinct = float(np.mean([len(set(v)) for v in per_user.values()]))
@@ -1140,7 +1172,31 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         )
         for name, places_only in (("before", True), ("after", False))
     }
+    # where region edges sit (goal 1): the bounding box of k users (Hilbert Cloak) puts every
+    # edge on a member's coordinate; the cloaker's share should be a blind placement's
+    edge_runs = [
+        edge_attack(
+            pop, sessions=sess, seed=seed, **({"requests": 100, "rounds": 5} if small else {})
+        )
+        for pop in ("uniform", "clustered", "tied")
+        for sess in (False, True)
+    ]
+    textbook = [hilbert_edge_census(pop, seed=seed) for pop in ("uniform", "clustered", "tied")]
+    inner = sum(r.edges for r in edge_runs)
     return {
+        "region_edges": {
+            "before_pinned_share": sum(p for _, p in textbook)
+            / max(1, sum(e for e, _ in textbook)),
+            "after_pinned_share": sum(r.pinned for r in edge_runs) / max(1, inner),
+            "blind_pinned_share": sum(r.blind for r in edge_runs) / max(1, inner),
+            "after_edges": float(inner),
+        },
+        # what historical k-anonymity costs (goal 3: <= 5x the one-shot median, >= 95 % answered)
+        "session_cost": {
+            "before_area_ratio": 1.0,
+            "after_area_ratio": cloaks["after"].area_m2_median / cloaks["before"].area_m2_median,
+            "after_answered_rate": cloaks["after"].answered_rate,
+        },
         "wandering_device": {f"{k}_error_sigma": v.best_sigma for k, v in wander.items()}
         | {f"{k}_distinct_points": v.distinct_points_mean for k, v in wander.items()},
         "static_device": {f"{k}_error_sigma": v.best_sigma for k, v in static.items()}

@@ -139,9 +139,19 @@ def format_attacks(attacks: dict[str, Any]) -> str:
     x = attacks.get(
         "scattered_fixes", {"before_success_rate": math.nan, "after_success_rate": math.nan}
     )
+    e = attacks.get(
+        "region_edges", {"before_pinned_share": math.nan, "after_pinned_share": math.nan}
+    )
+    e = {"blind_pinned_share": math.nan} | e
+    q = attacks.get("session_cost", {"after_area_ratio": math.nan, "after_answered_rate": math.nan})
     return "\n".join(
         [
             "  attacks over time (before -> defended):",
+            f"    region edges on, midway between or at an offset from users: "
+            f"{e['before_pinned_share']:.1%} (box of k users) -> {e['after_pinned_share']:.2%}"
+            f" (blind placement {e['blind_pinned_share']:.2%})",
+            f"    30-min sessions: median region {q['after_area_ratio']:.2f}x the one-shot "
+            f"median (goal <= 5x), {q['after_answered_rate']:.0%} answered",
             f"    static device, 30 days: averaging error {s['before_error_sigma']:.2f} -> "
             f"{s['after_error_sigma']:.2f} sigma",
             f"    static device, fixes scattered 25 m: averaging error "

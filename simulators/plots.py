@@ -211,12 +211,29 @@ def plot_run(
     return paths
 
 
+_BAR_LABELS = {
+    "region_edges": ("box of k users", "locpriv"),
+    "session_cost": ("one-shot", "session"),
+}
+"""Bar labels of the panels whose "before" is not locpriv without its defence."""
+
+
 def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> Path:
     """``attacks.png``: each attack's figure without and with its defence (see
     :func:`simulators.attacks.attacks_summary`)."""
     import matplotlib.pyplot as plt
 
     panels = [
+        (
+            "region_edges",
+            "pinned_share",
+            "region edges on, midway between or at\nan offset from users (share; blind ≈ 0)",
+        ),
+        (
+            "session_cost",
+            "area_ratio",
+            "30-min sessions: median region\n× one-shot median, goal ≤ 5",
+        ),
         ("static_device", "error_sigma", "averaging a static device\nerror (σ), higher is safer"),
         (
             "wandering_device",
@@ -247,12 +264,20 @@ def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> P
         ("broker_tracking", "linked_hours", "P4 broker tracking\nhours linked, lower is safer"),
     ]
     panels = [p for p in panels if p[0] in attacks]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.7 * len(panels), 3.4))
-    for ax, (name, key, title) in zip(axes, panels, strict=True):
+    cols = min(5, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(3.7 * cols, 3.4 * rows), squeeze=False)
+    axes = list(grid.ravel())
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    for ax, (name, key, title) in zip(axes, panels, strict=False):
         values = [attacks[name][f"before_{key}"], attacks[name][f"after_{key}"]]
-        ax.bar(["before", "defended"], values, color=["#bbbbbb", "#3b7dd8"])
+        labels = _BAR_LABELS.get(name, ("before", "defended"))
+        ax.bar(list(labels), values, color=["#bbbbbb", "#3b7dd8"])
         for i, v in enumerate(values):
             ax.text(i, v, f"{v:.2f}" if v < 1000 else f"{v:.0f}", ha="center", va="bottom",
                     fontsize=9)  # fmt: skip
+        if name == "session_cost":
+            ax.axhline(5.0, color="#d83b3b", lw=1, ls="--")  # issue 22's goal
         ax.set_title(title, fontsize=9)
     return _save(fig, Path(out_dir) / "attacks.png")

@@ -98,4 +98,19 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     # who asked, guessed as the candidate nearest an edge: near a guess at random (measured
     # 0.99-1.13x with sessions on seeds 0-3; 40 askers leave about 10 % of noise)
     assert 0.0 <= attacks["requester_guess"]["after_edge_over_chance"] <= 1.5
+    # region edges: every edge of a box of k users sits on a member's coordinate; the
+    # cloaker's edges sit there, midway or at an offset no more often than a blind placement's
+    # (expected 0.7 of 4,131 inner edges on the demo's seed 7; 0 measured)
+    edges = attacks["region_edges"]
+    assert edges["before_pinned_share"] == 1.0
+    pinned = edges["after_pinned_share"] * edges["after_edges"]
+    assert (
+        edges["after_edges"] > 1000
+        and pinned <= edges["blind_pinned_share"] * edges["after_edges"] + 3
+    )
+    # what 30-minute sessions cost over the one-shot median (4.35x measured on the demo's seed 7;
+    # 4.57x over the benchmark's seeds with 100 askers): more than nothing, near the goal's 5x
+    cost = attacks["session_cost"]
+    assert 1.0 < cost["after_area_ratio"] <= 6.0 and cost["after_answered_rate"] >= 0.95
     assert "attacks over time" in proc.stdout
+    assert "region edges on, midway between" in proc.stdout and "30-min sessions" in proc.stdout
