@@ -43,7 +43,7 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     session_fix_error_m = 20.0         # how far a fix may lie from its device, when its
                                        # report gives no accuracy_m (m): in every margin
     session_accuracy_factor = 2.0      # ... else this x the accuracy_m it gives
-    session_fresh_s = 10.0             # >0: a session request first asks members whose last
+    session_fresh_s = 2.0              # >0: a session request first asks members whose last
                                        # report is older than this for a fresh one ...
     session_fix_wait_s = 2.0           # ... waiting at most this long for them (s) ...
     session_fix_every_s = 10.0         # ... asking any one device at most once per this (s)
@@ -181,7 +181,7 @@ class CloakSection(_Section):
     session_adopt: bool = True
     session_fix_error_m: float = Field(20.0, ge=0, le=10_000)
     session_accuracy_factor: float = Field(2.0, ge=0, le=100)
-    session_fresh_s: float = Field(10.0, ge=0, le=86_400)
+    session_fresh_s: float = Field(2.0, ge=0, le=86_400)
     session_fix_wait_s: float = Field(2.0, ge=0, le=60)
     session_fix_every_s: float = Field(10.0, ge=0, le=86_400)
     default_k: int = Field(10, ge=1)
