@@ -19,7 +19,8 @@ and the demo's ``summary.json`` report:
   among everyone inside and among the candidates the intersection attack leaves.
 * :func:`edge_attack` - an observer who knows everyone's positions looks where each region's
   edges sit: half-way between the nearest user inside and outside, on a member's coordinate,
-  or at a fixed offset from one. Result: counts of such edges and what a blind placement gives.
+  or at a fixed offset from one. Result: counts of such edges and what a blind placement gives
+  (:func:`edge_census` counts them; :func:`hilbert_edge_census` on the textbook box of k users).
 
 Positions are local metres of the scenario's projection unless said otherwise; times seconds.
 """

@@ -185,7 +185,7 @@ def test_off_at_zero_and_first_requests_do_not_wait() -> None:
     ids = [f"u{i}" for i in range(n)]
     world = (0.0, 0.0, 2000.0, 2000.0)
     off = Cloaker(CloakConfig(world=world, session_fresh_s=0.0), rng=np.random.default_rng(6))
-    on = Cloaker(CloakConfig(world=world), rng=np.random.default_rng(6))  # default: 10 s
+    on = Cloaker(CloakConfig(world=world), rng=np.random.default_rng(6))  # default: 2 s
     for ck in (off, on):
         ck.update_many(ids, xy, now=0.0)
         first = ck.request("a", ids[0], P, 30.0)  # a session's first request: answered now
@@ -194,6 +194,31 @@ def test_off_at_zero_and_first_requests_do_not_wait() -> None:
     assert on.request("b", ids[0], P, 90.0) is None  # waits for the members it asked
     asked = on.take_fix_requests()
     assert asked and ids[0] not in asked and on.take_fix_requests() == []
+
+
+def test_members_whose_reports_are_seconds_old_are_asked_at_defaults() -> None:
+    """At defaults a session request asks every member whose report is over 2 s old (a
+    report 5 s old keeps its member 15 m off the edges, a fresh one a few metres) and none
+    whose report is newer: half the members reported 5 s before the request, half 1 s."""
+    n = 300
+    rng = np.random.default_rng(8)
+    xy = rng.uniform(0.0, 2000.0, (n, 2))
+    ids = [f"u{i}" for i in range(n)]
+    ck = Cloaker(CloakConfig(world=(0.0, 0.0, 2000.0, 2000.0)), rng=np.random.default_rng(9))
+    assert ck.config.session_fresh_s == 2.0
+    ck.update_many(ids, xy, now=0.0)
+    first = ck.request("a", ids[0], P, 0.5)
+    assert first is not None and first.region is not None
+    (record,) = ck.export_sessions(0.5)
+    session = set(record.members)
+    old, new = ids[1::2], ids[2::2]
+    ck.update_many(old, xy[1::2], now=55.0)
+    ck.update_many(new, xy[2::2], now=59.0)
+    ck.update(ids[0], float(xy[0, 0]), float(xy[0, 1]), now=60.0)
+    assert ck.request("b", ids[0], P, 60.0) is None  # waits for the members it asked
+    asked = set(ck.take_fix_requests())
+    assert asked == session & set(old)  # the 5 s old ones, all of them
+    assert not asked & set(new)
 
 
 @pytest.mark.parametrize("scatter_m", [5.0, 10.0])
