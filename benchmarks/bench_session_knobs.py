@@ -118,12 +118,14 @@ def _job(job: tuple[int, float, dict[str, Any], bool, float]) -> dict[str, Any]:
         "narrowed": f["success_rate"],
         "answered": f["answered_rate"],
         "areas": _areas(res.records),
+        # fix requests over every periodic report and fix answer the devices sent
+        "location_updates": res.stats.location_updates,
         **_session_shares(res.extra["sessions"]),
         **{k: v for k, v in g.items() if k.endswith("over_chance")},
     }
 
 
-SESSION_KEYS = ("thin_share", "short_share", "audit_dropped")
+SESSION_KEYS = ("thin_share", "short_share", "audit_dropped", "fix_asked", "fix_asked_per_region")
 """What :func:`_session_shares` reports per run."""
 
 
@@ -131,12 +133,15 @@ def _session_shares(counts: Mapping[str, int]) -> dict[str, Any]:
     """From the cloaker's ``session_counts``: the share of session regions answered from thin
     margins (``thin_share``; the rest from worst-case margins), the share answered from
     worst-case margins because fewer than k + slack members were left (``short_share``), and
-    the members the self-audit dropped (``audit_dropped``)."""
+    the members the self-audit dropped (``audit_dropped``); what the settings cost devices:
+    the fix requests the cloaker sent (``fix_asked``), per session region answered."""
     n = counts.get("thin", 0) + counts.get("worst_case", 0)
     return {
         "thin_share": counts.get("thin", 0) / n if n else None,
         "short_share": counts.get("short", 0) / n if n else None,
         "audit_dropped": counts.get("audit_dropped", 0),
+        "fix_asked": counts.get("fix_asked", 0),
+        "fix_asked_per_region": counts.get("fix_asked", 0) / n if n else None,
     }
 
 
@@ -161,6 +166,20 @@ def _breakdown(run: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
             "ratio": med / base if med is not None else None,
         }
     return {"by_k": by_k, "by_age": by_age}
+
+
+def _fix_costs(rows: list[dict[str, Any]], key: str) -> None:
+    """Print what each setting costs devices: fix requests, in all and per session region
+    answered (and, in the city, over the location updates the devices sent)."""
+    print(f"{'fix requests':32} {'in all':>9} {'per region':>12} {'of updates':>11}")
+    for row in rows:
+        per = list(row[key].values())
+        rates = [p["fix_asked_per_region"] for p in per if p["fix_asked_per_region"] is not None]
+        shares = [p["fix_share_of_updates"] for p in per if "fix_share_of_updates" in p]
+        span = f"{min(rates):5.2f}-{max(rates):<5.2f}" if rates else "-"
+        share = f"{min(shares):5.1%}-{max(shares):<5.1%}" if shares else ""
+        total = sum(p["fix_asked"] for p in per)
+        print(f"{_label(row['knob']):32} {total:9d} {span:>12} {share:>11}")
 
 
 def _machine() -> dict[str, Any]:
@@ -271,6 +290,7 @@ def _city_part(
                     "answered": r["answered"],
                     "narrowed": r["narrowed"],
                     **{k: r[k] for k in SESSION_KEYS},
+                    "fix_share_of_updates": r["fix_asked"] / max(1, r["location_updates"]),
                     **{k: v for k, v in r.items() if k.endswith("over_chance")},
                     **_breakdown(r, b),
                 }
@@ -295,6 +315,7 @@ def _city_part(
             for key in ("thin_share", "short_share")
         )
         print(f"{'city seed ' + seed:32} {kc} {ac} {shares} {p['audit_dropped']:7d}")
+    _fix_costs(rows, "seeds")
     seconds = time.perf_counter() - t0
     print(f"(city: {seconds:.0f} s)\n")
     return {
@@ -335,6 +356,7 @@ def _walker_part(knobs: list[dict[str, Any]], q: bool, ex: Any) -> dict[str, Any
     if thin:
         label = _label(rows[0]["knob"])
         print(f"{label}: thin share {min(thin):.3f}-{max(thin):.3f} over the conditions")
+    _fix_costs(rows, "conditions")
     seconds = time.perf_counter() - t0
     print(f"(walkers: {seconds:.0f} s)\n")
     return {"machine": _machine(), "settings": rows, "seconds": seconds}

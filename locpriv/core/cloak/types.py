@@ -212,8 +212,11 @@ class CloakConfig:
     with ``max_delay_s`` 0 asks nobody); a member who does not answer keeps her old report and
     its margin (every second of age widens it by ``session_speed_m_s``). 0: nobody is asked.
     2 s rather than 10 s (before 2026-12-05): a report 2-10 s old keeps its member 6-30 m
-    off the edges, which a fresh one does not; walkers with 30 s fixes pay 4-18 % less area
-    for 40-70 % more fix requests (docs/algorithms.md, "Fresh reports on request")."""
+    off the edges, which a fresh one does not: the city pays 3.65x the undefended median
+    against 3.76x, walkers with 30 s fixes 3-18 % less, for 38 % (city) and 61 % (walkers)
+    more fix requests (``benchmarks/bench_session_knobs.py --knob '{}' --knob
+    '{"session_fresh_s": 10.0}' --tag fresh_s``; docs/algorithms.md, "Fresh reports on
+    request")."""
     session_fix_wait_s: float = 2.0
     """With ``session_fresh_s`` > 0: the longest a session request waits for its members'
     fresh reports, seconds."""
