@@ -109,8 +109,14 @@ async def test_certified_fleet_ignores_a_sybil_login(
         # the last 2-10 % of the (wall-clock) period, where devices ask for it ahead of time
         period = period_of(time.time(), PERIOD_S)
         assert all(c.machine.wallet.token(period) for c in clients)
+        # the issuer counts a token when it signs it, a device when the reply arrives: a token
+        # asked ahead of time in the period's last moments may be on its way (this assertion
+        # alone failed once in a full test run, 20 issued against 19 received)
+        await wait_until(
+            lambda: issuer.core.stats["issued"] == sum(c.stats["token_issued"] for c in clients),
+            timeout=5.0,
+        )
         assert all(1 <= c.stats["token_issued"] <= 2 for c in clients)
-        assert issuer.core.stats["issued"] == sum(c.stats["token_issued"] for c in clients)
         await sybil.subscribe(f"{topics.root}/peer/cell/+", qos=0)
         sent = 0
 
