@@ -718,7 +718,14 @@ class Cloaker:
                 cands = np.flatnonzero(big == big[i])
                 v = np.column_stack([snap.vx[cands], snap.vy[cands]])
                 xy = np.column_stack([snap.x[cands], snap.y[cands]])
-                g = motion_groups(xy, v, cfg.session_horizon_s, k_pool)
+                g = motion_groups(
+                    xy,
+                    v,
+                    snap.still_s[cands],
+                    k_pool,
+                    horizon_s=cfg.session_horizon_s,
+                    forecast_s=cfg.session_forecast_s,
+                )
                 cands = cands[g == g[int(np.flatnonzero(cands == i)[0])]]
                 pools.insert(0, cands)
             for members in pools:

@@ -276,18 +276,32 @@ def still_margins(
     return np.where(tau > 0, np.minimum(std, bound), std)
 
 
-def motion_groups(xy: F64, v: F64, horizon_s: float, size: int) -> I64:
+def motion_groups(
+    xy: F64,
+    v: F64,
+    still_s: F64,
+    size: int,
+    *,
+    horizon_s: float,
+    forecast_s: float,
+) -> I64:
     """Split rows into groups of ``size`` to ``2 * size - 1`` that move alike: a group label per
     row, a function of the rows only (every member of a group gets the same group, whoever
     asks: the first region of a session is not centred on its requester).
 
-    Each row is the point (x, y, x + vx·h, y + vy·h) of where it is and where its straight-line
-    forecast puts it ``h = horizon_s`` seconds ahead (``v`` nan: taken as 0); groups are cut
-    at the median of the coordinate of widest spread, recursively (a k-d split). Fewer than
-    ``2 * size`` rows make one group.
+    ``xy`` (m, 2) positions in metres, ``v`` (m, 2) velocities in m/s (nan: unknown, taken as
+    0), ``still_s`` (m,) how long each row has stayed put (0: moving). Each row is the point
+    (x, y, x + vx·f, y + vy·f, w), the terms :func:`motion_scores` weighs: where it is, where
+    its straight-line forecast puts it ``f = min(horizon_s, forecast_s)`` seconds ahead (no
+    further: trips end and turn), and how far it is expected to wander over ``horizon_s``
+    (:data:`WANDER_SPEED_M_S` times :func:`moving_time`), which sets users who have stayed put
+    for long apart from those moving now. Groups are cut at the median of the coordinate of
+    widest spread, recursively (a k-d split). Fewer than ``2 * size`` rows make one group.
     """
     vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
-    f = np.column_stack([xy, xy + vv * horizon_s])
+    ahead = min(max(horizon_s, 0.0), max(forecast_s, 0.0))
+    wander = WANDER_SPEED_M_S * moving_time(still_s, horizon_s)
+    f = np.column_stack([xy, xy + vv * ahead, wander])
     labels = np.zeros(len(xy), dtype=np.int64)
     todo = [np.arange(len(xy), dtype=np.int64)]
     nxt = 1

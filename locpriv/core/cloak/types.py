@@ -133,17 +133,18 @@ class CloakConfig:
     (:func:`locpriv.core.cloak.history.motion_groups`)."""
     session_horizon_s: float = 1800.0
     """How far ahead, seconds, session members are chosen to stay near the requester (about
-    a session's length): groups are split on where users are and where their straight-line
-    forecasts put them this far ahead (far past where a forecast holds, on purpose: it sets
-    walkers apart from those who stay put), and later regions keep the members expected to
-    stay nearest her over this horizon
+    a session's length): groups are split on where users are, where their straight-line
+    forecasts put them :attr:`session_forecast_s` ahead and how far they are expected to
+    wander over this horizon (which sets walkers apart from those who have stayed put for
+    long), and later regions keep the members expected to stay nearest her over this horizon
     (:func:`locpriv.core.cloak.history.motion_scores`: forecasts, and how long each member has
     stayed put, since stays tend to last), so a walker keeps those walking her way and
     everyone prefers members who have stayed put for long; 0 ranks by distance now."""
     session_forecast_s: float = 300.0
     """How long, seconds, a member's straight-line forecast (from her last two reports) is
-    trusted when ranking session members: trips end and turn; beyond it she is taken to stay
-    where the forecast got her, wandering as :attr:`session_horizon_s` describes."""
+    trusted when grouping and ranking session members: trips end and turn; beyond it she is
+    taken to stay where the forecast got her, wandering as :attr:`session_horizon_s`
+    describes."""
     session_joint_box: bool = True
     """With :attr:`session_horizon_s` > 0: keep, as a session's set shrinks, the members whose
     *joint* box is expected to stay smallest (:func:`locpriv.core.cloak.history.joint_box_ranks`:
