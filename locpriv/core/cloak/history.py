@@ -99,6 +99,27 @@ def moving_time(still_s: F64, h: float) -> F64:
     return np.where(tau > 0, h - safe * np.log1p(h / safe), h)
 
 
+def _horizons(horizon_s: float) -> tuple[float, ...]:
+    """The horizons, seconds, a session's forecasts are weighed at: 0, h/4, h/2 and h
+    (``horizon_s``), or now only when it is 0."""
+    return (0.0, horizon_s / 4, horizon_s / 2, horizon_s) if horizon_s > 0 else (0.0,)
+
+
+def _ahead(xy: F64, v: F64, h: float, forecast_s: float) -> F64:
+    """Where straight-line forecasts from ``xy`` (metres) at ``v`` (m/s, no nan) put rows
+    ``h`` seconds ahead, trusted for ``forecast_s`` seconds: beyond it each stays where her
+    forecast got her (trips end and turn)."""
+    out: F64 = xy + v * min(h, max(forecast_s, 0.0))
+    return out
+
+
+def _wander_m(still_s: F64, h: float) -> F64:
+    """How far, metres, each row strays from her forecast over the next ``h`` seconds:
+    :data:`WANDER_SPEED_M_S` times her expected time moving (:func:`moving_time`)."""
+    out: F64 = WANDER_SPEED_M_S * moving_time(still_s, h)
+    return out
+
+
 def motion_scores(
     xy: F64,
     v: F64,
@@ -124,12 +145,11 @@ def motion_scores(
     vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
     rel = xy - xy[requester]
     dv = vv - vv[requester]
-    hs = (0.0, horizon_s / 4, horizon_s / 2, horizon_s) if horizon_s > 0 else (0.0,)
+    hs = _horizons(horizon_s)
     score = np.zeros(len(xy))
     for h in hs:
-        p = rel + dv * min(h, max(forecast_s, 0.0))
-        wander = WANDER_SPEED_M_S * moving_time(still_s, h)
-        score += np.maximum(np.abs(p[:, 0]), np.abs(p[:, 1])) + wander
+        p = _ahead(rel, dv, h, forecast_s)
+        score += np.maximum(np.abs(p[:, 0]), np.abs(p[:, 1])) + _wander_m(still_s, h)
     score /= len(hs)
     score[requester] = -1.0
     return score
@@ -212,11 +232,11 @@ def joint_box_ranks(
         return ranks
     vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
     still = np.asarray(still_s, dtype=np.float64)
-    hs = (0.0, horizon_s / 4, horizon_s / 2, horizon_s) if horizon_s > 0 else (0.0,)
+    hs = _horizons(horizon_s)
     xs: list[F64] = []
     ys: list[F64] = []
     for h in hs:
-        mu = xy + vv * min(h, max(forecast_s, 0.0))
+        mu = _ahead(xy, vv, h, forecast_s)
         if h > 0:
             sd = BOX_WANDER_M_S * moving_time(still, h) / math.sqrt(2.0)
             pts = mu[None] + rng.standard_normal((BOX_SAMPLES, m, 2)) * sd[None, :, None]
@@ -299,9 +319,8 @@ def motion_groups(
     widest spread, recursively (a k-d split). Fewer than ``2 * size`` rows make one group.
     """
     vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
-    ahead = min(max(horizon_s, 0.0), max(forecast_s, 0.0))
-    wander = WANDER_SPEED_M_S * moving_time(still_s, horizon_s)
-    f = np.column_stack([xy, xy + vv * ahead, wander])
+    h = max(horizon_s, 0.0)
+    f = np.column_stack([xy, _ahead(xy, vv, h, forecast_s), _wander_m(still_s, h)])
     labels = np.zeros(len(xy), dtype=np.int64)
     todo = [np.arange(len(xy), dtype=np.int64)]
     nxt = 1
