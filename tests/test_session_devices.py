@@ -333,7 +333,8 @@ def test_sessions_whose_reports_say_their_accuracy_hold_k(
     reads over a longer memory, which lags a walk just begun), fixes every 30 s and a fresh one
     asked for each request, 100 askers, k = 5 for 30 minutes; the adversary knows where
     everyone truly is. At most 1 % of sessions narrowed below k and every request answered.
-    Measured over seeds 0-4 (sessions narrowed, of 500 per cell), with a session's groups
+    Measured over seeds 0-4 by benchmarks/bench_session_accuracy.py (sessions narrowed, of
+    500 per cell), with a session's groups
     split on 300 s forecasts and how long users stayed put (2026-12-05): 2 in all twelve
     cells, the walkers' at 10 m on seed 0 (this test's seed: that cell at the goal's 1 %) and
     the short stays' at 10 m on seed 1; with groups on half-hour forecasts, 2 (the short
