@@ -55,15 +55,16 @@ def test_walkers_are_grouped_on_forecasts_they_keep_not_on_half_an_hour() -> Non
 def test_half_hour_sessions_of_walkers_with_30_s_fixes_cost_at_most_5x() -> None:
     """Issue 22's goal at defaults, on 2,000 random walkers (heading drawn afresh every
     minute) who report every 30 s and answer the anonymizer's requests for fresh fixes a
-    second later, 40 askers, 30-minute sessions, over three walk seeds: none narrowed below
-    k, every request answered, the median region at most 5x the undefended median (measured
-    4.56x, 4.71x, 5.20x, mean 4.82x; bench_privacy's session_lengths, 100 askers: 4.70x; with
-    groups split on half-hour forecasts, 5.07x)."""
+    second later, 100 askers, 30-minute sessions, over three walk seeds (bench_privacy's
+    session_lengths row): none narrowed below k, every request answered, the median region
+    at most 5x the undefended median (measured 4.31x, 4.82x, 4.98x, mean 4.70x; with groups
+    split on half-hour forecasts 5.15x, 5.17x, 4.90x, mean 5.07x, which fails here; with 40
+    askers the two designs come to 4.82x and 4.99x, too close to the line to tell apart)."""
     ratios = []
     for seed in (0, 1, 2):
-        before = repeated_cloaks_attack(session_s=0.0, askers=40, update_s=30.0, seed=seed)
+        before = repeated_cloaks_attack(session_s=0.0, askers=100, update_s=30.0, seed=seed)
         after = repeated_cloaks_attack(
-            session_s=3600.0, askers=40, update_s=30.0, seed=seed, fix_reply_s=1.0
+            session_s=3600.0, askers=100, update_s=30.0, seed=seed, fix_reply_s=1.0
         )
         assert after.success_rate <= 0.01
         assert after.answered_rate >= 0.95
