@@ -20,13 +20,8 @@ Prints a table and writes benchmarks/results/bench_session_accuracy[_quick].json
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
-from pathlib import Path
 from typing import Any
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 POPULATIONS: dict[str, dict[str, Any]] = {
     "walkers": {},
@@ -43,67 +38,37 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1 seed of 40 askers")
     args = ap.parse_args()
-    from simulators.attacks import repeated_cloaks_attack
+    from session_cells import HEADER, play_cell, write_results
 
     seeds = range(1) if args.quick else range(5)
     askers = 40 if args.quick else 100
     base_kw: dict[str, Any] = {"askers": askers, "update_s": 30.0, "says_accuracy": True}
     t0 = time.perf_counter()
     rows: dict[str, Any] = {}
-    print(f"{'cell':28} {'narrowed by seed':>20} {'in all':>12} {'answered':>9} {'area':>8}")
+    print(HEADER)
     for name, kw in POPULATIONS.items():
         for scatter in SCATTERS_M:
-            per_seed = []
-            for s in seeds:
-                cell = {**base_kw, **kw, "scatter_m": scatter, "seed": s}
-                before = repeated_cloaks_attack(session_s=0.0, **cell)
-                after = repeated_cloaks_attack(session_s=3600.0, fix_reply_s=1.0, **cell)
-                per_seed.append(
-                    {
-                        "seed": s,
-                        "sessions": after.sessions,
-                        "narrowed": round(after.success_rate * after.sessions),
-                        "answered_rate": after.answered_rate,
-                        "area_ratio": after.area_m2_median / before.area_m2_median,
-                    }
-                )
-            narrowed = sum(r["narrowed"] for r in per_seed)
-            sessions = sum(r["sessions"] for r in per_seed)
-            answered = min(r["answered_rate"] for r in per_seed)
-            ratio = sum(r["area_ratio"] for r in per_seed) / len(per_seed)
             label = f"{name}, {scatter:g} m"
-            rows[label] = {
-                "conditions": kw,
-                "scatter_m": scatter,
-                "narrowed": narrowed,
-                "sessions": sessions,
-                "answered_min": answered,
-                "area_ratio_mean": ratio,
-                "seeds": per_seed,
-            }
-            by_seed = "/".join(str(r["narrowed"]) for r in per_seed)
-            print(
-                f"{label:28} {by_seed:>20} {f'{narrowed} of {sessions}':>12} {answered:9.1%}"
-                f" {ratio:7.2f}x",
-                flush=True,
-            )
+            cell = {**base_kw, **kw, "scatter_m": scatter}
+            got = play_cell(label, cell, seeds, session={"fix_reply_s": 1.0})
+            rows[label] = {"conditions": kw, "scatter_m": scatter, **got}
     narrowed = sum(r["narrowed"] for r in rows.values())
     sessions = sum(r["sessions"] for r in rows.values())
     worst = max(r["narrowed"] / r["sessions"] for r in rows.values())
     seconds = time.perf_counter() - t0
     print(f"in all: {narrowed} of {sessions} narrowed, worst cell {worst:.1%} ({seconds:.0f} s)")
-    out = RESULTS / f"bench_session_accuracy{'_quick' if args.quick else ''}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    result = {
-        "machine": platform.platform(),
-        "quick": args.quick,
-        "defaults": {**base_kw, "k": 5, "users": 2000, "minutes": 30.0, "session_s": 3600.0},
-        "cells": rows,
-        "narrowed": narrowed,
-        "sessions": sessions,
-        "seconds": seconds,
-    }
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    defaults = {**base_kw, "k": 5, "users": 2000, "minutes": 30.0, "session_s": 3600.0}
+    write_results(
+        "bench_session_accuracy",
+        args.quick,
+        {
+            "defaults": defaults,
+            "cells": rows,
+            "narrowed": narrowed,
+            "sessions": sessions,
+            "seconds": seconds,
+        },
+    )
     return 0
 
 

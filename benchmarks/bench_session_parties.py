@@ -22,13 +22,8 @@ benchmarks/results/bench_session_parties[_quick].json.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
-from pathlib import Path
 from typing import Any
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 CELLS: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = (
     ("alone, 1.4 m/s", {"party_size": 1}, {}),
@@ -87,7 +82,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 seeds of 40 askers")
     args = ap.parse_args()
-    from simulators.attacks import repeated_cloaks_attack
+    from session_cells import HEADER, play_cell, write_results
 
     seeds = range(2) if args.quick else range(10)
     askers = 40 if args.quick else 100
@@ -101,56 +96,18 @@ def main() -> int:
     # the undefended run depends on the population only, not on the session settings: a
     # cell that changes only those reuses it
     undefended: dict[tuple[int, str], Any] = {}
-    print(f"{'cell':52} {'narrowed':>12} {'answered':>9} {'area ratio':>11}")
+    print(HEADER)
     for name, kw, cloak in CELLS:
-        per_seed = []
-        for s in seeds:
-            key = (s, json.dumps(kw, sort_keys=True))
-            if key not in undefended:
-                undefended[key] = repeated_cloaks_attack(session_s=0.0, seed=s, **base_kw, **kw)
-            before = undefended[key]
-            after = repeated_cloaks_attack(session_s=3600.0, seed=s, cloak=cloak, **base_kw, **kw)
-            per_seed.append(
-                {
-                    "seed": s,
-                    "sessions": after.sessions,
-                    "narrowed": round(after.success_rate * after.sessions),
-                    "undefended_success_rate": before.success_rate,
-                    "answered_rate": after.answered_rate,
-                    "area_m2_median": after.area_m2_median,
-                    "undefended_area_m2_median": before.area_m2_median,
-                    "area_ratio": after.area_m2_median / before.area_m2_median,
-                }
-            )
-        narrowed = sum(r["narrowed"] for r in per_seed)
-        sessions = sum(r["sessions"] for r in per_seed)
-        answered = min(r["answered_rate"] for r in per_seed)
-        ratio = sum(r["area_ratio"] for r in per_seed) / len(per_seed)
-        rows[name] = {
-            "conditions": kw,
-            "cloak": cloak,
-            "narrowed": narrowed,
-            "sessions": sessions,
-            "answered_min": answered,
-            "area_ratio_mean": ratio,
-            "seeds": per_seed,
-        }
-        print(
-            f"{name:52} {f'{narrowed} of {sessions}':>12} {answered:9.1%} {ratio:10.2f}x",
-            flush=True,
-        )
+        got = play_cell(name, {**base_kw, **kw}, seeds, cloak=cloak, undefended=undefended)
+        rows[name] = {"conditions": kw, "cloak": cloak, **got}
     seconds = time.perf_counter() - t0
     print(f"({seconds:.0f} s)")
-    out = RESULTS / f"bench_session_parties{'_quick' if args.quick else ''}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    result = {
-        "machine": platform.platform(),
-        "quick": args.quick,
-        "defaults": {**base_kw, "k": 5, "users": 2000, "minutes": 30.0, "session_s": 3600.0},
-        "cells": rows,
-        "seconds": seconds,
-    }
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    defaults = {**base_kw, "k": 5, "users": 2000, "minutes": 30.0, "session_s": 3600.0}
+    write_results(
+        "bench_session_parties",
+        args.quick,
+        {"defaults": defaults, "cells": rows, "seconds": seconds},
+    )
     return 0
 
 
