@@ -81,35 +81,15 @@ from simulators.attacks import (
     session_area_bound,
     static_device_attack,
 )
-from simulators.evaluate import QueryRecord, region_sessions, summarize
+from simulators.city import CITY_SEEDS, CITY_SESSION_S, city_figures, city_run, city_scenario
+from simulators.evaluate import QueryRecord, region_sessions
 from simulators.scenario import build, load_scenario
-from simulators.virtual import VirtualConfig, default_cloak_config, run_virtual
-from simulators.workload import Distribution
+from simulators.virtual import VirtualConfig, run_virtual
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_privacy.json"
 
-
-CITY_SESSION_S = 600.0
-"""The city's ``session_s`` (seconds without a request before a session ends)."""
-
 WALKER_SESSION_S = 3600.0
 """The walker conditions' ``session_s``."""
-
-CITY_SEEDS = (23, 24, 25, 26, 27)
-"""The city's seeds: one seed's median area moves by ~10 % when every coordinate moves by a
-micrometre (users on one street share a coordinate, and the partition's ties follow), so
-figures are given per seed and as their mean."""
-
-
-def _city_scenario(session_s: float, quick: bool, seed: int = CITY_SEEDS[0]) -> Any:
-    sc = load_scenario("city_sessions")
-    profile = dict(sc.workload.profile)
-    profile["session_s"] = Distribution.parse(session_s)
-    sc = sc.replace(seed=seed, workload=dataclasses.replace(sc.workload, profile=profile))
-    if quick:
-        sc = sc.replace(users=800, duration_s=2400.0)
-    return sc
-
 
 NO_STILL_MARGINS: dict[str, Any] = {"session_risk": 1e-12}
 """Sessions whose thin margins ignore how long a member stayed put (a budget so small that
@@ -118,39 +98,6 @@ every margin is the ordinary ``floor + drift * age``)."""
 WORST_CASE_SESSIONS: dict[str, Any] = {"session_slack": 0, "session_adopt": False}
 """Sessions without thin regions and adoption: every member kept off the edges by the
 worst-case margin, the set the first group only (what those two parts buy)."""
-
-
-def city_run(
-    session_s: float,
-    quick: bool,
-    cloak: dict[str, Any] | None = None,
-    seed: int = CITY_SEEDS[0],
-    *,
-    fix_answers: bool = True,
-    scatter_m: float = 0.0,
-    says_accuracy: bool = True,
-) -> tuple[Any, Any]:
-    """One virtual run of the city (``cloak``: CloakConfig fields over the simulator's
-    defaults; ``fix_answers``: devices answer the anonymizer's fix requests a second later,
-    as apps with a ``position_source`` do; ``scatter_m``: every P1-P3 fix lies off the truth
-    by that much per axis, its report giving its accuracy or not, ``says_accuracy``); returns
-    the run's result and the built scenario."""
-    sc = _city_scenario(session_s, quick, seed)
-    cfg = VirtualConfig(fix_scatter_m=scatter_m, says_accuracy=says_accuracy)
-    if not fix_answers:
-        cfg = dataclasses.replace(cfg, fix_reply_s=None)
-    if cloak:
-        cfg = dataclasses.replace(cfg, cloak=default_cloak_config(sc, cfg, **cloak))
-    built = build(sc)
-    return run_virtual(built, config=cfg), built
-
-
-def city_figures(res: Any) -> dict[str, Any]:
-    """A city run's intersection attack (``success_rate``, ``area_m2_median``, ...) and the
-    share of its P1 and P3 requests answered (``answered_rate``)."""
-    s = summarize(res.records, res.stats)
-    answered = [s["protocols"][p]["success_rate"] for p in ("p1", "p3") if p in s["protocols"]]
-    return {**s["attacks"]["intersection"], "answered_rate": float(np.mean(answered))}
 
 
 def _city(
@@ -273,7 +220,7 @@ def _city_bound(quick: bool, seed: int, undefended_m2: float) -> dict[str, Any]:
     each session's first request, the k - 1 of them nearest the requester (20 m margins, about
     the thin ones); and the future-knowing one choosing the set by its joint box (20 and
     48 m margins)."""
-    b = build(_city_scenario(CITY_SESSION_S, quick, seed))
+    b = build(city_scenario(CITY_SESSION_S, quick, seed))
     times: dict[int, list[float]] = {}
     for e in b.workload.events:
         times.setdefault(e.user, []).append(e.t_s)
@@ -416,7 +363,7 @@ def _lengths(quick: bool) -> dict[str, Any]:
         for update_s in (0.0, 30.0):
             cells = []
             for seed in LENGTH_SEEDS[:1] if quick else LENGTH_SEEDS:
-                kw = {
+                kw: dict[str, Any] = {
                     "minutes": minutes,
                     "update_s": update_s,
                     "seed": seed,

@@ -55,17 +55,14 @@ from typing import Any
 
 import numpy as np
 from bench_privacy import (
-    CITY_SEEDS,
-    CITY_SESSION_S,
     FIX_REPLY_S,
     WALKER_SESSION_S,
-    city_figures,
-    city_run,
     requester_guess_figures,
     walker_runs,
 )
 
 from simulators.attacks import repeated_cloaks_attack
+from simulators.city import CITY_SEEDS, CITY_SESSION_S, city_figures, city_run
 from simulators.evaluate import QueryRecord, region_sessions
 
 RESULTS = Path(__file__).resolve().parent / "results"

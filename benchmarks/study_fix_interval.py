@@ -31,8 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_privacy import CITY_SEEDS, CITY_SESSION_S, _city_scenario, city_figures  # noqa: E402
-
+from simulators.city import CITY_SEEDS, CITY_SESSION_S, city_figures, city_scenario  # noqa: E402
 from simulators.scenario import build  # noqa: E402
 from simulators.virtual import VirtualConfig, run_virtual  # noqa: E402
 
@@ -43,7 +42,7 @@ INTERVALS = (30.0, 5.0)
 def _run(job: tuple[int, float, float]) -> dict[str, Any]:
     seed, interval, session_s = job
     t0 = time.perf_counter()
-    sc = _city_scenario(session_s, False, seed).replace(update_interval_s=interval)
+    sc = city_scenario(session_s, False, seed).replace(update_interval_s=interval)
     f = city_figures(run_virtual(build(sc), config=VirtualConfig()))
     return {
         "seed": seed,
