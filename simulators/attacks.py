@@ -44,6 +44,7 @@ from locpriv.protocols.effects import Send
 from locpriv.protocols.p4.machine import PeerMachine, device_point
 from locpriv.protocols.p4.types import PeerConfig
 from locpriv.wire.messages import NearestQuery, PeerRequest
+from simulators.city import CITY_SESSION_S, city_figures, city_run
 from simulators.fixes import Fixes
 
 __all__ = [
@@ -1173,6 +1174,7 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         )
         for name, places_only in (("before", True), ("after", False))
     }
+    city = _city_session_cost(small)
     # where region edges sit (goal 1): the bounding box of k users (Hilbert Cloak) puts every
     # edge on a member's coordinate; the cloaker's share should be a blind placement's
     edge_runs = [
@@ -1198,6 +1200,7 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
             "after_area_ratio": cloaks["after"].area_m2_median / cloaks["before"].area_m2_median,
             "after_answered_rate": cloaks["after"].answered_rate,
         },
+        "city_session_cost": city,
         "wandering_device": {f"{k}_error_sigma": v.best_sigma for k, v in wander.items()}
         | {f"{k}_distinct_points": v.distinct_points_mean for k, v in wander.items()},
         "static_device": {f"{k}_error_sigma": v.best_sigma for k, v in static.items()}
@@ -1223,6 +1226,31 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         "broker_tracking": {f"{k}_error_m_median": v.error_m_median for k, v in broker.items()}
         | {f"{k}_linked_hours": v.linked_hours_mean for k, v in broker.items()},
     }
+
+
+def _city_session_cost(small: bool) -> dict[str, float]:
+    """What sessions cost in the city (issue 22's goal 3 there), on its first seed: the median
+    region of one-shot cloaks (``before``), of sessions with exact fixes (``after``) and of
+    sessions whose fixes scatter by 10 m per axis and say so (``scattered``), each over the
+    one-shot median with exact fixes, with the share answered and the intersection attack's
+    success. ``small``: the quick city (800 people for 40 minutes: sparser and shorter, so
+    its ratios are below the city's; ``benchmarks/bench_privacy.py`` plays it at size on five
+    seeds)."""
+    runs = {
+        name: city_figures(city_run(session_s, small, scatter_m=scatter_m)[0])
+        for name, session_s, scatter_m in (
+            ("before", 0.0, 0.0),
+            ("after", CITY_SESSION_S, 0.0),
+            ("scattered", CITY_SESSION_S, 10.0),
+        )
+    }
+    one_shot = float(runs["before"]["area_m2_median"])
+    out: dict[str, float] = {"users": 800.0 if small else 2000.0}
+    for name, f in runs.items():
+        out[f"{name}_area_ratio"] = float(f["area_m2_median"]) / one_shot
+        out[f"{name}_answered_rate"] = float(f["answered_rate"])
+        out[f"{name}_success_rate"] = float(f["success_rate"])
+    return out
 
 
 @dataclass(frozen=True, slots=True)

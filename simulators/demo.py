@@ -144,6 +144,14 @@ def format_attacks(attacks: dict[str, Any]) -> str:
     )
     e = {"blind_pinned_share": math.nan} | e
     q = attacks.get("session_cost", {"after_area_ratio": math.nan, "after_answered_rate": math.nan})
+    y = {"users": math.nan} | attacks.get(
+        "city_session_cost",
+        {
+            f"{p}_{f}": math.nan
+            for p in ("after", "scattered")
+            for f in ("area_ratio", "answered_rate")
+        },
+    )
     return "\n".join(
         [
             "  attacks over time (before -> defended):",
@@ -152,6 +160,10 @@ def format_attacks(attacks: dict[str, Any]) -> str:
             f" (blind placement {e['blind_pinned_share']:.2%})",
             f"    30-min sessions: median region {q['after_area_ratio']:.2f}x the one-shot "
             f"median (goal <= 5x), {q['after_answered_rate']:.0%} answered",
+            f"    city sessions ({y['users']:.0f} people): median region "
+            f"{y['after_area_ratio']:.2f}x the one-shot median, {y['after_answered_rate']:.0%}"
+            f" answered; fixes scattered 10 m: {y['scattered_area_ratio']:.2f}x, "
+            f"{y['scattered_answered_rate']:.0%} answered (goal <= 5x, >= 95%)",
             f"    static device, 30 days: averaging error {s['before_error_sigma']:.2f} -> "
             f"{s['after_error_sigma']:.2f} sigma",
             f"    static device, fixes scattered 25 m: averaging error "

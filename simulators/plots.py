@@ -214,8 +214,15 @@ def plot_run(
 _BAR_LABELS = {
     "region_edges": ("box of k users", "locpriv"),
     "session_cost": ("one-shot", "session"),
+    "city_session_cost": ("one-shot", "session", "session,\nfixes ±10 m"),
 }
-"""Bar labels of the panels whose "before" is not locpriv without its defence."""
+"""Bar labels of the panels whose bars are not locpriv without and with its defence."""
+
+_BARS = {"city_session_cost": ("before", "after", "scattered")}
+"""The prefixes of a panel's bars (``{prefix}_{key}``), where not ``before`` and ``after``."""
+
+_GOAL_LINES = {"session_cost": 5.0, "city_session_cost": 5.0}
+"""Issue 22's goals drawn across a panel."""
 
 
 def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> Path:
@@ -233,6 +240,11 @@ def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> P
             "session_cost",
             "area_ratio",
             "30-min sessions: median region\n× one-shot median, goal ≤ 5",
+        ),
+        (
+            "city_session_cost",
+            "area_ratio",
+            "city of {users:.0f}, sessions: median region\n× one-shot median, goal ≤ 5",
         ),
         ("static_device", "error_sigma", "averaging a static device\nerror (σ), higher is safer"),
         (
@@ -271,13 +283,14 @@ def plot_attacks(attacks: dict[str, dict[str, float]], out_dir: str | Path) -> P
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
     for ax, (name, key, title) in zip(axes, panels, strict=False):
-        values = [attacks[name][f"before_{key}"], attacks[name][f"after_{key}"]]
+        values = [attacks[name][f"{p}_{key}"] for p in _BARS.get(name, ("before", "after"))]
         labels = _BAR_LABELS.get(name, ("before", "defended"))
-        ax.bar(list(labels), values, color=["#bbbbbb", "#3b7dd8"])
+        colours = ["#bbbbbb", "#3b7dd8", "#1f4e8c"][: len(values)]
+        ax.bar(list(labels), values, color=colours)
         for i, v in enumerate(values):
             ax.text(i, v, f"{v:.2f}" if v < 1000 else f"{v:.0f}", ha="center", va="bottom",
                     fontsize=9)  # fmt: skip
-        if name == "session_cost":
-            ax.axhline(5.0, color="#d83b3b", lw=1, ls="--")  # issue 22's goal
-        ax.set_title(title, fontsize=9)
+        if name in _GOAL_LINES:
+            ax.axhline(_GOAL_LINES[name], color="#d83b3b", lw=1, ls="--")
+        ax.set_title(title.format(**attacks[name]), fontsize=9)
     return _save(fig, Path(out_dir) / "attacks.png")
