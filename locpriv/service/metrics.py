@@ -282,15 +282,7 @@ def _one(
     return out
 
 
-SESSION_EVENTS = (
-    "short",
-    "audit_dropped",
-    "rekeys",
-    "restored",
-    "fix_asked",
-    "fix_waits",
-    "companions",
-)
+SESSION_EVENTS = ("short", "audit_dropped", "rekeys", "restored", "fix_asked", "fix_waits")
 """The ``event`` labels of ``locpriv_session_events_total``."""
 
 
@@ -308,7 +300,7 @@ def _session_metrics(service: str, counts: dict[str, int]) -> Iterator[Any]:
         "locpriv_session_events",
         "Session events: short sets, members the self-audit dropped, sessions re-keyed, "
         "sessions carried over a restart, members asked for fresh reports, requests that "
-        "waited for them, thin regions grown or given up for members who move together",
+        "waited for them",
         labels=["service", "event"],
     )
     for event in SESSION_EVENTS:

@@ -53,12 +53,10 @@ from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
 from locpriv.core.cloak.history import (
-    companion_labels,
     joint_box_ranks,
     motion_groups,
     motion_scores,
     session_region,
-    slack_shortfall,
     still_margins,
 )
 from locpriv.core.cloak.partition import (
@@ -373,9 +371,7 @@ class Cloaker:
         outside a thin region they were counted in; ``rekeys``, sessions restarted with a
         fresh set (``CloakConfig.session_rekey_factor``); ``fix_asked``, members asked for a fresh
         report, and ``fix_waits``, session requests that waited for such reports
-        (``CloakConfig.session_fresh_s``); ``companions``, thin regions that took more
-        members, or were given up, because members who move together (``history.
-        companion_labels``) would have taken more than the slack out of them at once."""
+        (``CloakConfig.session_fresh_s``)."""
         self.revision = revision if revision is not None else Revision()
         """Grows whenever a session may have changed (a request of one, a set that starts,
         shrinks or ends, an audit); cloakers may share one (every tile's, in
@@ -935,34 +931,16 @@ class Cloaker:
                 mo, xy, age, worst, stale=stale, k=session.k, me=me, draw=draw
             )
             m_thin = max(session.k + slack, min(m_base + slack, vouched))
-            together = companion_labels(guess, np.column_stack([mo.vx, mo.vy]), mo.stayed_s > 0)
-            while True:
-                thin_got = session_region(
-                    guess,
-                    me,
-                    m_thin,
-                    p.a_min_m2,
-                    p.a_max_m2,
-                    np.random.default_rng(session.seed),
-                    margin_m=drift,
-                    score=score,
-                )
-                chosen_thin = thin_got[1]
-                if thin_got[0] is None:
-                    break
-                # the slack is a bet on members leaving one by one: companions leave together,
-                # so it is counted in parties; more members, else no thin region
-                short = slack_shortfall(
-                    together[chosen_thin], int(np.flatnonzero(chosen_thin == me)[0]),
-                    session.k, slack,
-                )  # fmt: skip
-                if short == 0:
-                    break
-                self.session_counts["companions"] += 1
-                if m_thin + short > vouched:
-                    thin_got = (None, chosen_thin, "companions")
-                    break
-                m_thin += short
+            thin_got = session_region(
+                guess,
+                me,
+                m_thin,
+                p.a_min_m2,
+                p.a_max_m2,
+                np.random.default_rng(session.seed),
+                margin_m=drift,
+                score=score,
+            )
             if thin_got[0] is not None and (poly is None or thin_got[0].area < poly.area):
                 poly, chosen, reason = thin_got
                 at, margin, thin = guess, drift, True
