@@ -1236,16 +1236,18 @@ def _city_session_cost(small: bool) -> dict[str, float]:
     success. ``small``: the quick city (800 people for 40 minutes: sparser and shorter, so
     its ratios are below the city's; ``benchmarks/bench_privacy.py`` plays it at size on five
     seeds)."""
-    runs = {
-        name: city_figures(city_run(session_s, small, scatter_m=scatter_m)[0])
-        for name, session_s, scatter_m in (
-            ("before", 0.0, 0.0),
-            ("after", CITY_SESSION_S, 0.0),
-            ("scattered", CITY_SESSION_S, 10.0),
-        )
-    }
+    runs = {}
+    users = 0
+    for name, session_s, scatter_m in (
+        ("before", 0.0, 0.0),
+        ("after", CITY_SESSION_S, 0.0),
+        ("scattered", CITY_SESSION_S, 10.0),
+    ):
+        res, built = city_run(session_s, small, scatter_m=scatter_m)
+        runs[name] = city_figures(res)
+        users = built.scenario.users
     one_shot = float(runs["before"]["area_m2_median"])
-    out: dict[str, float] = {"users": 800.0 if small else 2000.0}
+    out: dict[str, float] = {"users": float(users)}
     for name, f in runs.items():
         out[f"{name}_area_ratio"] = float(f["area_m2_median"]) / one_shot
         out[f"{name}_answered_rate"] = float(f["answered_rate"])
