@@ -282,7 +282,15 @@ def _one(
     return out
 
 
-SESSION_EVENTS = ("short", "audit_dropped", "rekeys", "restored", "fix_asked", "fix_waits")
+SESSION_EVENTS = (
+    "short",
+    "audit_dropped",
+    "rekeys",
+    "restored",
+    "fix_asked",
+    "fix_waits",
+    "companions",
+)
 """The ``event`` labels of ``locpriv_session_events_total``."""
 
 
@@ -300,7 +308,7 @@ def _session_metrics(service: str, counts: dict[str, int]) -> Iterator[Any]:
         "locpriv_session_events",
         "Session events: short sets, members the self-audit dropped, sessions re-keyed, "
         "sessions carried over a restart, members asked for fresh reports, requests that "
-        "waited for them",
+        "waited for them, thin regions given up for members who move together",
         labels=["service", "event"],
     )
     for event in SESSION_EVENTS:

@@ -51,8 +51,8 @@ async def test_session_regions_are_exported_by_their_margins(
 
 def test_each_session_count_reaches_its_own_sample() -> None:
     """The events a short live run leaves at 0 (short sets, audit drops, re-keys, sessions
-    carried over a restart, fix requests): each count lands on its own label, none is lost
-    or swapped."""
+    carried over a restart, fix requests, companions): each count lands on its own label, none
+    is lost or swapped."""
     counts = {
         "thin": 7,
         "worst_case": 5,
@@ -62,6 +62,7 @@ def test_each_session_count_reaches_its_own_sample() -> None:
         "restored": 4,
         "fix_asked": 9,
         "fix_waits": 6,
+        "companions": 8,
     }
     got = {
         (s.name, s.labels.get("margins") or s.labels.get("event")): s.value
@@ -78,6 +79,7 @@ def test_each_session_count_reaches_its_own_sample() -> None:
         ("locpriv_session_events_total", "restored"): 4,
         ("locpriv_session_events_total", "fix_asked"): 9,
         ("locpriv_session_events_total", "fix_waits"): 6,
+        ("locpriv_session_events_total", "companions"): 8,
     }
     empty = {s.value for f in _session_metrics("anonymizer", {}) for s in f.samples}
     assert empty == {0.0}  # every label present from the start: rate() needs no gap fill

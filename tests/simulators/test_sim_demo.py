@@ -113,8 +113,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     cost = attacks["session_cost"]
     assert 1.0 < cost["after_area_ratio"] <= 6.0 and cost["after_answered_rate"] >= 0.95
     # the same in the city (the quick city on its seed 23: 2.30x with exact fixes, 3.09x with
-    # fixes scattered 10 m that say so, 98 % answered; bench_privacy's city at size: 3.67x and
-    # 5.74x over five seeds): sessions keep k, one-shot cloaks do not, and scatter costs area
+    # fixes scattered 10 m that say so, 98 % answered; bench_privacy's city at size: 3.69x and
+    # 5.91x over five seeds): sessions keep k, one-shot cloaks do not, and scatter costs area
     city = attacks["city_session_cost"]
     assert city["before_success_rate"] > 0.5 and city["before_area_ratio"] == 1.0
     assert city["after_success_rate"] <= 0.01 and city["scattered_success_rate"] <= 0.01

@@ -53,10 +53,12 @@ from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
 from locpriv.core.cloak.history import (
+    companion_labels,
     joint_box_ranks,
     motion_groups,
     motion_scores,
     session_region,
+    slack_shortfall,
     still_margins,
 )
 from locpriv.core.cloak.partition import (
@@ -371,7 +373,9 @@ class Cloaker:
         outside a thin region they were counted in; ``rekeys``, sessions restarted with a
         fresh set (``CloakConfig.session_rekey_factor``); ``fix_asked``, members asked for a fresh
         report, and ``fix_waits``, session requests that waited for such reports
-        (``CloakConfig.session_fresh_s``)."""
+        (``CloakConfig.session_fresh_s``); ``companions``, thin regions given up (the
+        worst-case region answers instead) because members who move together (``history.
+        companion_labels``) would have taken more than the slack out of them at once."""
         self.revision = revision if revision is not None else Revision()
         """Grows whenever a session may have changed (a request of one, a set that starts,
         shrinks or ends, an audit); cloakers may share one (every tile's, in
@@ -889,9 +893,9 @@ class Cloaker:
         vouched = len(rows) - loose
         m = max(session.k, min(max(m_base, session.k + spare), vouched))
         scale = self._scale(mo)
+        vel = np.column_stack([mo.vx, mo.vy])
         score = None
         if cfg.session_horizon_s > 0:
-            vel = np.column_stack([mo.vx, mo.vy])
             score = motion_scores(
                 xy,
                 vel,
@@ -941,6 +945,22 @@ class Cloaker:
                 margin_m=drift,
                 score=score,
             )
+            chosen_thin = thin_got[1]
+            # the slack is a bet on members leaving one by one; companions leave together, so
+            # it is counted in parties, and a thin region they could take more than the slack
+            # out of is not built: the worst-case region answers (grown by the members they
+            # would take out instead, its box was centred on the requester more often:
+            # tests/test_session_joint_box.py)
+            if thin_got[0] is not None and slack_shortfall(
+                companion_labels(
+                    guess[chosen_thin], vel[chosen_thin], mo.stayed_s[chosen_thin] > 0
+                ),
+                int(np.flatnonzero(chosen_thin == me)[0]),
+                session.k,
+                slack,
+            ):
+                self.session_counts["companions"] += 1
+                thin_got = (None, chosen_thin, "companions")
             if thin_got[0] is not None and (poly is None or thin_got[0].area < poly.area):
                 poly, chosen, reason = thin_got
                 at, margin, thin = guess, drift, True

@@ -19,16 +19,19 @@ have spread so that their box reaches ``A_max``, no region exists: the request w
 cloaking) or fails. The session goes on while requests keep coming (answered or not) and ends
 only after ``session_s`` without one: restarting it at once would hand the attacker a second,
 unrelated set to intersect with. With ``session_slack`` > 0 the cloaker also builds the region
-of ``k + slack`` members at their dead-reckoned positions with thin margins, answers the smaller
-of the two, and audits each member against her next fix (``Cloaker._audit``): a statistical
-guarantee, measured in docs/algorithms.md. Members are ranked by :func:`motion_scores` (where
-their straight-line forecasts put them for the next minutes, and how long each has stayed put:
-stays tend to last), and a member who had stayed put for long gets a thinner margin
+of ``k + slack`` members at their dead-reckoned positions with thin margins, answers the
+smaller of the two, and audits each member against her next fix (``Cloaker._audit``): a
+statistical guarantee, measured in docs/algorithms.md. Members who are together
+(:func:`companion_labels`) leave together, so the slack is counted in parties
+(:func:`slack_shortfall`) and a thin region they could take more than the slack out of is not
+built. Members are ranked by :func:`motion_scores` (where their
+straight-line forecasts put them for the next minutes, and how long each has stayed put: stays
+tend to last), and a member who had stayed put for long gets a thinner margin
 (:func:`still_margins`, under a per-request risk budget). Every margin of a member seen moving
 faster than the cloaker's pedestrian bound widens in proportion (``CloakConfig.
 session_speed_factor``), a member whose fix is too old is not vouched for, and worst-case
-regions keep a spare member while vehicles are about (``session_spare``). Coordinates are
-local metres; areas m².
+regions keep a spare member while vehicles are about (``session_spare``). Coordinates are local
+metres; areas m².
 """
 
 from __future__ import annotations
@@ -39,13 +42,18 @@ from collections.abc import Callable
 import numpy as np
 import shapely
 from numpy.typing import NDArray
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 __all__ = [
     "BOX_MARGIN_M",
     "BOX_SAMPLES",
     "BOX_WANDER_M_S",
+    "COMPANION_RADIUS_M",
+    "COMPANION_SPEED_M_S",
     "GRID_MIN_M",
     "WANDER_SPEED_M_S",
+    "companion_labels",
     "grid_areas",
     "grid_cells",
     "grow_box",
@@ -56,6 +64,7 @@ __all__ = [
     "prefix_boxes",
     "session_grid",
     "session_region",
+    "slack_shortfall",
     "still_margins",
 ]
 
@@ -77,6 +86,15 @@ margin): it keeps members on one street from costing nothing."""
 
 BOX_SAMPLES = 16
 """Futures :func:`joint_box_ranks` samples per horizon."""
+
+COMPANION_RADIUS_M = 25.0
+"""Members whose dead-reckoned positions lie within this many metres of each other, and who
+move alike (:data:`COMPANION_SPEED_M_S`) or have both stayed put, are taken to be together
+(a party, friends, a meeting) by :func:`companion_labels`: they may leave a region at once."""
+
+COMPANION_SPEED_M_S = 1.0
+"""Members moving within this many m/s of each other's velocity (and within
+:data:`COMPANION_RADIUS_M`) are taken to move together."""
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -456,3 +474,44 @@ def session_region(  # noqa: PLR0917
         chosen,
         "",
     )
+
+
+def companion_labels(
+    xy: F64,
+    v: F64,
+    still: NDArray[np.bool_],
+    *,
+    radius_m: float = COMPANION_RADIUS_M,
+    speed_m_s: float = COMPANION_SPEED_M_S,
+) -> I64:
+    """A label per row, equal for rows that may be together: linked when they lie within
+    ``radius_m`` metres of each other (``xy`` (m, 2), metres) and either move within
+    ``speed_m_s`` of each other's velocity (``v`` (m, 2), m/s, nan taken as 0) or have both
+    stayed put (``still``); labels are the connected components of those links (a chain of
+    companions is one party). Rows alone get labels of their own."""
+    n = len(xy)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    p = np.asarray(xy, dtype=np.float64)
+    vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
+    near = np.hypot(p[:, None, 0] - p[None, :, 0], p[:, None, 1] - p[None, :, 1]) <= radius_m
+    alike = np.hypot(vv[:, None, 0] - vv[None, :, 0], vv[:, None, 1] - vv[None, :, 1])
+    st = np.asarray(still, dtype=bool)
+    link = near & ((alike <= speed_m_s) | (st[:, None] & st[None, :]))
+    _, labels = connected_components(csr_matrix(link), directed=False)
+    return np.asarray(labels, dtype=np.int64)
+
+
+def slack_shortfall(labels: I64, requester: int, k: int, slack: int) -> int:
+    """How many members short of ``k`` a region of the rows ``labels`` (from
+    :func:`companion_labels`; row ``requester`` is the requester) may be left with if the
+    ``slack`` largest parties other than the requester's leave it at once (0: none short).
+    A thin region is built on the bet that at most ``slack`` members leave their margins
+    before their next fixes, each on her own; companions leave together, so the bet is
+    counted in parties. The requester's party goes where she goes: it never leaves her
+    region."""
+    lab = np.asarray(labels, dtype=np.int64)
+    mine = lab[requester]
+    _, sizes = np.unique(lab[lab != mine], return_counts=True)
+    gone = int(np.sort(sizes)[::-1][: max(slack, 0)].sum())
+    return max(0, k - (len(lab) - gone))

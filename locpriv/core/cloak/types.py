@@ -173,7 +173,11 @@ class CloakConfig:
     whose next update shows she may have been outside a region when it was answered leaves the
     set (the cloaker audits itself as the adversary would), so only more than
     ``session_slack`` members walking out unseen within one request narrows the set below
-    ``k``: a statistical guarantee (docs/algorithms.md measures it)."""
+    ``k``: a statistical guarantee (docs/algorithms.md measures it). The slack is counted in
+    parties: members who are together (within 25 m, moving alike or both staying put:
+    :func:`~locpriv.core.cloak.history.companion_labels`) may leave at once, so a thin region
+    whose ``session_slack`` largest parties other than the requester's would leave fewer than
+    ``k`` members is not built (the worst-case region answers)."""
     session_drift_m_s: float = 1.0
     """With ``session_slack`` > 0: how fast, m/s, a member may stray from her dead-reckoned
     position (turns, stops, starts); her thin margin is ``session_floor_m + drift * (age +
