@@ -42,8 +42,9 @@ from collections.abc import Callable
 import numpy as np
 import shapely
 from numpy.typing import NDArray
-from scipy.sparse import csr_matrix
+from scipy.sparse import coo_array
 from scipy.sparse.csgraph import connected_components
+from scipy.spatial import cKDTree
 
 __all__ = [
     "BOX_MARGIN_M",
@@ -488,17 +489,20 @@ def companion_labels(
     ``radius_m`` metres of each other (``xy`` (m, 2), metres) and either move within
     ``speed_m_s`` of each other's velocity (``v`` (m, 2), m/s, nan taken as 0) or have both
     stayed put (``still``); labels are the connected components of those links (a chain of
-    companions is one party). Rows alone get labels of their own."""
+    companions is one party). Rows alone get labels of their own. Only the pairs a k-d tree
+    finds within ``radius_m`` are compared (no m x m matrix: a pool of k_max = 100's 400
+    members costs about as little as 30)."""
     n = len(xy)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    p = np.asarray(xy, dtype=np.float64)
+    p = np.asarray(xy, dtype=np.float64).reshape(n, 2)
     vv = np.nan_to_num(np.asarray(v, dtype=np.float64), nan=0.0)
-    near = np.hypot(p[:, None, 0] - p[None, :, 0], p[:, None, 1] - p[None, :, 1]) <= radius_m
-    alike = np.hypot(vv[:, None, 0] - vv[None, :, 0], vv[:, None, 1] - vv[None, :, 1])
     st = np.asarray(still, dtype=bool)
-    link = near & ((alike <= speed_m_s) | (st[:, None] & st[None, :]))
-    _, labels = connected_components(csr_matrix(link), directed=False)
+    near = cKDTree(p).query_pairs(radius_m, output_type="ndarray")  # pairs within radius_m
+    i, j = near[:, 0], near[:, 1]
+    link = (np.hypot(*(vv[i] - vv[j]).T) <= speed_m_s) | (st[i] & st[j])
+    if not link.any():  # everyone alone: no graph to build
+        return np.arange(n, dtype=np.int64)
+    graph = coo_array((np.ones(int(link.sum())), (i[link], j[link])), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
     return np.asarray(labels, dtype=np.int64)
 
 
