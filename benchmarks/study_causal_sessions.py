@@ -30,12 +30,18 @@ scale, the oracle that knows every future position and keeps the best fixed set 
 by their joint box, 5 m margins, no grid; ``session_area_bound``). Then, on bench_privacy's
 default, sparse, slow and dense walkers at 30 and 60 minutes (seed 0, 25 m grid), whether one
 cap serves every length and density: the shipped schedule, fixed caps of 3 and 5, and caps
-that grow with the session's age (:data:`CAPS`). Prints the tables and writes the
-JSON. Deterministic; about 10 minutes on 2 cores.
+that grow with the session's age (:data:`CAPS`). Last, the budgets again on the 25 m grid with
+a first region the cloaker could give: not grown from the requester (which the centre guess
+would find) but her group's box in a k-d split of everyone's position (groups of
+:data:`GROUPS`, as the cloaker's groups of 2k-4k split her leaf). Prints the tables and writes
+the JSON. Deterministic; about 15 minutes on 2 cores.
+
+    .venv/bin/python benchmarks/study_causal_sessions.py --only groups   # that last table
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
@@ -99,6 +105,9 @@ CAPS: dict[str, tuple[float, float]] = {
 }
 """Caps (c at the first request, its growth per request) of the section that asks whether one
 cap serves every length and density: fixed, or growing with the session's age."""
+GROUPS = (10, 20, 40)
+"""Least group sizes (a group holds g to 2g - 1 users) of the first regions not centred on the
+requester: 2k (the shipped groups are 2k to 4k), 4k and 8k."""
 
 
 def _job(job: tuple[float, int]) -> dict[str, Any]:
@@ -162,6 +171,69 @@ def _cap_job(job: tuple[str, float]) -> dict[str, Any]:
     return out
 
 
+def _group_job(job: tuple[float, int]) -> dict[str, Any]:
+    """One length and seed (25 m grid, 3 m margins): every budget of :data:`BUDGETS` from a
+    first region of each group size of :data:`GROUPS`, plain and refusing as it goes."""
+    minutes, seed = job
+    base = repeated_cloaks_attack(session_s=0.0, minutes=minutes, seed=seed, askers=ASKERS)
+    a1 = base.area_m2_median
+    frames = request_frames(minutes=minutes, seed=seed, askers=ASKERS)
+    edge = EDGES["grid25"]
+    out: dict[str, Any] = {"undefended_area_m2_median": a1, "policies": {}}
+    for g, c in itertools.product(GROUPS, BUDGETS):
+        for at in (np.inf, *REFUSE_AT) if c >= 4 else (np.inf,):
+            r = replay_sessions(
+                frames,
+                ASKERS,
+                K,
+                budget_rule(c * a1),
+                stop_m2=c * a1,
+                refuse_m2=at * a1,
+                first_group=g,
+                **edge,
+            )
+            family = "budget" if at == np.inf else "refused"
+            name = f"{family} c={c:g}" + ("" if at == np.inf else f",at={at:g}")
+            out["policies"][f"group={g}|{name}"] = _figures(r, a1)
+    return out
+
+
+def _group_table(rows: dict[tuple[float, int], dict[str, Any]]) -> dict[str, Any]:
+    """The best budget per length and group size (mean over the seeds, >= 95 % answered on
+    every seed), plain and refusing as it goes; printed."""
+    table: dict[str, Any] = {}
+    print(f"\n{'first region: her group (25 m grid)':38} {'best budget':>22} {'refusing':>26}")
+    for minutes in MINUTES:
+        per = [rows[(minutes, s)] for s in SEEDS]
+        for g in GROUPS:
+            cell: dict[str, Any] = {}
+            for family in ("budget", "refused"):
+                names = [
+                    n
+                    for n in per[0]["policies"]
+                    if n.startswith(f"group={g}|{family}")
+                    and min(p["policies"][n]["answered"] for p in per) >= 1 - REFUSED
+                ]
+                means = {n: float(np.mean([p["policies"][n]["ratio"] for p in per])) for n in names}
+                name = min(means, key=means.__getitem__)
+                cell[family] = {
+                    "policy": name.split("|", 1)[1],
+                    "ratio_mean": means[name],
+                    "ratio_seeds": [p["policies"][name]["ratio"] for p in per],
+                    "narrowed_max": max(p["policies"][name]["narrowed"] for p in per),
+                    "answered_min": min(p["policies"][name]["answered"] for p in per),
+                }
+            table[f"minutes={minutes:g},group={g}"] = cell
+            b, r = cell["budget"], cell["refused"]
+            print(
+                f"{minutes:4g} min, groups of {g}-{2 * g - 1:<3} {'':14}"
+                f" {b['policy']:>14} {b['ratio_mean']:5.2f}x"
+                f" {r['policy']:>19} {r['ratio_mean']:5.2f}x"
+            )
+    print(f"(median area over the undefended median, mean of walk seeds {SEEDS})")
+    return table
+
+
 def _figures(r: Any, a1: float) -> dict[str, float]:
     ratio = r.areas_m2 / a1
     kept = np.sort(ratio)[: int(len(ratio) * (1 - REFUSED))]
@@ -175,7 +247,28 @@ def _figures(r: Any, a1: float) -> dict[str, float]:
     }
 
 
+def _groups_only() -> None:
+    """Rerun the first-region table alone and update it in the JSON."""
+    t0 = time.perf_counter()
+    jobs = [(m, s) for m in MINUTES for s in SEEDS]
+    with ProcessPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
+        rows = dict(zip(jobs, ex.map(_group_job, jobs), strict=True))
+    path = RESULTS / "study_causal_sessions.json"
+    out = json.loads(path.read_text()) if path.exists() else {}
+    out["groups"] = _group_table(rows)
+    out["group_runs"] = {f"minutes={m:g},seed={s}": r for (m, s), r in rows.items()}
+    out["groups_seconds"] = time.perf_counter() - t0
+    print(f"({out['groups_seconds']:.0f} s)")
+    RESULTS.mkdir(exist_ok=True)
+    path.write_text(json.dumps(out, indent=1) + "\n")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=["groups"], help="rerun one table and update it")
+    if parser.parse_args().only == "groups":
+        _groups_only()
+        return
     t0 = time.perf_counter()
     jobs = [(m, s) for m in MINUTES for s in SEEDS]
     with ProcessPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
@@ -234,9 +327,14 @@ def main() -> None:
     for (cond, minutes), row in caps.items():
         cells = " ".join(f"{row[n]['ratio']:10.2f}x" for n in names)
         print(f"{cond + f', {minutes:g} min':32} {cells}")
+    with ProcessPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
+        group_rows = dict(zip(jobs, ex.map(_group_job, jobs), strict=True))
+    groups = _group_table(group_rows)
     seconds = time.perf_counter() - t0
     print(f"(median area over the undefended median; {seconds:.0f} s)")
     out = {
+        "groups": groups,
+        "group_runs": {f"minutes={m:g},seed={s}": r for (m, s), r in group_rows.items()},
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "best": table,
         "runs": {f"minutes={m:g},seed={s}": r for (m, s), r in rows.items()},

@@ -14,7 +14,12 @@ to a grid with a random offset per session (the shipped session grid,
 the edges (a fix's scatter, a second of walking). Members are taken greedily by the box they
 make together, from the requester, at present positions (each box grown by
 :data:`locpriv.core.cloak.history.BOX_MARGIN_M` while choosing, so that members in a line do
-not cost nothing); every set member a region covers stays in the set.
+not cost nothing); every set member a region covers stays in the set. So the first region is
+centred on the requester, which the cloaker does not allow (a region centred on her gives her
+away to the centre guess); with ``first_group`` > 0 it is instead the box of her group in a
+k-d split of everyone's position at that request (:func:`position_groups`), chosen without
+regard to who asks, as the cloaker's first region is (its groups split her leaf on position and
+forecasts, and these walkers' forecasts say nothing).
 
 Two families decide how many members each region keeps:
 
@@ -43,6 +48,7 @@ from simulators.attacks import intersection_attack, random_walks
 __all__ = [
     "SessionReplay",
     "budget_rule",
+    "position_groups",
     "replay_sessions",
     "request_frames",
     "schedule_rule",
@@ -117,6 +123,27 @@ def budget_rule(cap_m2: float, grow_m2: float = 0.0) -> KeepRule:
     return keep
 
 
+def position_groups(xy: F64, size: int) -> I64:
+    """A group label per row of ``xy`` (n, 2; metres): the rows split k-d style, each part at
+    the median of its wider coordinate, until parts hold fewer than ``2 * size`` rows (so
+    ``size`` to ``2 * size - 1`` each, when there are at least ``size`` rows)."""
+    labels = np.zeros(len(xy), dtype=np.int64)
+    todo = [np.arange(len(xy), dtype=np.int64)]
+    label = 0
+    while todo:
+        idx = todo.pop()
+        if len(idx) < 2 * max(size, 1):
+            labels[idx] = label
+            label += 1
+            continue
+        pts = xy[idx]
+        axis = int(np.argmax(pts.max(axis=0) - pts.min(axis=0)))
+        order = idx[np.argsort(pts[:, axis], kind="stable")]
+        half = len(order) // 2
+        todo += [order[:half], order[half:]]
+    return labels
+
+
 def _greedy_order(xy: F64, me: int, cand: I64, stop_m2: float, need: int) -> I64:
     """``me`` and then candidates (indices into ``xy``) in the order their joining grows the
     box of those chosen so far (grown by ``BOX_MARGIN_M``) least, every candidate the box
@@ -154,6 +181,7 @@ def replay_sessions(
     need: int = 0,
     stop_m2: float = np.inf,
     seed: int = 0,
+    first_group: int = 0,
 ) -> SessionReplay:
     """Play one session per asker (users ``0 .. askers - 1``) over ``frames`` (positions at
     each request) with the idealised policy that keeps ``keep`` members per region (see the
@@ -161,7 +189,10 @@ def replay_sessions(
     more cannot be given: either way the request goes unanswered and the set is kept whole
     (nothing was published). The greedy order is worked out until it holds ``need`` members
     and its box passes ``stop_m2`` (what ``keep`` may ask for; the rest of the set is never
-    kept). Without a grid (``cell_m = 0``) a box under ``a_min_m2`` grows about its centre."""
+    kept). Without a grid (``cell_m = 0``) a box under ``a_min_m2`` grows about its centre.
+    With ``first_group`` > 0 a session's first answered region is the box of the requester's
+    group of :func:`position_groups` (``first_group`` to ``2 * first_group - 1`` users) at
+    that request, with its margins, not the greedy one around her."""
     rng = np.random.default_rng(seed)
     n = len(frames[0])
     areas: list[float] = []
@@ -176,16 +207,25 @@ def replay_sessions(
         regions: list[frozenset[int]] = []
         for j, xy in enumerate(frames):
             asked += 1
-            cand = np.flatnonzero(member)
-            cand = cand[cand != me]
-            order = _greedy_order(xy, me, cand, stop, max(need, k))
-            boxes = prefix_boxes(xy, order, margin_m)
+            if first_group > 0 and not regions:  # her group's box, whoever asks
+                labels = position_groups(xy, first_group)
+                order = np.flatnonzero(labels == labels[me])
+                order = np.concatenate([[me], order[order != me]])
+                boxes = prefix_boxes(xy, order, margin_m)[-1:]
+                boxes = np.repeat(boxes, len(order), axis=0)
+                keep_all = len(order)
+            else:
+                cand = np.flatnonzero(member)
+                cand = cand[cand != me]
+                order = _greedy_order(xy, me, cand, stop, max(need, k))
+                boxes = prefix_boxes(xy, order, margin_m)
+                keep_all = 0
             if cell_m > 0:
                 got = grid_areas(boxes, grid, a_min_m2)
             else:
                 w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
                 got = np.maximum(w * h, a_min_m2)
-            m = min(max(keep(j, got), k), len(order))
+            m = keep_all or min(max(keep(j, got), k), len(order))
             if got[m - 1] >= min(a_max_m2, refuse_m2):
                 continue
             x0, y0, x1, y1 = boxes[m - 1].tolist()
