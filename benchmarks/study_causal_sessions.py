@@ -198,6 +198,17 @@ def _group_job(job: tuple[float, int]) -> dict[str, Any]:
     return out
 
 
+def _eligible(per: list[dict[str, Any]], prefix: str) -> dict[str, float]:
+    """The policies of ``per`` (one run per seed) named under ``prefix`` that answer >= 95 %
+    on every seed: each one's mean ratio over the seeds."""
+    names = [
+        n
+        for n in per[0]["policies"]
+        if n.startswith(prefix) and min(p["policies"][n]["answered"] for p in per) >= 1 - REFUSED
+    ]
+    return {n: float(np.mean([p["policies"][n]["ratio"] for p in per])) for n in names}
+
+
 def _group_table(rows: dict[tuple[float, int], dict[str, Any]]) -> dict[str, Any]:
     """The best budget per length and group size (mean over the seeds, >= 95 % answered on
     every seed), plain and refusing as it goes; printed."""
@@ -208,13 +219,7 @@ def _group_table(rows: dict[tuple[float, int], dict[str, Any]]) -> dict[str, Any
         for g in GROUPS:
             cell: dict[str, Any] = {}
             for family in ("budget", "refused"):
-                names = [
-                    n
-                    for n in per[0]["policies"]
-                    if n.startswith(f"group={g}|{family}")
-                    and min(p["policies"][n]["answered"] for p in per) >= 1 - REFUSED
-                ]
-                means = {n: float(np.mean([p["policies"][n]["ratio"] for p in per])) for n in names}
+                means = _eligible(per, f"group={g}|{family}")
                 name = min(means, key=means.__getitem__)
                 cell[family] = {
                     "policy": name.split("|", 1)[1],
@@ -284,18 +289,12 @@ def main() -> None:
         for edge in EDGES:
             best: dict[str, Any] = {}
             for family in ("schedule", "budget", "refused"):
-                names = [
-                    n
-                    for n in per[0]["policies"]
-                    if n.startswith(f"{edge}|{family}")
-                    and min(p["policies"][n]["answered"] for p in per) >= 1 - REFUSED
-                ]
-                means = {n: float(np.mean([p["policies"][n]["ratio"] for p in per])) for n in names}
+                means = _eligible(per, f"{edge}|{family}")
                 name = min(means, key=means.__getitem__)
                 seeds = [p["policies"][name]["ratio"] for p in per]
                 refusing = {
                     n: float(np.mean([p["policies"][n]["ratio_refusing"] for p in per]))
-                    for n in names
+                    for n in means
                 }
                 least = min(refusing, key=refusing.__getitem__)
                 best[family] = {
