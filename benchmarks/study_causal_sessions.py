@@ -122,20 +122,7 @@ def _job(job: tuple[float, int]) -> dict[str, Any]:
                 frames, ASKERS, K, schedule_rule(K, pool, shrink), need=pool, stop_m2=0.0, **kw
             )
             row["policies"][f"{edge}|schedule pool={pool},shrink={shrink}"] = _figures(r, a1)
-        for c in BUDGETS:
-            r = replay_sessions(frames, ASKERS, K, budget_rule(c * a1), stop_m2=c * a1, **kw)
-            row["policies"][f"{edge}|budget c={c:g}"] = _figures(r, a1)
-            for at in REFUSE_AT if c >= 4 else ():
-                r = replay_sessions(
-                    frames,
-                    ASKERS,
-                    K,
-                    budget_rule(c * a1),
-                    stop_m2=c * a1,
-                    refuse_m2=at * a1,
-                    **kw,
-                )
-                row["policies"][f"{edge}|refused c={c:g},at={at:g}"] = _figures(r, a1)
+        row["policies"].update(_budgets(frames, a1, f"{edge}|", **kw))
     oracle = [
         x
         for a in range(ASKERS)
@@ -180,7 +167,17 @@ def _group_job(job: tuple[float, int]) -> dict[str, Any]:
     frames = request_frames(minutes=minutes, seed=seed, askers=ASKERS)
     edge = EDGES["grid25"]
     out: dict[str, Any] = {"undefended_area_m2_median": a1, "policies": {}}
-    for g, c in itertools.product(GROUPS, BUDGETS):
+    for g in GROUPS:
+        out["policies"].update(_budgets(frames, a1, f"group={g}|", first_group=g, **edge))
+    return out
+
+
+def _budgets(frames: list[Any], a1: float, prefix: str, **kw: Any) -> dict[str, Any]:
+    """Every budget of :data:`BUDGETS` (cap c x ``a1``, the undefended median) played over
+    ``frames`` with ``kw`` (edges, first region), plain (``budget c=...``) and, for c >= 4,
+    refusing as it goes at each of :data:`REFUSE_AT` (``refused c=...,at=...``)."""
+    out: dict[str, Any] = {}
+    for c in BUDGETS:
         for at in (np.inf, *REFUSE_AT) if c >= 4 else (np.inf,):
             r = replay_sessions(
                 frames,
@@ -189,12 +186,10 @@ def _group_job(job: tuple[float, int]) -> dict[str, Any]:
                 budget_rule(c * a1),
                 stop_m2=c * a1,
                 refuse_m2=at * a1,
-                first_group=g,
-                **edge,
+                **kw,
             )
-            family = "budget" if at == np.inf else "refused"
-            name = f"{family} c={c:g}" + ("" if at == np.inf else f",at={at:g}")
-            out["policies"][f"group={g}|{name}"] = _figures(r, a1)
+            name = f"budget c={c:g}" if at == np.inf else f"refused c={c:g},at={at:g}"
+            out[prefix + name] = _figures(r, a1)
     return out
 
 
