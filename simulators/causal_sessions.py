@@ -17,9 +17,10 @@ make together, from the requester, at present positions (each box grown by
 not cost nothing); every set member a region covers stays in the set. So the first region is
 centred on the requester, which the cloaker does not allow (a region centred on her gives her
 away to the centre guess); with ``first_group`` > 0 it is instead the box of her group in a
-k-d split of everyone's position at that request (:func:`position_groups`), chosen without
-regard to who asks, as the cloaker's first region is (its groups split her leaf on position and
-forecasts, and these walkers' forecasts say nothing).
+k-d split of everyone's position at that request (the cloaker's own
+:func:`locpriv.core.cloak.history.motion_groups`, with no velocity and nobody staying put:
+these walkers' forecasts say nothing), chosen without regard to who asks, as the cloaker's
+first region is.
 
 Two families decide how many members each region keeps:
 
@@ -42,13 +43,19 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from locpriv.core.cloak.history import BOX_MARGIN_M, grid_areas, grid_cells, prefix_boxes
+from locpriv.core.cloak.history import (
+    BOX_MARGIN_M,
+    grid_areas,
+    grid_cells,
+    motion_groups,
+    prefix_boxes,
+)
 from simulators.attacks import intersection_attack, random_walks
 
 __all__ = [
     "SessionReplay",
     "budget_rule",
-    "position_groups",
+    "first_groups",
     "replay_sessions",
     "request_frames",
     "schedule_rule",
@@ -123,25 +130,12 @@ def budget_rule(cap_m2: float, grow_m2: float = 0.0) -> KeepRule:
     return keep
 
 
-def position_groups(xy: F64, size: int) -> I64:
-    """A group label per row of ``xy`` (n, 2; metres): the rows split k-d style, each part at
-    the median of its wider coordinate, until parts hold fewer than ``2 * size`` rows (so
-    ``size`` to ``2 * size - 1`` each, when there are at least ``size`` rows)."""
-    labels = np.zeros(len(xy), dtype=np.int64)
-    todo = [np.arange(len(xy), dtype=np.int64)]
-    label = 0
-    while todo:
-        idx = todo.pop()
-        if len(idx) < 2 * max(size, 1):
-            labels[idx] = label
-            label += 1
-            continue
-        pts = xy[idx]
-        axis = int(np.argmax(pts.max(axis=0) - pts.min(axis=0)))
-        order = idx[np.argsort(pts[:, axis], kind="stable")]
-        half = len(order) // 2
-        todo += [order[:half], order[half:]]
-    return labels
+def first_groups(xy: F64, size: int) -> I64:
+    """A group label per row of ``xy`` (n, 2; metres): the cloaker's k-d split into groups
+    of ``size`` to ``2 * size - 1`` (:func:`~locpriv.core.cloak.history.motion_groups`) on
+    position alone (no velocity, nobody staying put)."""
+    zero = np.zeros(len(xy))
+    return motion_groups(xy, np.zeros_like(xy), zero, size, horizon_s=0.0, forecast_s=0.0)
 
 
 def _greedy_order(xy: F64, me: int, cand: I64, stop_m2: float, need: int) -> I64:
@@ -191,8 +185,8 @@ def replay_sessions(
     and its box passes ``stop_m2`` (what ``keep`` may ask for; the rest of the set is never
     kept). Without a grid (``cell_m = 0``) a box under ``a_min_m2`` grows about its centre.
     With ``first_group`` > 0 a session's first answered region is the box of the requester's
-    group of :func:`position_groups` (``first_group`` to ``2 * first_group - 1`` users) at
-    that request, with its margins, not the greedy one around her."""
+    group of :func:`first_groups` (``first_group`` to ``2 * first_group - 1`` users) at that
+    request, with its margins, not the greedy one around her."""
     rng = np.random.default_rng(seed)
     n = len(frames[0])
     areas: list[float] = []
@@ -208,7 +202,7 @@ def replay_sessions(
         for j, xy in enumerate(frames):
             asked += 1
             if first_group > 0 and not regions:  # her group's box, whoever asks
-                labels = position_groups(xy, first_group)
+                labels = first_groups(xy, first_group)
                 order = np.flatnonzero(labels == labels[me])
                 order = np.concatenate([[me], order[order != me]])
                 boxes = prefix_boxes(xy, order, margin_m)[-1:]

@@ -11,7 +11,7 @@ import pytest
 from locpriv.core.cloak.history import grid_areas, prefix_boxes, session_grid, session_region
 from simulators.causal_sessions import (
     budget_rule,
-    position_groups,
+    first_groups,
     replay_sessions,
     request_frames,
     schedule_rule,
@@ -148,35 +148,25 @@ def test_a_growing_cap_keeps_more_as_the_session_ages() -> None:
     assert [keep(j, areas) for j in (0, 1, 2, 5, 10)] == [2, 3, 4, 4, 5]
 
 
-@pytest.mark.parametrize("size", [5, 10, 40])
-def test_position_groups_hold_size_to_twice_size(size: int) -> None:
-    """Every group holds ``size`` to ``2 * size - 1`` users, tied positions included, and
-    the groups are one partition of the users, whoever asks."""
-    rng = np.random.default_rng(size)
-    xy = np.round(rng.uniform(0.0, 1000.0, (1003, 2)), -1)  # ties on a 10 m lattice
-    labels = position_groups(xy, size)
-    counts = np.bincount(labels)
-    assert counts.min() >= size
-    assert counts.max() <= 2 * size - 1
-    assert np.array_equal(position_groups(xy, size), labels)
-
-
 @pytest.mark.parametrize("group", [5, 10])
 def test_a_first_region_of_her_group_is_not_centred_on_her(
     frames: list[np.ndarray], group: int
 ) -> None:
-    """With ``first_group`` the first region is her group's box, chosen whoever asks: it keeps
-    k in every intersection like the greedy start, and the requester's place in it is spread
-    (about a third of the askers in the outer fifths of its width), where the greedy first
-    region grown from her puts her near the middle."""
+    """With ``first_group`` each asker's first region is her group's box (its members are
+    exactly what the region keeps; groups of ``group`` to ``2 * group - 1``, chosen whoever
+    asks): it keeps k in every intersection like the greedy start, and the requester's place in
+    it is spread (some askers in the outer fifths of its width), where the greedy first region
+    grown from her keeps her within a step of its middle."""
     r = replay_sessions(
         frames, 30, K, budget_rule(2e5), stop_m2=2e5, cell_m=25.0, margin_m=3.0, first_group=group
     )
     assert r.narrowed == 0.0
     assert r.answered == 1.0
-    first = r.kept[:: len(frames)]
-    assert (first >= group).all()
-    labels = position_groups(frames[0], group)
+    labels = first_groups(frames[0], group)
+    sizes = np.bincount(labels)
+    assert sizes.min() >= group and sizes.max() <= 2 * group - 1
+    first = r.kept[:: len(frames)]  # every request answered: one row per request, asker by asker
+    assert first.tolist() == [int(sizes[labels[me]]) for me in range(30)]
     offsets = []
     for me in range(30):
         pts = frames[0][labels == labels[me]]
