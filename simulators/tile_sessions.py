@@ -1,0 +1,199 @@
+"""Historical k-anonymity with regions that are unions of tiles: an idealised session policy
+for issue 22's third goal (``benchmarks/study_tile_sessions.py``;
+docs/algorithms.md, "Regions made of tiles"). A study, not a shipped design: the wire's
+:class:`~locpriv.wire.messages.Region` is one simple polygon.
+
+A session keeps one fixed set of ``k + spare`` users for its whole life: the requester and
+``k - 1 + spare`` others drawn at random from her group of a k-d split of everyone's position
+at her first request (:func:`simulators.causal_sessions.first_groups`, groups of ``group`` to
+``2 * group - 1`` users, chosen whoever asks). Every region is the union of the square tiles
+(side ``tile_m``, each larger than A_min, on a grid at a random offset drawn per session,
+blind to every position)
+that hold a member of the set or come within ``margin_m`` of one (a fix's scatter, the walk
+since it); its area is the number of tiles times ``tile_m²``. So every member is in every
+region (the intersection attack is left with the set and any bystander who happens to stay in
+its tiles), and the area does not grow with the session's age: it is about ``k + spare`` tiles
+however far the members scatter.
+
+What it gives away instead, measured by :class:`TileReplay`: each member is held by her own
+tile or tiles (``member_areas_m2``), not by a box shared with the others, so whoever can tell
+which tile is hers (a track followed to a known door) places her to within a tile, where a
+single box places her to within the whole box. Tiles of at least A_min keep that at the floor
+every single region already allows.
+
+Coordinates are metres, areas m². Pure and deterministic in ``seed``. Users never leave these
+walks; a deployment would need ``spare`` members for those who do (each costs a tile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simulators.attacks import intersection_attack
+from simulators.causal_sessions import first_groups
+
+__all__ = [
+    "TileReplay",
+    "TileSession",
+    "member_tiles",
+    "play_session",
+    "point_tiles",
+    "replay_tile_sessions",
+    "tile_box",
+]
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+_SHIFT = np.int64(1 << 32)
+"""Tile (ix, iy) is keyed ``ix * 2**32 + iy``: exact for indices below 2**31 in magnitude."""
+
+
+@dataclass(frozen=True, slots=True)
+class TileReplay:
+    """One replay: every answered region's area (m², in request order per asker, askers in
+    turn) and, for each member of its set, the area of the tiles that hold her (m²; members in
+    set order, regions in turn), the share of requests answered, the intersection attack's
+    share of sessions narrowed below ``k`` and its mean number of candidates left."""
+
+    areas_m2: F64
+    member_areas_m2: F64
+    answered: float
+    narrowed: float
+    candidates: float
+
+
+def member_tiles(xy: F64, tile_m: float, offset: tuple[float, float], margin_m: float) -> list[I64]:
+    """Per row of ``xy`` (n, 2; metres), the keys of the tiles (side ``tile_m``, grid lines at
+    ``offset + i * tile_m``) that hold the point or come within ``margin_m`` of it (1, 2 or 4
+    tiles while ``margin_m < tile_m / 2``)."""
+    off = np.asarray(offset, dtype=np.float64)
+    lo = np.floor((xy - margin_m - off) / tile_m).astype(np.int64)
+    hi = np.floor((xy + margin_m - off) / tile_m).astype(np.int64)
+    out: list[I64] = []
+    for (x0, y0), (x1, y1) in zip(lo.tolist(), hi.tolist(), strict=True):
+        ix, iy = np.meshgrid(np.arange(x0, x1 + 1), np.arange(y0, y1 + 1), indexing="ij")
+        out.append((ix.ravel() * _SHIFT + iy.ravel()).astype(np.int64))
+    return out
+
+
+def tile_box(
+    key: int, tile_m: float, offset: tuple[float, float]
+) -> tuple[float, float, float, float]:
+    """The box (x0, y0, x1, y1 metres) of the tile keyed ``key`` (:func:`member_tiles`)."""
+    iy = (key + (1 << 31)) % (1 << 32) - (1 << 31)
+    ix = (key - iy) >> 32
+    x0, y0 = offset[0] + ix * tile_m, offset[1] + iy * tile_m
+    return x0, y0, x0 + tile_m, y0 + tile_m
+
+
+def point_tiles(xy: F64, tile_m: float, offset: tuple[float, float]) -> I64:
+    """The key of the tile each row of ``xy`` lies in."""
+    t = np.floor((xy - np.asarray(offset)) / tile_m).astype(np.int64)
+    keys: I64 = t[:, 0] * _SHIFT + t[:, 1]
+    return keys
+
+
+@dataclass(frozen=True, slots=True)
+class TileSession:
+    """One asker's session: its members (row 0 the requester; indices into the frames), the
+    grid's offset (metres) and, per request, the tile keys that hold each member
+    (:func:`member_tiles`)."""
+
+    members: I64
+    offset: tuple[float, float]
+    tiles: list[list[I64]]
+
+    def union(self, j: int) -> I64:
+        """The keys of request ``j``'s region, sorted."""
+        out: I64 = np.unique(np.concatenate(self.tiles[j]))
+        return out
+
+
+def play_session(
+    frames: Sequence[F64],
+    me: int,
+    k: int,
+    rng: np.random.Generator,
+    *,
+    tile_m: float = 101.0,
+    margin_m: float = 3.0,
+    spare: int = 0,
+    group: int = 10,
+    a_min_m2: float = 1e4,
+) -> TileSession:
+    """The session of user ``me`` over ``frames`` (every user's position, (n, 2) metres, at
+    each request): ``k - 1 + spare`` others drawn by ``rng`` from her group at the first frame,
+    a grid offset drawn by ``rng``, and each member's tiles at every frame."""
+    if not 0 <= margin_m < tile_m / 2:
+        raise ValueError("margin_m must lie in [0, tile_m / 2)")
+    if group < k + spare:
+        raise ValueError("a group must hold at least k + spare users")
+    if not tile_m * tile_m > a_min_m2:
+        raise ValueError("tile_m² must exceed a_min_m2 (every region's area does)")
+    off = (float(rng.uniform(0.0, tile_m)), float(rng.uniform(0.0, tile_m)))
+    labels = first_groups(frames[0], group)
+    others = np.flatnonzero(labels == labels[me])
+    others = rng.permutation(others[others != me])[: k - 1 + spare]
+    members = np.concatenate([[me], others]).astype(np.int64)
+    tiles = [member_tiles(xy[members], tile_m, off, margin_m) for xy in frames]
+    return TileSession(members, off, tiles)
+
+
+def replay_tile_sessions(
+    frames: Sequence[F64],
+    askers: int,
+    k: int,
+    *,
+    tile_m: float = 101.0,
+    margin_m: float = 3.0,
+    spare: int = 0,
+    group: int = 10,
+    a_min_m2: float = 1e4,
+    a_max_m2: float = 4e6,
+    seed: int = 0,
+) -> TileReplay:
+    """Play one session per asker (users ``0 .. askers - 1``) over ``frames`` with regions
+    made of tiles (:func:`play_session`; module docstring). A region of ``a_max_m2`` or more
+    goes unanswered (nothing published)."""
+    rng = np.random.default_rng(seed)
+    areas: list[float] = []
+    held: list[float] = []
+    seen: list[list[frozenset[int]]] = []
+    asked = 0
+    for me in range(askers):
+        s = play_session(
+            frames,
+            me,
+            k,
+            rng,
+            tile_m=tile_m,
+            margin_m=margin_m,
+            spare=spare,
+            group=group,
+            a_min_m2=a_min_m2,
+        )
+        regions: list[frozenset[int]] = []
+        for j, xy in enumerate(frames):
+            asked += 1
+            union = s.union(j)
+            area = len(union) * tile_m * tile_m
+            if area >= a_max_m2:
+                continue
+            inside = np.isin(point_tiles(xy, tile_m, s.offset), union)
+            areas.append(area)
+            held.extend(len(t) * tile_m * tile_m for t in s.tiles[j])
+            regions.append(frozenset(np.flatnonzero(inside).tolist()))
+        seen.append(regions)
+    attack = intersection_attack([r for r in seen if r], k)
+    return TileReplay(
+        np.asarray(areas),
+        np.asarray(held),
+        len(areas) / asked if asked else 0.0,
+        float(attack["success_rate"]),
+        float(attack["candidates_mean"]),
+    )

@@ -1,0 +1,121 @@
+"""Sessions whose regions are unions of tiles (simulators/tile_sessions.py, the study of
+issue 22's third goal): the outputs attacked, over densities, speeds, k, margins and
+populations - every session keeps k after the intersection attack, the area stays flat as
+members scatter, the requester is not told apart from the other members, and tile edges say
+nothing of where anyone stands."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from simulators.attacks import edge_census, edge_population
+from simulators.causal_sessions import request_frames
+from simulators.tile_sessions import (
+    member_tiles,
+    play_session,
+    point_tiles,
+    replay_tile_sessions,
+    tile_box,
+)
+
+TILE = 101.0
+
+
+@pytest.mark.parametrize(
+    ("users", "speed", "k", "margin"),
+    [
+        (1000, 1.4, 5, 3.0),
+        (2000, 1.4, 5, 14.0),
+        (4000, 0.7, 5, 3.0),
+        (2000, 3.0, 10, 42.0),
+    ],
+)
+def test_every_session_keeps_k_and_the_area_stays_flat(
+    users: int, speed: float, k: int, margin: float
+) -> None:
+    frames = request_frames(minutes=40, seed=3, users=users, askers=30, speed_m_s=speed)
+    r = replay_tile_sessions(frames, 30, k, tile_m=TILE, margin_m=margin, group=2 * k, seed=1)
+    assert r.answered == 1.0
+    assert r.narrowed == 0.0
+    assert r.candidates >= k
+    per = r.areas_m2.reshape(30, len(frames))
+    # at most four tiles a member, and one a member without margin near an edge
+    assert per.max() <= 4 * k * TILE * TILE
+    assert per.min() >= TILE * TILE
+    # members scatter (a box around them would grow ~linearly with time): the union does not
+    early, late = np.median(per[:, 2:10]), np.median(per[:, -8:])
+    assert late <= 1.15 * early
+    assert np.median(r.member_areas_m2) <= (4 if margin > 0 else 1) * TILE * TILE
+
+
+def test_every_member_and_the_requester_lie_in_every_region() -> None:
+    frames = request_frames(minutes=20, seed=5, askers=20)
+    rng = np.random.default_rng(2)
+    for me in range(20):
+        s = play_session(frames, me, 5, rng, tile_m=TILE, margin_m=3.0, spare=2, group=10)
+        assert s.members[0] == me and len(set(s.members.tolist())) == 7
+        for j, xy in enumerate(frames):
+            held = point_tiles(xy[s.members], TILE, s.offset)
+            assert np.isin(held, s.union(j)).all()
+            # no tile without a member in it or within the margin of one
+            near = np.unique(np.concatenate(member_tiles(xy[s.members], TILE, s.offset, 3.0)))
+            assert np.array_equal(near, s.union(j))
+
+
+def test_the_requester_is_not_told_apart_from_the_other_members() -> None:
+    """What could tell an observer, who sees the tiles and knows where each member stands,
+    which member asked: how far she stands from the members' centre at the first region (a
+    set grown around her puts her in the middle), her offset in her tile. Both are
+    distributed as every other member's."""
+    frames = request_frames(minutes=10, seed=7, askers=200)
+    rng = np.random.default_rng(4)
+    ranks: list[int] = []
+    mine: list[float] = []
+    theirs: list[float] = []
+    for me in range(200):
+        s = play_session(frames, me, 5, rng, tile_m=TILE, margin_m=0.0, group=10)
+        j = 0
+        xy = frames[j][s.members]
+        d = np.hypot(*(xy - xy.mean(axis=0)).T)
+        ranks.append(int(np.argsort(np.argsort(-d, kind="stable"), kind="stable")[0]))
+        frac = (xy - np.asarray(s.offset)) / TILE % 1.0
+        mine.extend(frac[0].tolist())
+        theirs.extend(frac[1:].ravel().tolist())
+    counts = np.bincount(ranks, minlength=5)
+    assert stats.chisquare(counts).pvalue > 1e-3  # the outermost tile is hers 1 time in 5
+    assert stats.ks_2samp(mine, theirs).pvalue > 1e-3
+    assert stats.kstest(mine, "uniform").pvalue > 1e-3
+
+
+@pytest.mark.parametrize("population", ["uniform", "clustered", "tied"])
+def test_tile_edges_sit_where_a_blind_placement_puts_them(population: str) -> None:
+    rng = np.random.default_rng(11)
+    xy = edge_population(population, 2000, 4000.0, rng)
+    frames = [xy, xy.copy(), xy.copy()]  # nobody moves: each session's tiles three times
+    boxes: set[tuple[float, float, float, float]] = set()
+    for me in rng.choice(2000, 150, replace=False).tolist():
+        s = play_session(frames, me, 5, rng, tile_m=TILE, margin_m=3.0, group=10)
+        for j in range(len(frames)):
+            boxes.update(tile_box(int(t), TILE, s.offset) for t in s.union(j))
+    edges, counts, blind = edge_census(xy, boxes, 4000.0, 3.0)
+    assert edges > 500
+    # midway, on a member's coordinate, at the margin from one: no more than blind + noise
+    for c, b in zip(counts.tolist(), blind.tolist(), strict=True):
+        assert c <= b + 3 * np.sqrt(b) + 2
+
+
+def test_the_replay_is_deterministic_and_checks_its_arguments() -> None:
+    frames = request_frames(minutes=5, seed=1, askers=10)
+    a = replay_tile_sessions(frames, 10, 5, seed=9)
+    b = replay_tile_sessions(frames, 10, 5, seed=9)
+    assert np.array_equal(a.areas_m2, b.areas_m2)
+    with pytest.raises(ValueError, match="margin_m"):
+        replay_tile_sessions(frames, 10, 5, margin_m=60.0)
+    with pytest.raises(ValueError, match="a_min_m2"):
+        replay_tile_sessions(frames, 10, 5, tile_m=100.0)
+    with pytest.raises(ValueError, match="k \\+ spare"):
+        replay_tile_sessions(frames, 10, 5, spare=6, group=10)
+    unanswered = replay_tile_sessions(frames, 10, 5, a_max_m2=4 * TILE * TILE)
+    assert unanswered.answered < 1.0 and len(unanswered.areas_m2) < 10 * len(frames)
