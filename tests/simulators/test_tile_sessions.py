@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from simulators.attacks import edge_census, edge_population
-from simulators.causal_sessions import request_frames
+from simulators.causal_sessions import first_groups, request_frames
 from simulators.tile_sessions import (
     member_tiles,
     play_session,
@@ -64,27 +64,42 @@ def test_every_member_and_the_requester_lie_in_every_region() -> None:
             assert np.array_equal(near, s.union(j))
 
 
+def _centre_ranks(sets: list[np.ndarray], xy: np.ndarray) -> np.ndarray:
+    """Per set (row 0 the requester), her rank by distance from the members' centre (0 the
+    farthest): what an observer who knows where each member stands reads off a region."""
+    ranks = []
+    for members in sets:
+        d = np.hypot(*(xy[members] - xy[members].mean(axis=0)).T)
+        ranks.append(int(np.argsort(np.argsort(-d, kind="stable"), kind="stable")[0]))
+    return np.bincount(ranks, minlength=len(sets[0]))
+
+
 def test_the_requester_is_not_told_apart_from_the_other_members() -> None:
     """What could tell an observer, who sees the tiles and knows where each member stands,
     which member asked: how far she stands from the members' centre at the first region (a
-    set grown around her puts her in the middle), her offset in her tile. Both are
-    distributed as every other member's."""
+    set grown around her puts her in the middle, and the same statistic finds her there), her
+    offset in her tile. Both are distributed as every other member's."""
     frames = request_frames(minutes=10, seed=7, askers=200)
     rng = np.random.default_rng(4)
-    ranks: list[int] = []
+    sessions = [
+        play_session(frames, me, 5, rng, tile_m=TILE, margin_m=0.0, group=10) for me in range(200)
+    ]
+    counts = _centre_ranks([s.members for s in sessions], frames[0])
+    assert stats.chisquare(counts).pvalue > 1e-3  # the farthest member is she 1 time in 5
+    grown = []  # the same groups, her k - 1 nearest instead of a random draw
+    group = first_groups(frames[0], 10)
+    for me in range(200):
+        others = np.flatnonzero(group == group[me])
+        others = others[others != me]
+        near = others[np.argsort(np.hypot(*(frames[0][others] - frames[0][me]).T))[:4]]
+        grown.append(np.concatenate([[me], near]))
+    assert stats.chisquare(_centre_ranks(grown, frames[0])).pvalue < 1e-6
     mine: list[float] = []
     theirs: list[float] = []
-    for me in range(200):
-        s = play_session(frames, me, 5, rng, tile_m=TILE, margin_m=0.0, group=10)
-        j = 0
-        xy = frames[j][s.members]
-        d = np.hypot(*(xy - xy.mean(axis=0)).T)
-        ranks.append(int(np.argsort(np.argsort(-d, kind="stable"), kind="stable")[0]))
-        frac = (xy - np.asarray(s.offset)) / TILE % 1.0
+    for s in sessions:
+        frac = (frames[-1][s.members] - np.asarray(s.offset)) / TILE % 1.0
         mine.extend(frac[0].tolist())
         theirs.extend(frac[1:].ravel().tolist())
-    counts = np.bincount(ranks, minlength=5)
-    assert stats.chisquare(counts).pvalue > 1e-3  # the outermost tile is hers 1 time in 5
     assert stats.ks_2samp(mine, theirs).pvalue > 1e-3
     assert stats.kstest(mine, "uniform").pvalue > 1e-3
 
