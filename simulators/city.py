@@ -13,13 +13,21 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from simulators.evaluate import summarize
 from simulators.scenario import BuiltScenario, Scenario, build, load_scenario
 from simulators.virtual import VirtualConfig, VirtualResult, default_cloak_config, run_virtual
 from simulators.workload import Distribution
 
-__all__ = ["CITY_SEEDS", "CITY_SESSION_S", "city_figures", "city_run", "city_scenario"]
+__all__ = [
+    "CITY_SEEDS",
+    "CITY_SESSION_S",
+    "city_figures",
+    "city_run",
+    "city_scenario",
+    "city_session_frames",
+]
 
 CITY_SESSION_S = 600.0
 """The city's ``session_s`` (seconds without a request before a session ends)."""
@@ -74,3 +82,21 @@ def city_figures(res: VirtualResult) -> dict[str, Any]:
     s = summarize(res.records, res.stats)
     answered = [s["protocols"][p]["success_rate"] for p in ("p1", "p3") if p in s["protocols"]]
     return {**s["attacks"]["intersection"], "answered_rate": float(np.mean(answered))}
+
+
+def city_session_frames(
+    seed: int = CITY_SEEDS[0], quick: bool = False
+) -> list[tuple[int, int, list[NDArray[np.float64]]]]:
+    """Per user who asks in the city's sessions, in user order: ``(user index, her k, every
+    user's true position ((n, 2) metres) at each of her requests)`` - what an anonymizer
+    that sees exact positions would work from (``simulators.tile_sessions``)."""
+    built = build(city_scenario(CITY_SESSION_S, quick, seed))
+    times: dict[int, list[float]] = {}
+    for e in built.workload.events:
+        if e.protocol in (1, 3):
+            times.setdefault(e.user, []).append(e.t_s)
+    out = []
+    for user in sorted(times):
+        frames = [np.column_stack(built.trajectories.at(t)) for t in sorted(times[user])]
+        out.append((user, built.workload.profiles[user].k, frames))
+    return out

@@ -37,11 +37,13 @@ from simulators.attacks import intersection_attack
 from simulators.causal_sessions import first_groups
 
 __all__ = [
+    "Asker",
     "TileReplay",
     "TileSession",
     "member_tiles",
     "play_session",
     "point_tiles",
+    "replay_askers",
     "replay_tile_sessions",
     "tile_box",
 ]
@@ -144,6 +146,72 @@ def play_session(
     return TileSession(members, off, tiles)
 
 
+@dataclass(frozen=True, slots=True)
+class Asker:
+    """One session to play: the asker's user index, every user's position ((n, 2) metres) at
+    each of her requests, and her k."""
+
+    user: int
+    frames: Sequence[F64]
+    k: int
+
+
+def replay_askers(
+    askers: Sequence[Asker],
+    *,
+    tile_m: float = 101.0,
+    margin_m: float = 3.0,
+    spare: int = 0,
+    group: int | None = None,
+    a_min_m2: float = 1e4,
+    a_max_m2: float = 4e6,
+    seed: int = 0,
+) -> TileReplay:
+    """Play each asker's session with regions made of tiles (:func:`play_session`; module
+    docstring), groups of ``group`` users (by default ``max(10, 2 k)``). A region of
+    ``a_max_m2`` or more goes unanswered (nothing published, the set kept)."""
+    rng = np.random.default_rng(seed)
+    areas: list[float] = []
+    held: list[float] = []
+    seen: list[list[frozenset[int]]] = []
+    ks: list[int] = []
+    asked = 0
+    for a in askers:
+        s = play_session(
+            a.frames,
+            a.user,
+            a.k,
+            rng,
+            tile_m=tile_m,
+            margin_m=margin_m,
+            spare=spare,
+            group=group if group is not None else max(10, 2 * a.k),
+            a_min_m2=a_min_m2,
+        )
+        regions: list[frozenset[int]] = []
+        for j, xy in enumerate(a.frames):
+            asked += 1
+            union = s.union(j)
+            area = len(union) * tile_m * tile_m
+            if area >= a_max_m2:
+                continue
+            inside = np.isin(point_tiles(xy, tile_m, s.offset), union)
+            areas.append(area)
+            held.extend(len(t) * tile_m * tile_m for t in s.tiles[j])
+            regions.append(frozenset(np.flatnonzero(inside).tolist()))
+        if regions:
+            seen.append(regions)
+            ks.append(a.k)
+    attack = intersection_attack(seen, ks)
+    return TileReplay(
+        np.asarray(areas),
+        np.asarray(held),
+        len(areas) / asked if asked else 0.0,
+        float(attack["success_rate"]),
+        float(attack["candidates_mean"]),
+    )
+
+
 def replay_tile_sessions(
     frames: Sequence[F64],
     askers: int,
@@ -157,43 +225,15 @@ def replay_tile_sessions(
     a_max_m2: float = 4e6,
     seed: int = 0,
 ) -> TileReplay:
-    """Play one session per asker (users ``0 .. askers - 1``) over ``frames`` with regions
-    made of tiles (:func:`play_session`; module docstring). A region of ``a_max_m2`` or more
-    goes unanswered (nothing published)."""
-    rng = np.random.default_rng(seed)
-    areas: list[float] = []
-    held: list[float] = []
-    seen: list[list[frozenset[int]]] = []
-    asked = 0
-    for me in range(askers):
-        s = play_session(
-            frames,
-            me,
-            k,
-            rng,
-            tile_m=tile_m,
-            margin_m=margin_m,
-            spare=spare,
-            group=group,
-            a_min_m2=a_min_m2,
-        )
-        regions: list[frozenset[int]] = []
-        for j, xy in enumerate(frames):
-            asked += 1
-            union = s.union(j)
-            area = len(union) * tile_m * tile_m
-            if area >= a_max_m2:
-                continue
-            inside = np.isin(point_tiles(xy, tile_m, s.offset), union)
-            areas.append(area)
-            held.extend(len(t) * tile_m * tile_m for t in s.tiles[j])
-            regions.append(frozenset(np.flatnonzero(inside).tolist()))
-        seen.append(regions)
-    attack = intersection_attack([r for r in seen if r], k)
-    return TileReplay(
-        np.asarray(areas),
-        np.asarray(held),
-        len(areas) / asked if asked else 0.0,
-        float(attack["success_rate"]),
-        float(attack["candidates_mean"]),
+    """Play one session per asker (users ``0 .. askers - 1``, all asking at ``frames``) with
+    regions made of tiles (:func:`replay_askers`)."""
+    return replay_askers(
+        [Asker(me, frames, k) for me in range(askers)],
+        tile_m=tile_m,
+        margin_m=margin_m,
+        spare=spare,
+        group=group,
+        a_min_m2=a_min_m2,
+        a_max_m2=a_max_m2,
+        seed=seed,
     )

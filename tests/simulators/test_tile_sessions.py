@@ -12,10 +12,13 @@ from scipy import stats
 
 from simulators.attacks import edge_census, edge_population
 from simulators.causal_sessions import first_groups, request_frames
+from simulators.city import city_session_frames
 from simulators.tile_sessions import (
+    Asker,
     member_tiles,
     play_session,
     point_tiles,
+    replay_askers,
     replay_tile_sessions,
     tile_box,
 )
@@ -134,3 +137,15 @@ def test_the_replay_is_deterministic_and_checks_its_arguments() -> None:
         replay_tile_sessions(frames, 10, 5, spare=6, group=10)
     unanswered = replay_tile_sessions(frames, 10, 5, a_max_m2=4 * TILE * TILE)
     assert unanswered.answered < 1.0 and len(unanswered.areas_m2) < 10 * len(frames)
+
+
+def test_city_askers_keep_their_own_k_with_tiles() -> None:
+    """The city's askers (k of 3, 5 or 10 each, people who stay put among those who walk),
+    read at their own request times: every session keeps its own k, the area stays within a
+    few tiles a member."""
+    askers = [Asker(u, frames, k) for u, k, frames in city_session_frames(23, quick=True)]
+    assert len(askers) > 10 and {a.k for a in askers} <= {3, 5, 10}
+    assert all(f.shape == (800, 2) for a in askers for f in a.frames)
+    r = replay_askers(askers, tile_m=TILE, margin_m=14.0, spare=1, seed=2)
+    assert r.answered == 1.0 and r.narrowed == 0.0
+    assert r.areas_m2.max() <= 4 * (10 + 1) * TILE * TILE
