@@ -14,13 +14,16 @@ within the margin of one. Margins: 3 m
 (a fresh fix), 14 m (a fix 10 s old at 1.4 m/s: what the cloaker allows before it asks a
 session's members for fresh ones) and 42 m (30 s old). Spares: 0 and 2 (members who may leave
 without the set falling under k; each costs a tile). Then bench_privacy's other walkers (1,000
-and 4,000 users, 0.7 and 3 m/s, k = 10) for an hour, seed 0.
+and 4,000 users, 0.7 and 3 m/s, k = 10) for an hour, seed 0; and the city (``city_sessions``:
+2,000 pedestrians on a Manhattan grid, 30 % who never move, stays of up to 10 minutes, 100
+askers with k = 3, 5 or 10 for 30-60 minutes; seeds 23-32), its positions read at every
+request and its denominator the one-shot cloaker's median over the same requests.
 
 Reported per row: the median region over the undefended median (mean and range over the
 seeds), the share answered, the share of sessions the intersection attack narrows below k and
 the candidates it leaves, and what the tiles give away - the area that holds each member
 (her tile or tiles) over the undefended median, where one box holds every member in the whole
-region. Deterministic; about 10 minutes on 2 cores.
+region. Deterministic; about 7 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simulators.attacks import repeated_cloaks_attack
 from simulators.causal_sessions import request_frames
-from simulators.tile_sessions import replay_tile_sessions
+from simulators.city import city_figures, city_run, city_session_frames
+from simulators.tile_sessions import Asker, TileReplay, replay_askers, replay_tile_sessions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MINUTES = (30.0, 45.0, 60.0)
@@ -61,6 +65,8 @@ CONDITIONS: dict[str, dict[str, Any]] = {
     "k=10": {"k": 10},
 }
 """bench_privacy's other walker conditions, played for an hour on walk seed 0."""
+CITY_SEEDS = tuple(range(23, 33))
+"""The city's seeds of bench_privacy (23-27) and of the rerun of 2026-12-06 (28-32)."""
 
 
 def _figures(minutes: float, seed: int, k: int, **walk: Any) -> dict[str, Any]:
@@ -82,14 +88,32 @@ def _figures(minutes: float, seed: int, k: int, **walk: Any) -> dict[str, Any]:
             group=max(10, 2 * k),
             seed=seed,
         )
-        out["policies"][f"tile={tile:g},margin={margin:g},spare={spare}"] = {
-            "ratio": float(np.median(r.areas_m2)) / a1,
-            "ratio_p95": float(np.quantile(r.areas_m2, 0.95)) / a1,
-            "member_ratio": float(np.median(r.member_areas_m2)) / a1,
-            "answered": r.answered,
-            "narrowed": r.narrowed,
-            "candidates": r.candidates,
-        }
+        out["policies"][f"tile={tile:g},margin={margin:g},spare={spare}"] = _row(r, a1)
+    return out
+
+
+def _row(r: TileReplay, a1: float) -> dict[str, float]:
+    return {
+        "ratio": float(np.median(r.areas_m2)) / a1,
+        "ratio_p95": float(np.quantile(r.areas_m2, 0.95)) / a1,
+        "member_ratio": float(np.median(r.member_areas_m2)) / a1,
+        "answered": r.answered,
+        "narrowed": r.narrowed,
+        "candidates": r.candidates,
+    }
+
+
+def _city_job(seed: int) -> dict[str, Any]:
+    """One city seed: the one-shot cloaker's median area over the session users' requests
+    (``city_run`` without sessions), then every tile, margin and spare on exact positions at
+    each of their requests (each asker her own k: 3, 5 or 10)."""
+    res, _ = city_run(0.0, False, None, seed)
+    a1 = float(city_figures(res)["area_m2_median"])
+    askers = [Asker(u, frames, k) for u, k, frames in city_session_frames(seed)]
+    out: dict[str, Any] = {"undefended_area_m2_median": a1, "policies": {}}
+    for tile, margin, spare in itertools.product(TILES, MARGINS, SPARES):
+        r = replay_askers(askers, tile_m=tile, margin_m=margin, spare=spare, seed=seed)
+        out["policies"][f"tile={tile:g},margin={margin:g},spare={spare}"] = _row(r, a1)
     return out
 
 
@@ -110,6 +134,7 @@ def main() -> None:
     with ProcessPoolExecutor(max_workers=workers) as ex:
         rows = dict(zip(jobs, ex.map(_length_job, jobs), strict=True))
         conds = dict(zip(CONDITIONS, ex.map(_condition_job, CONDITIONS), strict=True))
+        city = dict(zip(CITY_SEEDS, ex.map(_city_job, CITY_SEEDS), strict=True))
     names = list(rows[jobs[0]]["policies"])
     table: dict[str, Any] = {}
     print(
@@ -147,6 +172,29 @@ def main() -> None:
                 f"{row['policies'][f'tile={tile:g},{c}']['ratio']:17.2f}x" for c in cols
             )
             print(f"{cond + f', tiles of {tile:g} m':26} {cells}")
+    city_table: dict[str, Any] = {}
+    print(
+        f"\n{'city, seeds 23-32':28} {'median/undefended':>24} {'member':>7} {'answered':>9}"
+        f" {'narrowed':>9}"
+    )
+    for name in names:
+        per = [city[s]["policies"][name] for s in CITY_SEEDS]
+        ratios = [p["ratio"] for p in per]
+        cell = {
+            "ratio_mean": float(np.mean(ratios)),
+            "ratio_seeds": ratios,
+            "over_goal_seeds": int(sum(r > GOAL for r in ratios)),
+            "member_ratio_mean": float(np.mean([p["member_ratio"] for p in per])),
+            "answered_min": min(p["answered"] for p in per),
+            "narrowed_max": max(p["narrowed"] for p in per),
+            "candidates_min": min(p["candidates"] for p in per),
+        }
+        city_table[name] = cell
+        print(
+            f"{name:28} {cell['ratio_mean']:5.2f}x ({min(ratios):4.2f}-{max(ratios):4.2f}x)"
+            f" {cell['member_ratio_mean']:6.2f}x {cell['answered_min']:9.1%}"
+            f" {cell['narrowed_max']:9.1%}"
+        )
     seconds = time.perf_counter() - t0
     print(f"(median area over the undefended median; {seconds:.0f} s)")
     out = {
@@ -154,6 +202,8 @@ def main() -> None:
         "tiles_m": TILES,
         "lengths": table,
         "conditions": {c: r for c, r in conds.items()},
+        "city": city_table,
+        "city_runs": {f"seed={s}": r for s, r in city.items()},
         "runs": {f"minutes={m:g},seed={s}": r for (m, s), r in rows.items()},
         "seconds": seconds,
     }
