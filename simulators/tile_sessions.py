@@ -60,13 +60,16 @@ class TileReplay:
     """One replay: every answered region's area (m², in request order per asker, askers in
     turn) and, for each member of its set, the area of the tiles that hold her (m²; members in
     set order, regions in turn), the share of requests answered, the intersection attack's
-    share of sessions narrowed below ``k`` and its mean number of candidates left."""
+    share of sessions narrowed below ``k`` and its mean number of candidates left, and the
+    share of members whose true position lay outside an answered region (0 without scatter;
+    with scatter, what the margins failed to hold)."""
 
     areas_m2: F64
     member_areas_m2: F64
     answered: float
     narrowed: float
     candidates: float
+    missed: float
 
 
 def member_tiles(xy: F64, tile_m: float, offset: tuple[float, float], margin_m: float) -> list[I64]:
@@ -127,10 +130,13 @@ def play_session(
     spare: int = 0,
     group: int = 10,
     a_min_m2: float = 1e4,
+    scatter_m: float = 0.0,
 ) -> TileSession:
     """The session of user ``me`` over ``frames`` (every user's position, (n, 2) metres, at
     each request): ``k - 1 + spare`` others drawn by ``rng`` from her group at the first frame,
-    a grid offset drawn by ``rng``, and each member's tiles at every frame."""
+    a grid offset drawn by ``rng``, and each member's tiles at every frame - around her true
+    position, or with ``scatter_m`` > 0 around a fix that lies off it by a normal draw of that
+    standard deviation per axis (fresh at every frame), as a receiver's would."""
     if not 0 <= margin_m < tile_m / 2:
         raise ValueError("margin_m must lie in [0, tile_m / 2)")
     if group < k + spare:
@@ -142,7 +148,15 @@ def play_session(
     others = np.flatnonzero(labels == labels[me])
     others = rng.permutation(others[others != me])[: k - 1 + spare]
     members = np.concatenate([[me], others]).astype(np.int64)
-    tiles = [member_tiles(xy[members], tile_m, off, margin_m) for xy in frames]
+    tiles = [
+        member_tiles(
+            xy[members] + (rng.normal(0.0, scatter_m, (len(members), 2)) if scatter_m else 0.0),
+            tile_m,
+            off,
+            margin_m,
+        )
+        for xy in frames
+    ]
     return TileSession(members, off, tiles)
 
 
@@ -165,17 +179,19 @@ def replay_askers(
     group: int | None = None,
     a_min_m2: float = 1e4,
     a_max_m2: float = 4e6,
+    scatter_m: float = 0.0,
     seed: int = 0,
 ) -> TileReplay:
     """Play each asker's session with regions made of tiles (:func:`play_session`; module
-    docstring), groups of ``group`` users (by default ``max(10, 2 k)``). A region of
+    docstring), groups of ``group`` users (by default ``max(10, 2 k)``), tiles placed round
+    fixes scattered by ``scatter_m`` and the attack played on true positions. A region of
     ``a_max_m2`` or more goes unanswered (nothing published, the set kept)."""
     rng = np.random.default_rng(seed)
     areas: list[float] = []
     held: list[float] = []
     seen: list[list[frozenset[int]]] = []
     ks: list[int] = []
-    asked = 0
+    asked = missed = placed = 0
     for a in askers:
         s = play_session(
             a.frames,
@@ -187,6 +203,7 @@ def replay_askers(
             spare=spare,
             group=group if group is not None else max(10, 2 * a.k),
             a_min_m2=a_min_m2,
+            scatter_m=scatter_m,
         )
         regions: list[frozenset[int]] = []
         for j, xy in enumerate(a.frames):
@@ -196,6 +213,8 @@ def replay_askers(
             if area >= a_max_m2:
                 continue
             inside = np.isin(point_tiles(xy, tile_m, s.offset), union)
+            missed += int(np.count_nonzero(~inside[s.members]))
+            placed += len(s.members)
             areas.append(area)
             held.extend(len(t) * tile_m * tile_m for t in s.tiles[j])
             regions.append(frozenset(np.flatnonzero(inside).tolist()))
@@ -209,6 +228,7 @@ def replay_askers(
         len(areas) / asked if asked else 0.0,
         float(attack["success_rate"]),
         float(attack["candidates_mean"]),
+        missed / placed if placed else 0.0,
     )
 
 
@@ -223,6 +243,7 @@ def replay_tile_sessions(
     group: int = 10,
     a_min_m2: float = 1e4,
     a_max_m2: float = 4e6,
+    scatter_m: float = 0.0,
     seed: int = 0,
 ) -> TileReplay:
     """Play one session per asker (users ``0 .. askers - 1``, all asking at ``frames``) with
@@ -235,5 +256,6 @@ def replay_tile_sessions(
         group=group,
         a_min_m2=a_min_m2,
         a_max_m2=a_max_m2,
+        scatter_m=scatter_m,
         seed=seed,
     )

@@ -149,3 +149,17 @@ def test_city_askers_keep_their_own_k_with_tiles() -> None:
     r = replay_askers(askers, tile_m=TILE, margin_m=14.0, spare=1, seed=2)
     assert r.answered == 1.0 and r.narrowed == 0.0
     assert r.areas_m2.max() <= 4 * (10 + 1) * TILE * TILE
+
+
+def test_scattered_fixes_are_held_by_margins_and_judged_on_true_positions() -> None:
+    """Tiles round scattered fixes: a narrow margin lets true positions fall out (members
+    missed, sessions narrowed, which the attack on true positions sees); a margin of a few
+    times the scatter holds nearly all, and spares hold k."""
+    frames = request_frames(minutes=30, seed=2, askers=40)
+    exact = replay_tile_sessions(frames, 40, 5, margin_m=3.0, seed=1)
+    assert exact.missed == 0.0
+    loose = replay_tile_sessions(frames, 40, 5, margin_m=3.0, scatter_m=20.0, seed=1)
+    assert loose.missed > 0.05 and loose.narrowed > 0.5
+    wide = replay_tile_sessions(frames, 40, 5, margin_m=40.0, scatter_m=10.0, spare=4, seed=1)
+    assert wide.missed < loose.missed / 10
+    assert wide.narrowed <= 0.05
