@@ -17,13 +17,16 @@ without the set falling under k; each costs a tile). Then bench_privacy's other 
 and 4,000 users, 0.7 and 3 m/s, k = 10) for an hour, seed 0; and the city (``city_sessions``:
 2,000 pedestrians on a Manhattan grid, 30 % who never move, stays of up to 10 minutes, 100
 askers with k = 3, 5 or 10 for 30-60 minutes; seeds 23-32), its positions read at every
-request and its denominator the one-shot cloaker's median over the same requests.
+request and its denominator the one-shot cloaker's median over the same requests; the city
+again with fixes scattered by 10 and 20 m per axis (:data:`SCATTERS`; spares 0, 2 and 4), the
+tiles placed round the fixes and the attack played on true positions.
 
 Reported per row: the median region over the undefended median (mean and range over the
 seeds), the share answered, the share of sessions the intersection attack narrows below k and
-the candidates it leaves, and what the tiles give away - the area that holds each member
+the candidates it leaves, the share of members a region missed (scattered fixes), and what the
+tiles give away - the area that holds each member
 (her tile or tiles) over the undefended median, where one box holds every member in the whole
-region. Deterministic; about 7 minutes on 2 cores.
+region. Deterministic; about 9 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -65,6 +68,11 @@ CONDITIONS: dict[str, dict[str, Any]] = {
     "k=10": {"k": 10},
 }
 """bench_privacy's other walker conditions, played for an hour on walk seed 0."""
+SCATTERS = ((10.0, 20.0), (10.0, 30.0), (20.0, 40.0), (20.0, 60.0))
+"""(fix scatter per axis, margin), metres: the city again with every fix off the truth by a
+normal draw of that standard deviation per axis, tiles placed round the fix with a margin of
+2 or 3 times it (the cloaker keeps 2 x a report's accuracy; 60 m spans up to 3 x 3 tiles of
+101 m), the attack on true positions."""
 CITY_SEEDS = tuple(range(23, 33))
 """The city's seeds of bench_privacy (23-27) and of the rerun of 2026-12-06 (28-32)."""
 
@@ -100,6 +108,7 @@ def _row(r: TileReplay, a1: float) -> dict[str, float]:
         "answered": r.answered,
         "narrowed": r.narrowed,
         "candidates": r.candidates,
+        "missed": r.missed,
     }
 
 
@@ -110,10 +119,16 @@ def _city_job(seed: int) -> dict[str, Any]:
     res, _ = city_run(0.0, False, None, seed)
     a1 = float(city_figures(res)["area_m2_median"])
     askers = [Asker(u, frames, k) for u, k, frames in city_session_frames(seed)]
-    out: dict[str, Any] = {"undefended_area_m2_median": a1, "policies": {}}
+    out: dict[str, Any] = {"undefended_area_m2_median": a1, "policies": {}, "scattered": {}}
     for tile, margin, spare in itertools.product(TILES, MARGINS, SPARES):
         r = replay_askers(askers, tile_m=tile, margin_m=margin, spare=spare, seed=seed)
         out["policies"][f"tile={tile:g},margin={margin:g},spare={spare}"] = _row(r, a1)
+    for tile, (scatter, margin), spare in itertools.product(TILES, SCATTERS, (0, 2, 4)):
+        r = replay_askers(
+            askers, tile_m=tile, margin_m=margin, spare=spare, scatter_m=scatter, seed=seed
+        )
+        name = f"tile={tile:g},scatter={scatter:g},margin={margin:g},spare={spare}"
+        out["scattered"][name] = _row(r, a1)
     return out
 
 
@@ -174,27 +189,30 @@ def main() -> None:
             print(f"{cond + f', tiles of {tile:g} m':26} {cells}")
     city_table: dict[str, Any] = {}
     print(
-        f"\n{'city, seeds 23-32':28} {'median/undefended':>24} {'member':>7} {'answered':>9}"
-        f" {'narrowed':>9}"
+        f"\n{'city, seeds 23-32':42} {'median/undefended':>24} {'member':>7}"
+        f" {'answered':>9} {'narrowed':>9} {'missed':>7}"
     )
-    for name in names:
-        per = [city[s]["policies"][name] for s in CITY_SEEDS]
-        ratios = [p["ratio"] for p in per]
-        cell = {
-            "ratio_mean": float(np.mean(ratios)),
-            "ratio_seeds": ratios,
-            "over_goal_seeds": int(sum(r > GOAL for r in ratios)),
-            "member_ratio_mean": float(np.mean([p["member_ratio"] for p in per])),
-            "answered_min": min(p["answered"] for p in per),
-            "narrowed_max": max(p["narrowed"] for p in per),
-            "candidates_min": min(p["candidates"] for p in per),
-        }
-        city_table[name] = cell
-        print(
-            f"{name:28} {cell['ratio_mean']:5.2f}x ({min(ratios):4.2f}-{max(ratios):4.2f}x)"
-            f" {cell['member_ratio_mean']:6.2f}x {cell['answered_min']:9.1%}"
-            f" {cell['narrowed_max']:9.1%}"
-        )
+    for part in ("policies", "scattered"):
+        for name in city[CITY_SEEDS[0]][part]:
+            per = [city[s][part][name] for s in CITY_SEEDS]
+            ratios = [p["ratio"] for p in per]
+            cell = {
+                "ratio_mean": float(np.mean(ratios)),
+                "ratio_seeds": ratios,
+                "over_goal_seeds": int(sum(r > GOAL for r in ratios)),
+                "member_ratio_mean": float(np.mean([p["member_ratio"] for p in per])),
+                "answered_min": min(p["answered"] for p in per),
+                "narrowed_max": max(p["narrowed"] for p in per),
+                "narrowed_mean": float(np.mean([p["narrowed"] for p in per])),
+                "missed_mean": float(np.mean([p["missed"] for p in per])),
+                "candidates_min": min(p["candidates"] for p in per),
+            }
+            city_table[name] = cell
+            print(
+                f"{name:42} {cell['ratio_mean']:5.2f}x ({min(ratios):4.2f}-{max(ratios):4.2f}x)"
+                f" {cell['member_ratio_mean']:6.2f}x {cell['answered_min']:9.1%}"
+                f" {cell['narrowed_max']:9.1%} {cell['missed_mean']:7.2%}"
+            )
     seconds = time.perf_counter() - t0
     print(f"(median area over the undefended median; {seconds:.0f} s)")
     out = {

@@ -75,7 +75,7 @@ class TileReplay:
 def member_tiles(xy: F64, tile_m: float, offset: tuple[float, float], margin_m: float) -> list[I64]:
     """Per row of ``xy`` (n, 2; metres), the keys of the tiles (side ``tile_m``, grid lines at
     ``offset + i * tile_m``) that hold the point or come within ``margin_m`` of it (1, 2 or 4
-    tiles while ``margin_m < tile_m / 2``)."""
+    tiles while ``margin_m < tile_m / 2``, up to 9 while ``margin_m < tile_m``)."""
     off = np.asarray(offset, dtype=np.float64)
     lo = np.floor((xy - margin_m - off) / tile_m).astype(np.int64)
     hi = np.floor((xy + margin_m - off) / tile_m).astype(np.int64)
@@ -137,8 +137,8 @@ def play_session(
     a grid offset drawn by ``rng``, and each member's tiles at every frame - around her true
     position, or with ``scatter_m`` > 0 around a fix that lies off it by a normal draw of that
     standard deviation per axis (fresh at every frame), as a receiver's would."""
-    if not 0 <= margin_m < tile_m / 2:
-        raise ValueError("margin_m must lie in [0, tile_m / 2)")
+    if not 0 <= margin_m < tile_m:
+        raise ValueError("margin_m must lie in [0, tile_m)")
     if group < k + spare:
         raise ValueError("a group must hold at least k + spare users")
     if not tile_m * tile_m > a_min_m2:
