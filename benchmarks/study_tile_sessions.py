@@ -112,6 +112,24 @@ def _row(r: TileReplay, a1: float) -> dict[str, float]:
     }
 
 
+def _summary(per: list[dict[str, float]]) -> dict[str, Any]:
+    """One policy's rows (:func:`_row`), one per seed: means, worst cases, the seeds over the
+    goal."""
+    ratios = [p["ratio"] for p in per]
+    return {
+        "ratio_mean": float(np.mean(ratios)),
+        "ratio_seeds": ratios,
+        "over_goal_seeds": int(sum(r > GOAL for r in ratios)),
+        "ratio_p95_mean": float(np.mean([p["ratio_p95"] for p in per])),
+        "member_ratio_mean": float(np.mean([p["member_ratio"] for p in per])),
+        "answered_min": min(p["answered"] for p in per),
+        "narrowed_max": max(p["narrowed"] for p in per),
+        "narrowed_mean": float(np.mean([p["narrowed"] for p in per])),
+        "missed_mean": float(np.mean([p["missed"] for p in per])),
+        "candidates_min": min(p["candidates"] for p in per),
+    }
+
+
 def _city_job(seed: int) -> dict[str, Any]:
     """One city seed: the one-shot cloaker's median area over the session users' requests
     (``city_run`` without sessions), then every tile, margin and spare on exact positions at
@@ -158,22 +176,11 @@ def main() -> None:
     )
     for minutes in MINUTES:
         for name in names:
-            per = [rows[(minutes, s)]["policies"][name] for s in SEEDS]
-            ratios = [p["ratio"] for p in per]
-            cell = {
-                "ratio_mean": float(np.mean(ratios)),
-                "ratio_seeds": ratios,
-                "over_goal_seeds": int(sum(r > GOAL for r in ratios)),
-                "ratio_p95_mean": float(np.mean([p["ratio_p95"] for p in per])),
-                "member_ratio_mean": float(np.mean([p["member_ratio"] for p in per])),
-                "answered_min": min(p["answered"] for p in per),
-                "narrowed_max": max(p["narrowed"] for p in per),
-                "candidates_min": min(p["candidates"] for p in per),
-            }
+            cell = _summary([rows[(minutes, s)]["policies"][name] for s in SEEDS])
             table[f"minutes={minutes:g},{name}"] = cell
+            lo, hi = min(cell["ratio_seeds"]), max(cell["ratio_seeds"])
             print(
-                f"{minutes:4g} min {name:28} {cell['ratio_mean']:5.2f}x"
-                f" ({min(ratios):4.2f}-{max(ratios):4.2f}x)"
+                f"{minutes:4g} min {name:28} {cell['ratio_mean']:5.2f}x ({lo:4.2f}-{hi:4.2f}x)"
                 f" {cell['ratio_p95_mean']:5.2f}x {cell['member_ratio_mean']:6.2f}x"
                 f" {cell['answered_min']:9.1%} {cell['narrowed_max']:9.1%}"
                 f" {cell['candidates_min']:5.1f}"
@@ -194,22 +201,11 @@ def main() -> None:
     )
     for part in ("policies", "scattered"):
         for name in city[CITY_SEEDS[0]][part]:
-            per = [city[s][part][name] for s in CITY_SEEDS]
-            ratios = [p["ratio"] for p in per]
-            cell = {
-                "ratio_mean": float(np.mean(ratios)),
-                "ratio_seeds": ratios,
-                "over_goal_seeds": int(sum(r > GOAL for r in ratios)),
-                "member_ratio_mean": float(np.mean([p["member_ratio"] for p in per])),
-                "answered_min": min(p["answered"] for p in per),
-                "narrowed_max": max(p["narrowed"] for p in per),
-                "narrowed_mean": float(np.mean([p["narrowed"] for p in per])),
-                "missed_mean": float(np.mean([p["missed"] for p in per])),
-                "candidates_min": min(p["candidates"] for p in per),
-            }
+            cell = _summary([city[s][part][name] for s in CITY_SEEDS])
             city_table[name] = cell
+            lo, hi = min(cell["ratio_seeds"]), max(cell["ratio_seeds"])
             print(
-                f"{name:42} {cell['ratio_mean']:5.2f}x ({min(ratios):4.2f}-{max(ratios):4.2f}x)"
+                f"{name:42} {cell['ratio_mean']:5.2f}x ({lo:4.2f}-{hi:4.2f}x)"
                 f" {cell['member_ratio_mean']:6.2f}x {cell['answered_min']:9.1%}"
                 f" {cell['narrowed_max']:9.1%} {cell['missed_mean']:7.2%}"
             )
