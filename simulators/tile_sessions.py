@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from locpriv.core.cloak.history import grid_cells
 from simulators.attacks import intersection_attack
 from simulators.causal_sessions import first_groups
 
@@ -40,16 +41,20 @@ __all__ = [
     "Asker",
     "TileReplay",
     "TileSession",
+    "askers_at",
     "member_tiles",
     "play_session",
     "point_tiles",
     "replay_askers",
-    "replay_tile_sessions",
     "tile_box",
 ]
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
+
+Grid = tuple[float, float, float]
+"""A tile grid as the session grid of :func:`locpriv.core.cloak.history.session_grid` gives
+one: tile side, x and y offsets (metres); tile ``i`` spans ``offset + i * side`` onwards."""
 
 _SHIFT = np.int64(1 << 32)
 """Tile (ix, iy) is keyed ``ix * 2**32 + iy``: exact for indices below 2**31 in magnitude."""
@@ -62,7 +67,9 @@ class TileReplay:
     set order, regions in turn), the share of requests answered, the intersection attack's
     share of sessions narrowed below ``k`` and its mean number of candidates left, and the
     share of members whose true position lay outside an answered region (0 without scatter;
-    with scatter, what the margins failed to hold)."""
+    with scatter, what the margins failed to hold), and the share of sessions left with fewer
+    than ``k`` honest members when the adversary holds ``insiders`` devices in the requester's
+    group (0 without)."""
 
     areas_m2: F64
     member_areas_m2: F64
@@ -70,47 +77,51 @@ class TileReplay:
     narrowed: float
     candidates: float
     missed: float
+    infiltrated: float
 
 
-def member_tiles(xy: F64, tile_m: float, offset: tuple[float, float], margin_m: float) -> list[I64]:
-    """Per row of ``xy`` (n, 2; metres), the keys of the tiles (side ``tile_m``, grid lines at
-    ``offset + i * tile_m``) that hold the point or come within ``margin_m`` of it (1, 2 or 4
-    tiles while ``margin_m < tile_m / 2``, up to 9 while ``margin_m < tile_m``)."""
-    off = np.asarray(offset, dtype=np.float64)
-    lo = np.floor((xy - margin_m - off) / tile_m).astype(np.int64)
-    hi = np.floor((xy + margin_m - off) / tile_m).astype(np.int64)
+def member_tiles(xy: F64, grid: Grid, margin_m: float) -> list[I64]:
+    """Per row of ``xy`` (n, 2; metres), the keys of the tiles of ``grid`` that hold the point
+    or come within ``margin_m`` of it: the grid box of the point's margin square
+    (:func:`~locpriv.core.cloak.history.grid_cells`, the session regions' own rounding; 1, 2 or
+    4 tiles while ``margin_m`` is under half a tile, up to 9 under a tile)."""
     out: list[I64] = []
-    for (x0, y0), (x1, y1) in zip(lo.tolist(), hi.tolist(), strict=True):
-        ix, iy = np.meshgrid(np.arange(x0, x1 + 1), np.arange(y0, y1 + 1), indexing="ij")
+    for x, y in xy.tolist():
+        ix0, iy0, ix1, iy1 = grid_cells(
+            (x - margin_m, y - margin_m, x + margin_m, y + margin_m), grid, 0.0
+        )
+        ix, iy = np.meshgrid(np.arange(ix0, ix1), np.arange(iy0, iy1), indexing="ij")
         out.append((ix.ravel() * _SHIFT + iy.ravel()).astype(np.int64))
     return out
 
 
-def tile_box(
-    key: int, tile_m: float, offset: tuple[float, float]
-) -> tuple[float, float, float, float]:
-    """The box (x0, y0, x1, y1 metres) of the tile keyed ``key`` (:func:`member_tiles`)."""
+def tile_box(key: int, grid: Grid) -> tuple[float, float, float, float]:
+    """The box (x0, y0, x1, y1 metres) of the tile of ``grid`` keyed ``key``
+    (:func:`member_tiles`)."""
+    step, ox, oy = grid
     iy = (key + (1 << 31)) % (1 << 32) - (1 << 31)
     ix = (key - iy) >> 32
-    x0, y0 = offset[0] + ix * tile_m, offset[1] + iy * tile_m
-    return x0, y0, x0 + tile_m, y0 + tile_m
+    x0, y0 = ox + ix * step, oy + iy * step
+    return x0, y0, x0 + step, y0 + step
 
 
-def point_tiles(xy: F64, tile_m: float, offset: tuple[float, float]) -> I64:
-    """The key of the tile each row of ``xy`` lies in."""
-    t = np.floor((xy - np.asarray(offset)) / tile_m).astype(np.int64)
+def point_tiles(xy: F64, grid: Grid) -> I64:
+    """The key of the tile of ``grid`` each row of ``xy`` lies in."""
+    step, ox, oy = grid
+    t = np.floor((xy - np.array([ox, oy])) / step).astype(np.int64)
     keys: I64 = t[:, 0] * _SHIFT + t[:, 1]
     return keys
 
 
 @dataclass(frozen=True, slots=True)
 class TileSession:
-    """One asker's session: its members (row 0 the requester; indices into the frames), the
-    grid's offset (metres) and, per request, the tile keys that hold each member
-    (:func:`member_tiles`)."""
+    """One asker's session: her group (indices into the frames), the set's members drawn from
+    it (row 0 the requester), the session's tile grid and, per request, the tile keys that
+    hold each member (:func:`member_tiles`)."""
 
+    group: I64
     members: I64
-    offset: tuple[float, float]
+    grid: Grid
     tiles: list[list[I64]]
 
     def union(self, j: int) -> I64:
@@ -143,21 +154,20 @@ def play_session(
         raise ValueError("a group must hold at least k + spare users")
     if not tile_m * tile_m > a_min_m2:
         raise ValueError("tile_m² must exceed a_min_m2 (every region's area does)")
-    off = (float(rng.uniform(0.0, tile_m)), float(rng.uniform(0.0, tile_m)))
+    grid = (tile_m, float(rng.uniform(0.0, tile_m)), float(rng.uniform(0.0, tile_m)))
     labels = first_groups(frames[0], group)
-    others = np.flatnonzero(labels == labels[me])
-    others = rng.permutation(others[others != me])[: k - 1 + spare]
+    mine = np.flatnonzero(labels == labels[me])
+    others = rng.permutation(mine[mine != me])[: k - 1 + spare]
     members = np.concatenate([[me], others]).astype(np.int64)
     tiles = [
         member_tiles(
             xy[members] + (rng.normal(0.0, scatter_m, (len(members), 2)) if scatter_m else 0.0),
-            tile_m,
-            off,
+            grid,
             margin_m,
         )
         for xy in frames
     ]
-    return TileSession(members, off, tiles)
+    return TileSession(mine.astype(np.int64), members, grid, tiles)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,18 +190,23 @@ def replay_askers(
     a_min_m2: float = 1e4,
     a_max_m2: float = 4e6,
     scatter_m: float = 0.0,
+    insiders: int = 0,
     seed: int = 0,
 ) -> TileReplay:
     """Play each asker's session with regions made of tiles (:func:`play_session`; module
     docstring), groups of ``group`` users (by default ``max(10, 2 k)``), tiles placed round
     fixes scattered by ``scatter_m`` and the attack played on true positions. A region of
-    ``a_max_m2`` or more goes unanswered (nothing published, the set kept)."""
+    ``a_max_m2`` or more goes unanswered (nothing published, the set kept). With
+    ``insiders`` > 0 the adversary holds that many devices in each requester's group (parked
+    beside her, which is how a device gets into her group), drawn apart from the session's own
+    draws, and the replay counts the sessions whose set holds fewer than ``k`` honest users."""
     rng = np.random.default_rng(seed)
+    spies = np.random.default_rng([seed, 1])
     areas: list[float] = []
     held: list[float] = []
     seen: list[list[frozenset[int]]] = []
     ks: list[int] = []
-    asked = missed = placed = 0
+    asked = missed = placed = infiltrated = 0
     for a in askers:
         s = play_session(
             a.frames,
@@ -205,6 +220,9 @@ def replay_askers(
             a_min_m2=a_min_m2,
             scatter_m=scatter_m,
         )
+        if insiders:
+            theirs = spies.choice(s.group[s.group != a.user], insiders, replace=False)
+            infiltrated += len(s.members) - np.isin(s.members, theirs).sum() < a.k
         regions: list[frozenset[int]] = []
         for j, xy in enumerate(a.frames):
             asked += 1
@@ -212,7 +230,7 @@ def replay_askers(
             area = len(union) * tile_m * tile_m
             if area >= a_max_m2:
                 continue
-            inside = np.isin(point_tiles(xy, tile_m, s.offset), union)
+            inside = np.isin(point_tiles(xy, s.grid), union)
             missed += int(np.count_nonzero(~inside[s.members]))
             placed += len(s.members)
             areas.append(area)
@@ -229,33 +247,11 @@ def replay_askers(
         float(attack["success_rate"]),
         float(attack["candidates_mean"]),
         missed / placed if placed else 0.0,
+        infiltrated / len(askers) if askers else 0.0,
     )
 
 
-def replay_tile_sessions(
-    frames: Sequence[F64],
-    askers: int,
-    k: int,
-    *,
-    tile_m: float = 101.0,
-    margin_m: float = 3.0,
-    spare: int = 0,
-    group: int = 10,
-    a_min_m2: float = 1e4,
-    a_max_m2: float = 4e6,
-    scatter_m: float = 0.0,
-    seed: int = 0,
-) -> TileReplay:
-    """Play one session per asker (users ``0 .. askers - 1``, all asking at ``frames``) with
-    regions made of tiles (:func:`replay_askers`)."""
-    return replay_askers(
-        [Asker(me, frames, k) for me in range(askers)],
-        tile_m=tile_m,
-        margin_m=margin_m,
-        spare=spare,
-        group=group,
-        a_min_m2=a_min_m2,
-        a_max_m2=a_max_m2,
-        scatter_m=scatter_m,
-        seed=seed,
-    )
+def askers_at(frames: Sequence[F64], askers: int, k: int) -> list[Asker]:
+    """Users ``0 .. askers - 1`` each asking at every frame of ``frames`` with the same ``k``
+    (the random walkers of :func:`simulators.causal_sessions.request_frames`)."""
+    return [Asker(me, frames, k) for me in range(askers)]

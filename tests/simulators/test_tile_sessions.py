@@ -15,11 +15,11 @@ from simulators.causal_sessions import first_groups, request_frames
 from simulators.city import city_session_frames
 from simulators.tile_sessions import (
     Asker,
+    askers_at,
     member_tiles,
     play_session,
     point_tiles,
     replay_askers,
-    replay_tile_sessions,
     tile_box,
 )
 
@@ -39,7 +39,7 @@ def test_every_session_keeps_k_and_the_area_stays_flat(
     users: int, speed: float, k: int, margin: float
 ) -> None:
     frames = request_frames(minutes=40, seed=3, users=users, askers=30, speed_m_s=speed)
-    r = replay_tile_sessions(frames, 30, k, tile_m=TILE, margin_m=margin, group=2 * k, seed=1)
+    r = replay_askers(askers_at(frames, 30, k), tile_m=TILE, margin_m=margin, group=2 * k, seed=1)
     assert r.answered == 1.0
     assert r.narrowed == 0.0
     assert r.candidates >= k
@@ -60,10 +60,10 @@ def test_every_member_and_the_requester_lie_in_every_region() -> None:
         s = play_session(frames, me, 5, rng, tile_m=TILE, margin_m=3.0, spare=2, group=10)
         assert s.members[0] == me and len(set(s.members.tolist())) == 7
         for j, xy in enumerate(frames):
-            held = point_tiles(xy[s.members], TILE, s.offset)
+            held = point_tiles(xy[s.members], s.grid)
             assert np.isin(held, s.union(j)).all()
             # no tile without a member in it or within the margin of one
-            near = np.unique(np.concatenate(member_tiles(xy[s.members], TILE, s.offset, 3.0)))
+            near = np.unique(np.concatenate(member_tiles(xy[s.members], s.grid, 3.0)))
             assert np.array_equal(near, s.union(j))
 
 
@@ -77,12 +77,13 @@ def _centre_ranks(sets: list[np.ndarray], xy: np.ndarray) -> np.ndarray:
     return np.bincount(ranks, minlength=len(sets[0]))
 
 
-def test_the_requester_is_not_told_apart_from_the_other_members() -> None:
+@pytest.mark.parametrize("users", [1000, 2000, 4000])
+def test_the_requester_is_not_told_apart_from_the_other_members(users: int) -> None:
     """What could tell an observer, who sees the tiles and knows where each member stands,
     which member asked: how far she stands from the members' centre at the first region (a
     set grown around her puts her in the middle, and the same statistic finds her there), her
     offset in her tile. Both are distributed as every other member's."""
-    frames = request_frames(minutes=10, seed=7, askers=200)
+    frames = request_frames(minutes=10, seed=7, users=users, askers=200)
     rng = np.random.default_rng(4)
     sessions = [
         play_session(frames, me, 5, rng, tile_m=TILE, margin_m=0.0, group=10) for me in range(200)
@@ -100,7 +101,7 @@ def test_the_requester_is_not_told_apart_from_the_other_members() -> None:
     mine: list[float] = []
     theirs: list[float] = []
     for s in sessions:
-        frac = (frames[-1][s.members] - np.asarray(s.offset)) / TILE % 1.0
+        frac = (frames[-1][s.members] - np.asarray(s.grid[1:])) / TILE % 1.0
         mine.extend(frac[0].tolist())
         theirs.extend(frac[1:].ravel().tolist())
     assert stats.ks_2samp(mine, theirs).pvalue > 1e-3
@@ -116,7 +117,7 @@ def test_tile_edges_sit_where_a_blind_placement_puts_them(population: str) -> No
     for me in rng.choice(2000, 150, replace=False).tolist():
         s = play_session(frames, me, 5, rng, tile_m=TILE, margin_m=3.0, group=10)
         for j in range(len(frames)):
-            boxes.update(tile_box(int(t), TILE, s.offset) for t in s.union(j))
+            boxes.update(tile_box(int(t), s.grid) for t in s.union(j))
     edges, counts, blind = edge_census(xy, boxes, 4000.0, 3.0)
     assert edges > 500
     # midway, on a member's coordinate, at the margin from one: no more than blind + noise
@@ -126,16 +127,16 @@ def test_tile_edges_sit_where_a_blind_placement_puts_them(population: str) -> No
 
 def test_the_replay_is_deterministic_and_checks_its_arguments() -> None:
     frames = request_frames(minutes=5, seed=1, askers=10)
-    a = replay_tile_sessions(frames, 10, 5, seed=9)
-    b = replay_tile_sessions(frames, 10, 5, seed=9)
+    a = replay_askers(askers_at(frames, 10, 5), seed=9)
+    b = replay_askers(askers_at(frames, 10, 5), seed=9)
     assert np.array_equal(a.areas_m2, b.areas_m2)
     with pytest.raises(ValueError, match="margin_m"):
-        replay_tile_sessions(frames, 10, 5, margin_m=120.0)
+        replay_askers(askers_at(frames, 10, 5), margin_m=120.0)
     with pytest.raises(ValueError, match="a_min_m2"):
-        replay_tile_sessions(frames, 10, 5, tile_m=100.0)
+        replay_askers(askers_at(frames, 10, 5), tile_m=100.0)
     with pytest.raises(ValueError, match="k \\+ spare"):
-        replay_tile_sessions(frames, 10, 5, spare=6, group=10)
-    unanswered = replay_tile_sessions(frames, 10, 5, a_max_m2=4 * TILE * TILE)
+        replay_askers(askers_at(frames, 10, 5), spare=6, group=10)
+    unanswered = replay_askers(askers_at(frames, 10, 5), a_max_m2=4 * TILE * TILE)
     assert unanswered.answered < 1.0 and len(unanswered.areas_m2) < 10 * len(frames)
 
 
@@ -156,10 +157,26 @@ def test_scattered_fixes_are_held_by_margins_and_judged_on_true_positions() -> N
     missed, sessions narrowed, which the attack on true positions sees); a margin of a few
     times the scatter holds nearly all, and spares hold k."""
     frames = request_frames(minutes=30, seed=2, askers=40)
-    exact = replay_tile_sessions(frames, 40, 5, margin_m=3.0, seed=1)
+    exact = replay_askers(askers_at(frames, 40, 5), margin_m=3.0, seed=1)
     assert exact.missed == 0.0
-    loose = replay_tile_sessions(frames, 40, 5, margin_m=3.0, scatter_m=20.0, seed=1)
+    loose = replay_askers(askers_at(frames, 40, 5), margin_m=3.0, scatter_m=20.0, seed=1)
     assert loose.missed > 0.05 and loose.narrowed > 0.5
-    wide = replay_tile_sessions(frames, 40, 5, margin_m=40.0, scatter_m=10.0, spare=4, seed=1)
+    wide = replay_askers(askers_at(frames, 40, 5), margin_m=40.0, scatter_m=10.0, spare=4, seed=1)
     assert wide.missed < loose.missed / 10
     assert wide.narrowed <= 0.05
+
+
+@pytest.mark.parametrize(("users", "k"), [(1000, 5), (4000, 5), (2000, 10)])
+def test_devices_parked_in_her_group_take_a_place_only_by_the_draw(users: int, k: int) -> None:
+    """The adversary's devices parked beside the requester join her group; the set is drawn at
+    random from it, so one device displaces an honest member only when drawn (about
+    (k - 1) / (group - 1) of sessions, where a set grown round her takes it nearly always),
+    and a spare for each device leaves every session k honest users."""
+    frames = request_frames(minutes=5, seed=4, users=users, askers=200)
+    one = replay_askers(askers_at(frames, 200, k), insiders=1, seed=3)
+    group = max(10, 2 * k)  # groups of group to 2 group - 1 users
+    assert (k - 1) / (2 * group - 2) - 0.05 < one.infiltrated < (k - 1) / (group - 1) + 0.05
+    assert replay_askers(askers_at(frames, 200, k), insiders=1, spare=1, seed=3).infiltrated == 0
+    two = replay_askers(askers_at(frames, 200, k), insiders=2, spare=1, seed=3)
+    assert 0 < two.infiltrated < one.infiltrated
+    assert replay_askers(askers_at(frames, 200, k), seed=3).infiltrated == 0
