@@ -23,7 +23,9 @@ tiles placed round the fixes and the attack played on true positions.
 
 Reported per row: the median region over the undefended median (mean and range over the
 seeds), the share answered, the share of sessions the intersection attack narrows below k and
-the candidates it leaves, the share of members a region missed (scattered fixes), and what the
+the candidates it leaves, the share of members a region missed (scattered fixes), the share of
+sessions one device the adversary parks in the requester's group leaves with fewer than k honest
+members (:data:`INSIDERS`), and what the
 tiles give away - the area that holds each member
 (her tile or tiles) over the undefended median, where one box holds every member in the whole
 region. Deterministic; about 9 minutes on 2 cores.
@@ -48,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from simulators.attacks import repeated_cloaks_attack
 from simulators.causal_sessions import request_frames
 from simulators.city import city_figures, city_run, city_session_frames
-from simulators.tile_sessions import Asker, TileReplay, replay_askers, replay_tile_sessions
+from simulators.tile_sessions import Asker, TileReplay, askers_at, replay_askers
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MINUTES = (30.0, 45.0, 60.0)
@@ -73,6 +75,9 @@ SCATTERS = ((10.0, 20.0), (10.0, 30.0), (20.0, 40.0), (20.0, 60.0))
 normal draw of that standard deviation per axis, tiles placed round the fix with a margin of
 2 or 3 times it (the cloaker keeps 2 x a report's accuracy; 60 m spans up to 3 x 3 tiles of
 101 m), the attack on true positions."""
+INSIDERS = 1
+"""Devices the adversary parks in each requester's group (drawn apart from everything else, so
+no other figure moves): the share of sessions left with fewer than k honest members."""
 CITY_SEEDS = tuple(range(23, 33))
 """The city's seeds of bench_privacy (23-27) and of the rerun of 2026-12-06 (28-32)."""
 
@@ -86,14 +91,12 @@ def _figures(minutes: float, seed: int, k: int, **walk: Any) -> dict[str, Any]:
     frames = request_frames(minutes=minutes, seed=seed, askers=ASKERS, **walk)
     out: dict[str, Any] = {"undefended_area_m2_median": a1, "policies": {}}
     for tile, margin, spare in itertools.product(TILES, MARGINS, SPARES):
-        r = replay_tile_sessions(
-            frames,
-            ASKERS,
-            k,
+        r = replay_askers(
+            askers_at(frames, ASKERS, k),
             tile_m=tile,
             margin_m=margin,
             spare=spare,
-            group=max(10, 2 * k),
+            insiders=INSIDERS,
             seed=seed,
         )
         out["policies"][f"tile={tile:g},margin={margin:g},spare={spare}"] = _row(r, a1)
@@ -109,6 +112,7 @@ def _row(r: TileReplay, a1: float) -> dict[str, float]:
         "narrowed": r.narrowed,
         "candidates": r.candidates,
         "missed": r.missed,
+        "infiltrated": r.infiltrated,
     }
 
 
@@ -126,6 +130,7 @@ def _summary(per: list[dict[str, float]]) -> dict[str, Any]:
         "narrowed_max": max(p["narrowed"] for p in per),
         "narrowed_mean": float(np.mean([p["narrowed"] for p in per])),
         "missed_mean": float(np.mean([p["missed"] for p in per])),
+        "infiltrated_mean": float(np.mean([p["infiltrated"] for p in per])),
         "candidates_min": min(p["candidates"] for p in per),
     }
 
@@ -139,11 +144,19 @@ def _city_job(seed: int) -> dict[str, Any]:
     askers = [Asker(u, frames, k) for u, k, frames in city_session_frames(seed)]
     out: dict[str, Any] = {"undefended_area_m2_median": a1, "policies": {}, "scattered": {}}
     for tile, margin, spare in itertools.product(TILES, MARGINS, SPARES):
-        r = replay_askers(askers, tile_m=tile, margin_m=margin, spare=spare, seed=seed)
+        r = replay_askers(
+            askers, tile_m=tile, margin_m=margin, spare=spare, insiders=INSIDERS, seed=seed
+        )
         out["policies"][f"tile={tile:g},margin={margin:g},spare={spare}"] = _row(r, a1)
     for tile, (scatter, margin), spare in itertools.product(TILES, SCATTERS, (0, 2, 4)):
         r = replay_askers(
-            askers, tile_m=tile, margin_m=margin, spare=spare, scatter_m=scatter, seed=seed
+            askers,
+            tile_m=tile,
+            margin_m=margin,
+            spare=spare,
+            scatter_m=scatter,
+            insiders=INSIDERS,
+            seed=seed,
         )
         name = f"tile={tile:g},scatter={scatter:g},margin={margin:g},spare={spare}"
         out["scattered"][name] = _row(r, a1)
@@ -172,7 +185,7 @@ def main() -> None:
     table: dict[str, Any] = {}
     print(
         f"{'session':8} {'policy':28} {'median/undefended':>24} {'p95':>6}"
-        f" {'member':>7} {'answered':>9} {'narrowed':>9} {'left':>5}"
+        f" {'member':>7} {'answered':>9} {'narrowed':>9} {'left':>5} {'insider':>8}"
     )
     for minutes in MINUTES:
         for name in names:
@@ -183,7 +196,7 @@ def main() -> None:
                 f"{minutes:4g} min {name:28} {cell['ratio_mean']:5.2f}x ({lo:4.2f}-{hi:4.2f}x)"
                 f" {cell['ratio_p95_mean']:5.2f}x {cell['member_ratio_mean']:6.2f}x"
                 f" {cell['answered_min']:9.1%} {cell['narrowed_max']:9.1%}"
-                f" {cell['candidates_min']:5.1f}"
+                f" {cell['candidates_min']:5.1f} {cell['infiltrated_mean']:8.1%}"
             )
     print(f"(mean of walk seeds {SEEDS[0]}-{SEEDS[-1]}; range over them in brackets)\n")
     cols = [f"margin={m:g},spare={sp}" for m in MARGINS for sp in SPARES]
@@ -197,7 +210,7 @@ def main() -> None:
     city_table: dict[str, Any] = {}
     print(
         f"\n{'city, seeds 23-32':42} {'median/undefended':>24} {'member':>7}"
-        f" {'answered':>9} {'narrowed':>9} {'missed':>7}"
+        f" {'answered':>9} {'narrowed':>9} {'missed':>7} {'insider':>8}"
     )
     for part in ("policies", "scattered"):
         for name in city[CITY_SEEDS[0]][part]:
@@ -208,6 +221,7 @@ def main() -> None:
                 f"{name:42} {cell['ratio_mean']:5.2f}x ({lo:4.2f}-{hi:4.2f}x)"
                 f" {cell['member_ratio_mean']:6.2f}x {cell['answered_min']:9.1%}"
                 f" {cell['narrowed_max']:9.1%} {cell['missed_mean']:7.2%}"
+                f" {cell['infiltrated_mean']:8.1%}"
             )
     seconds = time.perf_counter() - t0
     print(f"(median area over the undefended median; {seconds:.0f} s)")
