@@ -14,13 +14,13 @@ within 1.2e-5 relative (tested against geodesics in ``tests/test_geo.py``).
 from __future__ import annotations
 
 import math
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeAlias
 
 import numpy as np
 import shapely
 from numpy.typing import ArrayLike, NDArray
 from pyproj import Geod, Transformer
-from shapely.geometry import Polygon
+from shapely.geometry import MultiPolygon, Polygon
 from shapely.geometry.base import BaseGeometry
 
 from locpriv.wire.messages import Region
@@ -126,16 +126,37 @@ def metres_per_degree(lat_deg: float) -> tuple[float, float]:
     return math.radians(1) * n * math.cos(phi), math.radians(1) * m
 
 
-def region_to_wire(polygon_lonlat: Polygon) -> Region:
-    """A shapely polygon in lon/lat degrees to a wire :class:`~locpriv.wire.messages.Region`."""
-    coords = list(polygon_lonlat.exterior.coords)
+RegionShape: TypeAlias = Polygon | MultiPolygon
+"""A region as shapely holds it: one polygon, or a region of tiles (their union: polygons that
+may touch at corners, with holes where tiles ring an empty one)."""
+
+
+def _ring(polygon: Polygon) -> list[tuple[float, float]]:
+    coords = list(polygon.exterior.coords)
     if len(coords) > 1 and coords[0] == coords[-1]:
         coords = coords[:-1]
-    return Region(ring=[(float(x), float(y)) for x, y, *_ in coords])
+    return [(float(x), float(y)) for x, y, *_ in coords]
 
 
-def region_from_wire(region: Region) -> Polygon:
-    """A wire region to a shapely polygon in lon/lat degrees."""
+def region_to_wire(shape_lonlat: RegionShape) -> Region:
+    """A shapely polygon in lon/lat degrees, or the tiles of a region (a MultiPolygon of
+    polygons that do not overlap, though they may share edges), to a wire
+    :class:`~locpriv.wire.messages.Region`: the first polygon is ``ring``, the others ``parts``.
+    Holes are not carried: pass tiles, not their union."""
+    if isinstance(shape_lonlat, MultiPolygon):
+        polys = list(shape_lonlat.geoms)
+        rest = [_ring(p) for p in polys[1:]]
+        return Region(ring=_ring(polys[0]), parts=rest or None)
+    return Region(ring=_ring(shape_lonlat))
+
+
+def region_from_wire(region: Region) -> RegionShape:
+    """A wire region to shapely, lon/lat degrees: its polygon, or the union of its rings when
+    it has ``parts`` (a Polygon or MultiPolygon, valid where every ring is)."""
+    if region.parts:
+        union = shapely.union_all([Polygon(r) for r in region.rings])
+        assert isinstance(union, Polygon | MultiPolygon)
+        return union
     return Polygon(region.ring)
 
 
@@ -151,6 +172,7 @@ __all__ = [
     "WGS84",
     "LocalProjection",
     "LonLat",
+    "RegionShape",
     "area_m2",
     "distance_m",
     "haversine_m",

@@ -36,9 +36,9 @@ import numpy as np
 import shapely
 from numpy.typing import NDArray
 from rtree import index as rtree_index
-from shapely.geometry import Polygon
+from shapely.geometry import MultiPolygon, Polygon
 
-from locpriv.core.geo import LocalProjection, distance_m, region_from_wire
+from locpriv.core.geo import LocalProjection, RegionShape, distance_m, region_from_wire
 from locpriv.errors import ConfigError, DataError
 from locpriv.wire.messages import (
     POI,
@@ -218,22 +218,32 @@ class POIIndex:
         d = np.hypot(layer.x[local] - x, layer.y[local] - y)
         return self._take(layer, local[np.lexsort((local, d))])
 
-    def region_candidates(self, region_xy: Polygon, query: Query) -> list[POI]:
-        """Candidates containing the exact answer for every point of ``region_xy`` (metres)."""
+    def region_candidates(self, region_xy: RegionShape, query: Query) -> list[POI]:
+        """Candidates containing the exact answer for every point of ``region_xy`` (metres): one
+        polygon, or a region of tiles (the union of each tile's candidates, in index order)."""
         layer = self._layer(query.category)
         if layer is None or len(layer) == 0:
             return []
-        if isinstance(query, WithinQuery):
-            return self._take(layer, layer.within_geom(region_xy, _inflate(query.radius_m)))
-        if len(layer) <= query.n:
+        if isinstance(query, NearestQuery) and len(layer) <= query.n:
             return self._take(layer, np.arange(len(layer), dtype=np.int64))
-        coords = np.asarray(region_xy.exterior.coords)[:-1]
-        centres = np.vstack([coords, np.asarray(region_xy.centroid.coords)])
+        parts = list(region_xy.geoms) if isinstance(region_xy, MultiPolygon) else [region_xy]
+        found = [self._polygon_candidates(layer, p, query) for p in parts]
+        local = found[0] if len(found) == 1 else np.unique(np.concatenate(found))
+        return self._take(layer, local)
+
+    def _polygon_candidates(
+        self, layer: _Layer, polygon: Polygon, query: Query
+    ) -> NDArray[np.int64]:
+        """Rows of ``layer`` that answer ``query`` for some point of ``polygon`` (metres)."""
+        if isinstance(query, WithinQuery):
+            return layer.within_geom(polygon, _inflate(query.radius_m))
+        coords = np.asarray(polygon.exterior.coords)[:-1]
+        centres = np.vstack([coords, np.asarray(polygon.centroid.coords)])
         best = math.inf
         for cx, cy in centres:
             reach = float(np.max(np.hypot(coords[:, 0] - cx, coords[:, 1] - cy)))
             best = min(best, layer.kth_distance(float(cx), float(cy), query.n) + reach)
-        return self._take(layer, layer.within_geom(region_xy, _inflate(best)))
+        return layer.within_geom(polygon, _inflate(best))
 
     def centroid_candidates(self, x: float, y: float, rho_m: float, query: Query) -> list[POI]:
         """Candidates for every point within ``rho_m`` metres of ``(x, y)``."""
@@ -262,7 +272,7 @@ class POIIndex:
             return 0
         proj = self.projection
         if isinstance(location, RegionLocation):
-            lon, lat = zip(*location.region.ring, strict=True)
+            lon, lat = zip(*(v for r in location.region.rings for v in r), strict=True)
             xs, ys = proj.to_xy(np.asarray(lon), np.asarray(lat))
             x0, y0, x1, y1 = float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max())
         else:
@@ -290,11 +300,12 @@ class POIIndex:
                 return self.nearest_xy(x, y, query.category, query.n), False
             return self.within_xy(x, y, query.radius_m, query.category), False
         if isinstance(location, RegionLocation):
-            polygon = proj.geometry_to_xy(region_from_wire(location.region))
-            assert isinstance(polygon, Polygon)
-            if not polygon.is_valid:
-                polygon = shapely.convex_hull(polygon)
-            return self.region_candidates(polygon, query), True
+            shape = proj.geometry_to_xy(region_from_wire(location.region))
+            assert isinstance(shape, Polygon | MultiPolygon)
+            if not shape.is_valid:  # a self-crossing ring, or parts that overlap
+                shape = shapely.convex_hull(shape)
+                assert isinstance(shape, Polygon)
+            return self.region_candidates(shape, query), True
         assert isinstance(location, CentroidLocation)
         x, y = proj.point_to_xy(location.lon, location.lat)
         if location.radius_m <= 0.0:

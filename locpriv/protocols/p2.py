@@ -61,13 +61,15 @@ class RegionInfo:
 
     def to_json(self) -> list[Any]:
         """Compact JSON form for a sealed token."""
-        return [self.region.ring, self.area_m2, self.t1, self.t2, self.users]
+        out: list[Any] = [self.region.ring, self.area_m2, self.t1, self.t2, self.users]
+        return out if self.region.parts is None else [*out, self.region.parts]
 
     @classmethod
     def from_json(cls, data: Any) -> RegionInfo:
         """Inverse of :meth:`to_json` (raises on malformed data)."""
-        ring, area_m2, t1, t2, users = data
-        return cls(Region(ring=[tuple(p) for p in ring]), area_m2, t1, t2, users)
+        ring, area_m2, t1, t2, users, *more = data
+        parts = [[tuple(p) for p in r] for r in more[0]] if more else None
+        return cls(Region(ring=[tuple(p) for p in ring], parts=parts), area_m2, t1, t2, users)
 
 
 @dataclass(slots=True)

@@ -34,7 +34,7 @@ import numpy as np
 import shapely
 from shapely.geometry import Point, Polygon
 
-from locpriv.core.geo import LocalProjection, LonLat, area_m2
+from locpriv.core.geo import LocalProjection, LonLat, RegionShape, area_m2
 from locpriv.wire.messages import POI, NearestQuery, PrivacyProfile, Query, WithinQuery
 
 __all__ = [
@@ -82,7 +82,7 @@ class Asked:
 
 def region_problem(  # noqa: PLR0917
     asked: Asked,
-    region: Polygon,
+    region: RegionShape,
     area: float | None,
     users: int | None,
     t1: float | None,
@@ -93,7 +93,7 @@ def region_problem(  # noqa: PLR0917
     """Why a cloaked region (with its claimed area, users and [t1, t2]) is not one the service
     could have produced for ``asked``; None when consistent."""
     if not region.is_valid or region.area <= 0.0:
-        return "the region is not a valid polygon"
+        return "the region is not a valid polygon (or union of tiles)"
     true_area = area_m2(region)
     if asked.position is not None:
         p = asked.position

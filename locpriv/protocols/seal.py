@@ -1,11 +1,17 @@
-"""Sealed tokens: small JSON objects encrypted and authenticated (AES-256-GCM) into strings
-that fit a correlation id (``s1.`` + base64url, no padding).
+"""Sealed tokens: small JSON objects compressed (zlib), encrypted and authenticated
+(AES-256-GCM) into strings that fit a correlation id to DS (``s2.`` + base64url, no padding;
+``s1.`` tokens, not compressed, from before 2026-12-06 still open).
 
 The mediator seals whom to answer - the user's ``reply_to`` and correlation id, the deadline
 and Protocol 1's region - into the correlation id of its query to DS. DS echoes it; whichever
 mediator process receives the answer opens the token and relays it, so an answer survives a
 mediator restart and any process sharing the key can relay it. DS learns nothing from the
 token (it is encrypted) and cannot forge or alter one (it is authenticated).
+
+Compression before encryption lets the token's length depend on its content: what DS can learn
+from it is about the region it is sent with (which DS reads in the clear) and the user's own
+reply topic and id (whose lengths showed before too); nothing an attacker chooses is sealed
+beside another's secret.
 
 The key is 32 bytes; processes that should relay each other's answers share it
 (:meth:`Sealer.from_config`: a file, or a systemd credential ``credential:NAME``, hex; never the
@@ -26,6 +32,7 @@ import base64
 import binascii
 import json
 import secrets
+import zlib
 from typing import Any, Final
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
@@ -34,11 +41,15 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from locpriv.credentials import secret_path
 from locpriv.errors import ConfigError
-from locpriv.wire.messages import ErrorReply, QueryAnswer, encode
+from locpriv.wire.messages import MAX_ECHOED_ID, ErrorReply, QueryAnswer, encode
 
 __all__ = ["AnswerMac", "Sealer", "read_key"]
 _ANSWER_DOMAIN: Final = b"locpriv/ds-answer/v1\n"
-_PREFIX: Final = "s1."
+_PREFIX: Final = "s2."
+_PLAIN_PREFIX: Final = "s1."
+"""Tokens sealed without compression (before 2026-12-06): still opened."""
+_MAX_OPENED: Final = 1 << 20
+"""Most bytes a token opens to (an authenticated token is ours; a cap all the same)."""
 _AAD: Final = b"locpriv/ds-token/v1"
 _NONCE: Final = 12
 
@@ -68,14 +79,15 @@ class Sealer:
     def seal(self, obj: dict[str, Any]) -> str:
         """``obj`` (JSON-serialisable) as a token of ``[A-Za-z0-9_.-]``."""
         nonce = secrets.token_bytes(_NONCE)
-        data = json.dumps(obj, separators=(",", ":")).encode()
+        data = zlib.compress(json.dumps(obj, separators=(",", ":")).encode(), 9)
         sealed = nonce + self._aead.encrypt(nonce, data, _AAD)
         return _PREFIX + base64.urlsafe_b64encode(sealed).rstrip(b"=").decode()
 
     def open(self, token: str) -> dict[str, Any] | None:
         """The sealed object, or None when ``token`` was not sealed under this key (or was
         altered, or is not a token at all)."""
-        if not token.startswith(_PREFIX) or len(token) > 4096:
+        packed = token.startswith(_PREFIX)
+        if not (packed or token.startswith(_PLAIN_PREFIX)) or len(token) > MAX_ECHOED_ID:
             return None
         body = token[len(_PREFIX) :]
         try:
@@ -88,6 +100,14 @@ class Sealer:
             data = self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], _AAD)
         except InvalidTag:
             return None
+        if packed:
+            unzip = zlib.decompressobj()
+            try:
+                data = unzip.decompress(data, _MAX_OPENED)
+            except zlib.error:
+                return None
+            if unzip.unconsumed_tail:
+                return None
         obj = json.loads(data)
         return obj if isinstance(obj, dict) else None
 

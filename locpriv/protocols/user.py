@@ -49,9 +49,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shapely.geometry import Polygon
-
-from locpriv.core.geo import LocalProjection, LonLat, region_from_wire
+from locpriv.core.geo import LocalProjection, LonLat, RegionShape, region_from_wire
 from locpriv.core.poi import refine
 from locpriv.core.tiles import Tiling
 from locpriv.errors import LocalProtocolError, RequestTimeout
@@ -83,10 +81,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Cloak:
-    """A cloaked region: polygon in (lon, lat) degrees, area in m², ``users`` inside (None when
-    the service did not say) and the interval ``[t1, t2]`` (Unix seconds) it covers."""
+    """A cloaked region: polygon in (lon, lat) degrees (or, for a session of tiles, the union of
+    its tiles: a Polygon or MultiPolygon), area in m², ``users`` inside (None when the service
+    did not say) and the interval ``[t1, t2]`` (Unix seconds) it covers."""
 
-    region: Polygon
+    region: RegionShape
     area_m2: float
     users: int | None
     t1: float

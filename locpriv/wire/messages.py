@@ -64,7 +64,11 @@ UserId = Annotated[
     ),
 ]
 MAX_CORRELATION_ID: Final = 1024
-"""Longest correlation id, characters (a mediator's sealed token to DS takes ~700)."""
+"""Longest correlation id, characters, of a message to or from a user's own requests."""
+MAX_ECHOED_ID: Final = 16384
+"""Longest correlation id of a query to DS and of DS's answers (``ds_query``,
+``query_answer``, ``error``), characters: a mediator's sealed token, which carries Protocol
+1's region, takes ~700 for a box and up to ~6,000 for a session's 64 tiles."""
 CorrelationId = Annotated[
     str,
     Field(
@@ -72,6 +76,18 @@ CorrelationId = Annotated[
         max_length=MAX_CORRELATION_ID,
         pattern=r"^[A-Za-z0-9_.:-]+$",
         description="Opaque id echoed in the reply",
+    ),
+]
+EchoedId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_ECHOED_ID,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description=(
+            "Opaque id echoed in the reply (up to 16384 characters: a mediator's sealed token;"
+            " a user's own ids stay within 1024)"
+        ),
     ),
 ]
 ReplyTopic = Annotated[
@@ -111,20 +127,55 @@ class Message(WireModel):
 # --------------------------------------------------------------------------- parts
 
 
-class Region(WireModel):
-    """A simple polygon in WGS84 degrees: ``ring`` is ``[[lon, lat], ...]``, not closed.
+MAX_REGION_PARTS: Final = 63
+"""Most extra rings (``Region.parts``) one region carries: 64 tiles in all, whose query to DS
+with its mediator's sealed token stays well within :data:`MAX_PAYLOAD_BYTES`."""
+Ring = Annotated[list[tuple[Lon, Lat]], Field(min_length=3, max_length=1024)]
 
-    At least 3 distinct vertices; the area is given separately in m² by the producer.
+
+def _distinct_ring(ring: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    if len(set(ring)) < 3:
+        raise ValueError("a region needs at least 3 distinct vertices")
+    return ring
+
+
+class Region(WireModel):
+    """A region in WGS84 degrees: ``ring`` is a simple polygon ``[[lon, lat], ...]``, not closed.
+
+    At least 3 distinct vertices; the area is given separately in m² by the producer. A region
+    of tiles (sessions with ``[cloak] session_tile_factor`` > 0) lists its other tiles in
+    ``parts``: the region is the union of ``ring`` and every part, which do not overlap.
     """
 
-    ring: list[tuple[Lon, Lat]] = Field(min_length=3, max_length=1024)
+    ring: Ring
+    parts: list[Ring] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_REGION_PARTS,
+        description=(
+            "More simple polygons, each like ring and none overlapping another or ring: the"
+            " region is their union (a session's tiles); absent for a single polygon"
+        ),
+    )
 
     @field_validator("ring")
     @classmethod
     def _distinct(cls, ring: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        if len(set(ring)) < 3:
-            raise ValueError("a region needs at least 3 distinct vertices")
-        return ring
+        return _distinct_ring(ring)
+
+    @field_validator("parts")
+    @classmethod
+    def _distinct_parts(
+        cls, parts: list[list[tuple[float, float]]] | None
+    ) -> list[list[tuple[float, float]]] | None:
+        for ring in parts or []:
+            _distinct_ring(ring)
+        return parts
+
+    @property
+    def rings(self) -> list[list[tuple[float, float]]]:
+        """Every ring of the region: ``ring`` first, then ``parts``."""
+        return [self.ring, *(self.parts or [])]
 
 
 class PrivacyProfile(WireModel):
@@ -317,7 +368,7 @@ class QueryAnswer(Message):
     """
 
     type: Literal["query_answer"] = "query_answer"
-    correlation_id: CorrelationId
+    correlation_id: EchoedId
     pois: list[POI] = Field(max_length=MAX_ANSWER_POIS)
     candidates: bool = False
     region: Region | None = None
@@ -334,7 +385,7 @@ class DSQuery(Message):
     """Anyone -> DS: a query at a point, region or centroid. Carries no user identity."""
 
     type: Literal["ds_query"] = "ds_query"
-    correlation_id: CorrelationId
+    correlation_id: EchoedId
     reply_to: ReplyTopic
     query: Query
     location: DSLocation
@@ -475,7 +526,7 @@ class ErrorReply(Message):
     carries what a client needs to act on some errors (see :class:`ErrorDetails`)."""
 
     type: Literal["error"] = "error"
-    correlation_id: CorrelationId | None = None
+    correlation_id: EchoedId | None = None
     code: ErrorCode
     reason: str = Field(max_length=1024)
     field: str | None = Field(default=None, max_length=256)
@@ -684,6 +735,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
+    "MAX_REGION_PARTS",
     "MAX_TOKEN_CHARS",
     "MESSAGE_TYPES",
     "POI",
