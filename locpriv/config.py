@@ -47,12 +47,15 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
                                        # report is older than this for a fresh one ...
     session_fix_wait_s = 2.0           # ... waiting at most this long for them (s) ...
     session_fix_every_s = 10.0         # ... asking any one device at most once per this (s)
+    session_tile_factor = 1.01         # >1: session regions are tiles of this x sqrt(a_min)
+                                       # around a fixed set (0: one box; algorithms.md)
+    session_tile_spare = 2             # ... the set holds k + this many members
     default_k = 10
     default_a_min_m2 = 1e4
     default_a_max_m2 = 4e6
     default_max_delay_s = 5.0
-    default_session_s = 0.0            # >0: requests without a profile get historical
-                                       # k-anonymity (larger regions: see algorithms.md)
+    default_session_s = 1800.0         # >0: requests without a profile get historical
+                                       # k-anonymity (sessions of tiles: algorithms.md)
     user_ttl_s = 300.0                 # forget users silent for this long
     epoch_s = 1.0                      # snapshot period of the cloaker
     world_half_m = 25000.0             # partitioned extent: a square of this half side
@@ -183,12 +186,14 @@ class CloakSection(_Section):
     session_accuracy_factor: float = Field(2.0, ge=0, le=100)
     session_fresh_s: float = Field(2.0, ge=0, le=86_400)
     session_fix_wait_s: float = Field(2.0, ge=0, le=60)
+    session_tile_factor: float = Field(1.01, ge=0, le=100)
+    session_tile_spare: int = Field(2, ge=0, le=1000)
     session_fix_every_s: float = Field(10.0, ge=0, le=86_400)
     default_k: int = Field(10, ge=1)
     default_a_min_m2: float = Field(1e4, ge=0)
     default_a_max_m2: float = Field(4e6, gt=0)
     default_max_delay_s: float = Field(5.0, ge=0)
-    default_session_s: float = Field(0.0, ge=0)
+    default_session_s: float = Field(1800.0, ge=0)
     user_ttl_s: float = Field(300.0, gt=0)
     epoch_s: float = Field(1.0, gt=0)
     world_half_m: float = Field(25_000.0, gt=0)
@@ -346,6 +351,8 @@ class ServiceConfig(_Section):
             session_fresh_s=c.session_fresh_s,
             session_fix_wait_s=c.session_fix_wait_s,
             session_fix_every_s=c.session_fix_every_s,
+            session_tile_factor=c.session_tile_factor,
+            session_tile_spare=c.session_tile_spare,
             default=CloakParams(
                 k=c.default_k,
                 a_min_m2=c.default_a_min_m2,

@@ -631,7 +631,7 @@ def repeated_cloaks_attack(
         a = int(out.request_id[1])  # type: ignore[index]
         answered += 1
         x0, y0, x1, y1 = out.region.polygon.bounds
-        inside = (xy[:, 0] >= x0) & (xy[:, 0] <= x1) & (xy[:, 1] >= y0) & (xy[:, 1] <= y1)
+        inside = out.region.covers_xy(xy[:, 0], xy[:, 1])  # a box, or a session's tiles
         rows = np.flatnonzero(inside).tolist()
         regions[a].append(frozenset(rows))
         tally.add(a, (x0, y0, x1, y1), xy, rows, a)
@@ -1130,6 +1130,10 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         name: repeated_cloaks_attack(session_s=s, seed=seed, askers=40 if small else 100)
         for name, s in (("before", 0.0), ("after", 600.0))
     }
+    # the session design before regions of tiles (2026-12-06): one box per region
+    one_box = repeated_cloaks_attack(
+        session_s=600.0, seed=seed, askers=40 if small else 100, cloak={"session_tile_factor": 0.0}
+    )
 
     def sessions_30s(**kw: Any) -> RepeatedCloaksResult:
         """Sessions among walkers who report every 30 s."""
@@ -1197,6 +1201,9 @@ def attacks_summary(*, small: bool = True, seed: int = 0) -> dict[str, dict[str,
         # what historical k-anonymity costs (goal 3: <= 5x the one-shot median, >= 95 % answered)
         "session_cost": {
             "before_area_ratio": 1.0,
+            "box_area_ratio": one_box.area_m2_median / cloaks["before"].area_m2_median,
+            "box_answered_rate": one_box.answered_rate,
+            "box_success_rate": one_box.success_rate,
             "after_area_ratio": cloaks["after"].area_m2_median / cloaks["before"].area_m2_median,
             "after_answered_rate": cloaks["after"].answered_rate,
         },
@@ -1328,14 +1335,8 @@ def parked_insiders_attack(
             out = cloaker.request(("q", a, step), ids[a], params, t)
             if out is None or out.region is None:
                 continue
-            x0, y0, x1, y1 = out.region.polygon.bounds
             honest = xy[:n0]
-            inside = (
-                (honest[:, 0] >= x0)
-                & (honest[:, 0] <= x1)
-                & (honest[:, 1] >= y0)
-                & (honest[:, 1] <= y1)
-            )
+            inside = out.region.covers_xy(honest[:, 0], honest[:, 1])
             kept[a] = kept[a] & frozenset(np.flatnonzero(inside).tolist())
     sizes = [len(s) for s in kept]
     return ParkedInsidersResult(

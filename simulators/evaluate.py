@@ -90,6 +90,9 @@ class QueryRecord:
     """Users truly inside the region (indices), for the intersection attack."""
     region_xy: tuple[tuple[float, float], ...] | None = None
     """The answered region (P1, P3): its ring in the scenario's metres, for the map."""
+    region_rings_xy: tuple[tuple[tuple[float, float], ...], ...] | None = None
+    """A session's region of tiles (P1, P3): the outer ring of each polygon of their union,
+    in the scenario's metres, for the map (``region_xy`` is then None)."""
     group_xyr: tuple[float, float, float] | None = None
     """Protocol 4: the centroid sent to DS and its radius, metres, for the map."""
 

@@ -304,8 +304,9 @@ def fuzz_cases(
 def stray_topics(topics: Topics, seen: Mapping[str, int], sent: Mapping[str, int]) -> list[str]:
     """Topics the services published on outside their namespaces: every topic an observer of
     ``{root}/#`` saw more often (``seen``) than the test itself published there (``sent``),
-    except replies, error topics, status, the retained deployment configuration and the
-    mediator's DS hop (``ds/query``, and the service lane ``svc/ds/query``, ``svc/reply/+``)."""
+    except replies, error topics, status, the retained deployment configuration, the
+    mediator's DS hop (``ds/query``, and the service lane ``svc/ds/query``, ``svc/reply/+``)
+    and the anonymizer's fix requests to a session's members (``fix/+``)."""
     return sorted(
         topic
         for topic, n in seen.items()
@@ -314,6 +315,7 @@ def stray_topics(topics: Topics, seen: Mapping[str, int], sent: Mapping[str, int
             topic.startswith((topics.reply_prefix, topics.svc_reply_prefix))
             or matches(topics.errors_filter, topic)
             or matches(f"{topics.root}/status/+", topic)
+            or matches(topics.fix_wanted_filter, topic)
             or topic in (topics.ds_query, topics.svc_ds_query, topics.config)
         )
     )

@@ -52,10 +52,12 @@ def map_data(
             "p": r.protocol,
             "t0": round(r.t_answer_s, 3),
             "t1": round(r.t_answer_s + linger_s, 3),
-            "ring": [list(v) for v in r.region_xy],
+            "rings": [[list(v) for v in ring] for ring in rings],
         }
         for r in records
-        if r.ok and r.region_xy is not None and r.t_answer_s is not None
+        if r.ok
+        and r.t_answer_s is not None
+        and (rings := r.region_rings_xy or ((r.region_xy,) if r.region_xy else ()))
     ]
     groups = [
         {
@@ -157,8 +159,10 @@ function draw(t) {
   }
   for (const r of D.regions) {
     if (r.t0 <= t && t < r.t1) {
-      const points = r.ring.map(v => v.join(",")).join(" ");
-      el("polygon", {class: `region p${r.p}`, points: points}, layer);
+      for (const ring of r.rings) {
+        const points = ring.map(v => v.join(",")).join(" ");
+        el("polygon", {class: `region p${r.p}`, points: points}, layer);
+      }
       regions++;
     }
   }

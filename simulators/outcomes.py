@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from shapely.geometry import Polygon
+from shapely.geometry import MultiPolygon, Polygon
 
 from locpriv.core.geo import LocalProjection
 from locpriv.errors import GroupInfeasible, LocprivError, RemoteError, RequestTimeout
@@ -73,8 +73,15 @@ def score_trusted(
     region_xy = proj.geometry_to_xy(cloak.region)
     rec.k_achieved = region_truth(rec, region_xy, xy, positions, user)
     if isinstance(region_xy, Polygon):
-        ring = list(region_xy.exterior.coords)[:-1]
-        rec.region_xy = tuple((round(float(x), 1), round(float(y), 1)) for x, y, *_ in ring)
+        rec.region_xy = _ring_xy(region_xy)
+    elif isinstance(region_xy, MultiPolygon):  # a session's tiles
+        rec.region_rings_xy = tuple(_ring_xy(g) for g in region_xy.geoms)
+
+
+def _ring_xy(polygon: Polygon) -> tuple[tuple[float, float], ...]:
+    """The outer ring of ``polygon`` (metres), not closed, to 0.1 m."""
+    ring = list(polygon.exterior.coords)[:-1]
+    return tuple((round(float(x), 1), round(float(y), 1)) for x, y, *_ in ring)
 
 
 def score_peer(

@@ -213,12 +213,15 @@ def plot_run(
 
 _BAR_LABELS = {
     "region_edges": ("box of k users", "locpriv"),
-    "session_cost": ("one-shot", "session"),
+    "session_cost": ("one-shot", "session,\none box", "session,\ntiles"),
     "city_session_cost": ("one-shot", "session", "session,\nfixes ±10 m"),
 }
 """Bar labels of the panels whose bars are not locpriv without and with its defence."""
 
-_BARS = {"city_session_cost": ("before", "after", "scattered")}
+_BARS = {
+    "city_session_cost": ("before", "after", "scattered"),
+    "session_cost": ("before", "box", "after"),
+}
 """The prefixes of a panel's bars (``{prefix}_{key}``), where not ``before`` and ``after``."""
 
 _GOAL_LINES = {"session_cost": 5.0, "city_session_cost": 5.0}

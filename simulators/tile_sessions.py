@@ -1,7 +1,8 @@
 """Historical k-anonymity with regions that are unions of tiles: an idealised session policy
 for issue 22's third goal (``benchmarks/study_tile_sessions.py``;
-docs/algorithms.md, "Regions made of tiles"). A study, not a shipped design: the wire's
-:class:`~locpriv.wire.messages.Region` is one simple polygon.
+docs/algorithms.md, "Regions made of tiles"): the policy idealised, with exact positions and
+fixed margins; the cloaker's own (``CloakConfig.session_tile_factor``) shares its geometry,
+:mod:`locpriv.core.cloak.tile_regions`.
 
 A session keeps one fixed set of ``k + spare`` users for its whole life: the requester and
 ``k - 1 + spare`` others drawn at random from her group of a k-d split of everyone's position
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from locpriv.core.cloak.history import grid_cells
+from locpriv.core.cloak.tile_regions import Grid, member_tiles, point_tiles, tile_box
 from simulators.attacks import intersection_attack
 from simulators.causal_sessions import first_groups
 
@@ -51,13 +52,6 @@ __all__ = [
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
-
-Grid = tuple[float, float, float]
-"""A tile grid as the session grid of :func:`locpriv.core.cloak.history.session_grid` gives
-one: tile side, x and y offsets (metres); tile ``i`` spans ``offset + i * side`` onwards."""
-
-_SHIFT = np.int64(1 << 32)
-"""Tile (ix, iy) is keyed ``ix * 2**32 + iy``: exact for indices below 2**31 in magnitude."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,39 +72,6 @@ class TileReplay:
     candidates: float
     missed: float
     infiltrated: float
-
-
-def member_tiles(xy: F64, grid: Grid, margin_m: float) -> list[I64]:
-    """Per row of ``xy`` (n, 2; metres), the keys of the tiles of ``grid`` that hold the point
-    or come within ``margin_m`` of it: the grid box of the point's margin square
-    (:func:`~locpriv.core.cloak.history.grid_cells`, the session regions' own rounding; 1, 2 or
-    4 tiles while ``margin_m`` is under half a tile, up to 9 under a tile)."""
-    out: list[I64] = []
-    for x, y in xy.tolist():
-        ix0, iy0, ix1, iy1 = grid_cells(
-            (x - margin_m, y - margin_m, x + margin_m, y + margin_m), grid, 0.0
-        )
-        ix, iy = np.meshgrid(np.arange(ix0, ix1), np.arange(iy0, iy1), indexing="ij")
-        out.append((ix.ravel() * _SHIFT + iy.ravel()).astype(np.int64))
-    return out
-
-
-def tile_box(key: int, grid: Grid) -> tuple[float, float, float, float]:
-    """The box (x0, y0, x1, y1 metres) of the tile of ``grid`` keyed ``key``
-    (:func:`member_tiles`)."""
-    step, ox, oy = grid
-    iy = (key + (1 << 31)) % (1 << 32) - (1 << 31)
-    ix = (key - iy) >> 32
-    x0, y0 = ox + ix * step, oy + iy * step
-    return x0, y0, x0 + step, y0 + step
-
-
-def point_tiles(xy: F64, grid: Grid) -> I64:
-    """The key of the tile of ``grid`` each row of ``xy`` lies in."""
-    step, ox, oy = grid
-    t = np.floor((xy - np.array([ox, oy])) / step).astype(np.int64)
-    keys: I64 = t[:, 0] * _SHIFT + t[:, 1]
-    return keys
 
 
 @dataclass(frozen=True, slots=True)

@@ -257,7 +257,10 @@ def test_operator_config_feeds_the_machines(tmp_path: Path) -> None:
     assert shipped.limits.publishers == 64 and shipped.topics.prefix == "locpriv"
     cfg = shipped.cloak_config()
     assert cfg.world == (-25_000.0, -25_000.0, 25_000.0, 25_000.0)
-    assert cfg.default == CloakParams(k=10, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=5.0)
+    assert cfg.default == CloakParams(
+        k=10, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=5.0, session_s=1800.0
+    )
+    assert cfg.session_tile_factor == 1.01 == CloakConfig().session_tile_factor
     bad = tmp_path / "bad.toml"
     bad.write_text("[cloak]\nk_min = 0\n")
     with pytest.raises(ConfigError, match=r"cloak\.k_min"):

@@ -20,6 +20,10 @@ from locpriv.core.cloak.types import CloakConfig, CloakParams
 from locpriv.core.cloak.users import FIX_SCATTER_M, SPEED_BASELINE_S, SPEED_MEMORY_S, UserTable
 from simulators.attacks import repeated_cloaks_attack
 
+pytestmark = pytest.mark.usefixtures("one_box_sessions")
+"""Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
+since 2026-12-06, are tested in tests/test_session_tiles.py."""
+
 SESSION_S = 3600.0
 
 

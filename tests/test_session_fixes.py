@@ -21,6 +21,10 @@ from numpy.typing import NDArray
 from locpriv.core.cloak.cloaker import Cloaker
 from locpriv.core.cloak.types import CloakConfig, CloakParams
 
+pytestmark = pytest.mark.usefixtures("one_box_sessions")
+"""Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
+since 2026-12-06, are tested in tests/test_session_tiles.py."""
+
 SIDE = 3000.0
 F64 = NDArray[np.float64]
 K = 5

@@ -9,12 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from numpy.typing import NDArray
 
 from locpriv.core.cloak.cloaker import Cloaker, CloakParams
 from locpriv.core.cloak.history import joint_box_ranks, motion_scores
 from locpriv.core.cloak.types import CloakConfig
 from simulators.attacks import GuessTally, intersection_attack
+
+pytestmark = pytest.mark.usefixtures("one_box_sessions")
+"""Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
+since 2026-12-06, are tested in tests/test_session_tiles.py."""
 
 F64 = NDArray[np.float64]
 

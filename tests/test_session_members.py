@@ -18,6 +18,10 @@ from locpriv.core.cloak.types import CloakConfig
 from locpriv.errors import ConfigError
 from simulators.attacks import repeated_cloaks_attack, session_area_bound
 
+pytestmark = pytest.mark.usefixtures("one_box_sessions")
+"""Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
+since 2026-12-06, are tested in tests/test_session_tiles.py."""
+
 
 @pytest.mark.parametrize(
     "conditions",
@@ -248,12 +252,14 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
 
 
 def test_an_operator_default_gives_profile_less_requests_sessions(tmp_path: Path) -> None:
-    """``[cloak] default_session_s`` (shipped 0) reaches the requests that carry no profile:
+    """``[cloak] default_session_s`` (shipped 1,800 s since 2026-12-06; the library's own
+    default stays 0) reaches the requests that carry no profile:
     with 600 s, a user who asks three times without one keeps the same users in all her
     regions (the intersection holds k), as a profile with ``session_s`` would; with 0 her
     regions are one-shot. A default beyond ``session_s_bound`` is refused naming its key."""
     shipped = load_config(Path(__file__).parents[1] / "deploy" / "locpriv.toml").cloak_config()
-    assert shipped.default.session_s == 0.0 == CloakConfig().default.session_s
+    assert shipped.default.session_s == 1800.0 and CloakConfig().default.session_s == 0.0
+    assert load_config(None).cloak_config().default.session_s == 1800.0  # embedded defaults
     path = tmp_path / "locpriv.toml"
     base = "[cloak]\ndefault_k = 5\nworld_half_m = 2000.0\n"
     rng = np.random.default_rng(11)

@@ -17,6 +17,10 @@ from locpriv.core.cloak.cloaker import Cloaker
 from locpriv.core.cloak.session_records import SessionRecord, SessionRecords
 from locpriv.core.cloak.types import CloakConfig, CloakParams
 
+pytestmark = pytest.mark.usefixtures("one_box_sessions")
+"""Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
+since 2026-12-06, are tested in tests/test_session_tiles.py."""
+
 SIDE = 3000.0
 EXACT = {"session_fix_error_m": 0.0}
 """The walkers' fixes are exact: no margin for where a fix may lie."""

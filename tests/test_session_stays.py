@@ -21,6 +21,10 @@ from locpriv.core.cloak.history import moving_time, still_margins
 from locpriv.core.cloak.types import CloakConfig
 from simulators.attacks import exact, parked_insiders_attack, repeated_cloaks_attack
 
+pytestmark = pytest.mark.usefixtures("one_box_sessions")
+"""Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
+since 2026-12-06, are tested in tests/test_session_tiles.py."""
+
 F64 = NDArray[np.float64]
 SIDE_M = 2000.0
 PARAMS = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)

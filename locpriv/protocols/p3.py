@@ -20,7 +20,7 @@ import logging
 import math
 from collections.abc import Callable, Hashable
 
-from shapely.geometry import Polygon
+from shapely.geometry import MultiPolygon, Polygon
 
 from locpriv.core.cloak.cloaker import Cloaker, CloakOutcome, CloakParams
 from locpriv.core.cloak.tiled import TileCloakers
@@ -301,8 +301,9 @@ class Anonymizer:
             info = None
             if outcome.region is not None:
                 r = outcome.region
-                poly = self.projection.geometry_to_lonlat(r.polygon)
-                assert isinstance(poly, Polygon)
+                # a region of tiles goes out tile by tile (their union may have holes)
+                poly = self.projection.geometry_to_lonlat(r.wire_shape)
+                assert isinstance(poly, Polygon | MultiPolygon)
                 info = RegionInfo(region_to_wire(poly), r.area_m2, r.t1, r.t2, r.users)
             out += then(outcome, info, now)
         return out

@@ -28,7 +28,10 @@ metric                                 type       labels
                                                   ``waited`` - overloaded by waiting time,
                                                   ``lane_rate`` - public lane over its rate)
 ``locpriv_session_regions_total``      counter    ``service``, ``margins`` (``thin``,
-                                                  ``worst_case``): session cloaks answered
+                                                  ``worst_case``; regions of tiles:
+                                                  ``tiles``, ``tile_boxes`` - the box of more
+                                                  tiles than a region carries): session
+                                                  cloaks answered
 ``locpriv_session_events_total``       counter    ``service``, ``event`` (``short`` - a
                                                   worst-case region because fewer than k +
                                                   slack members were left; ``audit_dropped``
@@ -73,7 +76,7 @@ from locpriv.wire.messages import ErrorReply
 if TYPE_CHECKING:
     from locpriv.service.driver import ServiceDriver
 
-__all__ = ["SCRAPE_WAIT_S", "SESSION_EVENTS", "ServiceMetrics"]
+__all__ = ["SCRAPE_WAIT_S", "SESSION_EVENTS", "SESSION_REGIONS", "ServiceMetrics"]
 
 log = logging.getLogger(__name__)
 
@@ -282,6 +285,11 @@ def _one(
     return out
 
 
+SESSION_REGIONS = ("thin", "worst_case", "tiles", "tile_boxes")
+"""The ``margins`` of ``locpriv_session_regions_total``: how a session's region was built (one
+box from thin or worst-case margins, or tiles, or the box of more tiles than a region
+carries)."""
+
 SESSION_EVENTS = (
     "short",
     "audit_dropped",
@@ -301,7 +309,7 @@ def _session_metrics(service: str, counts: dict[str, int]) -> Iterator[Any]:
         "Session cloaks answered, by the margins they were built from",
         labels=["service", "margins"],
     )
-    for margins in ("thin", "worst_case"):
+    for margins in SESSION_REGIONS:
         regions.add_metric([service, margins], float(counts.get(margins, 0)))
     yield regions
     events = CounterMetricFamily(

@@ -12,7 +12,7 @@ from _svc_helpers import PROJ, make_config, running, seed_population
 
 from locpriv.client import Client
 from locpriv.service.anonymizer import AnonymizerService
-from locpriv.service.metrics import SESSION_EVENTS, _session_metrics
+from locpriv.service.metrics import SESSION_EVENTS, SESSION_REGIONS, _session_metrics
 from locpriv.wire.topics import Topics
 from simulators.scrape import metric, scrape
 
@@ -39,11 +39,12 @@ async def test_session_regions_are_exported_by_their_margins(
     counts = anonymizer.machine.session_counts()  # type: ignore[attr-defined]
     by = {
         m: metric(samples, "locpriv_session_regions_total", service="anonymizer", margins=m)
-        for m in ("thin", "worst_case")
+        for m in SESSION_REGIONS
     }
-    # every answered session cloak is counted once (the first one too), by its margins
-    assert by["thin"] + by["worst_case"] == 5
-    assert by == {m: counts.get(m, 0) for m in ("thin", "worst_case")}
+    # every answered session cloak is counted once (the first one too), by how it was built:
+    # regions of tiles at the shipped settings
+    assert sum(by.values()) == 5 and by["tiles"] + by["tile_boxes"] == 5
+    assert by == {m: counts.get(m, 0) for m in SESSION_REGIONS}
     for event in SESSION_EVENTS:
         name = "locpriv_session_events_total"
         assert metric(samples, name, service="anonymizer", event=event) == counts.get(event, 0)
@@ -56,6 +57,8 @@ def test_each_session_count_reaches_its_own_sample() -> None:
     counts = {
         "thin": 7,
         "worst_case": 5,
+        "tiles": 11,
+        "tile_boxes": 10,
         "short": 3,
         "audit_dropped": 2,
         "rekeys": 1,
@@ -73,6 +76,8 @@ def test_each_session_count_reaches_its_own_sample() -> None:
     assert got == {
         ("locpriv_session_regions_total", "thin"): 7,
         ("locpriv_session_regions_total", "worst_case"): 5,
+        ("locpriv_session_regions_total", "tiles"): 11,
+        ("locpriv_session_regions_total", "tile_boxes"): 10,
         ("locpriv_session_events_total", "short"): 3,
         ("locpriv_session_events_total", "audit_dropped"): 2,
         ("locpriv_session_events_total", "rekeys"): 1,

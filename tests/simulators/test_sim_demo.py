@@ -108,17 +108,22 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         edges["after_edges"] > 1000
         and pinned <= edges["blind_pinned_share"] * edges["after_edges"] + 3
     )
-    # what 30-minute sessions cost over the one-shot median (4.35x measured on the demo's seed 7;
-    # 4.57x over the benchmark's seeds with 100 askers): more than nothing, near the goal's 5x
+    # what 30-minute sessions cost over the one-shot median: regions of tiles (shipped since
+    # 2026-12-06; 1.73x over the benchmark's default walkers with 100 askers) under the goal's
+    # 5x and under one box round the same set (4.35x on the demo's seed 7, 4.38x in the
+    # benchmark), both keeping k
     cost = attacks["session_cost"]
-    assert 1.0 < cost["after_area_ratio"] <= 6.0 and cost["after_answered_rate"] >= 0.95
-    # the same in the city (the quick city on its seed 23: 2.30x with exact fixes, 3.09x with
-    # fixes scattered 10 m that say so, 98 % answered; bench_privacy's city at size: 3.69x and
-    # 5.91x over five seeds): sessions keep k, one-shot cloaks do not, and scatter costs area
+    assert 0.5 < cost["after_area_ratio"] <= 5.0 and cost["after_answered_rate"] >= 0.95
+    assert cost["after_area_ratio"] < cost["box_area_ratio"] <= 6.0
+    assert cost["box_success_rate"] <= 0.01
+    # the same in the city (the quick city on its seed 23, sparser than the city at size, where
+    # one-shot regions are large and a tile per member costs less: 0.50x with exact fixes;
+    # one box paid 2.30x; bench_privacy's city at size: 1.46x with tiles, 3.69x with one box):
+    # sessions keep k, one-shot cloaks do not, and scatter costs area
     city = attacks["city_session_cost"]
     assert city["before_success_rate"] > 0.5 and city["before_area_ratio"] == 1.0
     assert city["after_success_rate"] <= 0.01 and city["scattered_success_rate"] <= 0.01
-    assert 1.0 < city["after_area_ratio"] <= city["scattered_area_ratio"] <= 6.0
+    assert 0.2 < city["after_area_ratio"] <= city["scattered_area_ratio"] <= 5.0
     assert city["after_answered_rate"] >= 0.95 and city["scattered_answered_rate"] >= 0.95
     assert "attacks over time" in proc.stdout and "city sessions (800 people)" in proc.stdout
     assert "region edges on, midway between" in proc.stdout and "30-min sessions" in proc.stdout

@@ -36,6 +36,16 @@ def _records(traj: object, rng: np.random.Generator, duration_s: float) -> list[
         rec.t_answer_s = t
         if p == 4:
             rec.group_xyr = (float(x[u]), float(y[u]), h)
+        elif i % 5 == 0:  # a session's region of tiles: two squares
+            rec.region_rings_xy = tuple(
+                (
+                    (x[u] + dx - h / 2, y[u] - h / 2),
+                    (x[u] + dx + h / 2, y[u] - h / 2),
+                    (x[u] + dx + h / 2, y[u] + h / 2),
+                    (x[u] + dx - h / 2, y[u] + h / 2),
+                )
+                for dx in (0.0, 2 * h)
+            )
         else:
             rec.region_xy = (
                 (x[u] - h, y[u] - h),
@@ -104,7 +114,12 @@ def test_chromium_draws_the_regions_groups_and_users_of_the_slider_position(
     assert regions + groups > 0  # the position shows something
     assert drawn == {"t": t if t % 1 else int(t), "users": 60, "regions": regions, "groups": groups}
     # the SVG itself, not only the status line
-    assert len(re.findall(r'<polygon class="region p[13]"', dom)) == regions
+    # one polygon per ring: a session's region of tiles draws each of its pieces
+    shown = [r for r in data["regions"] if r["t0"] <= t < r["t1"]]  # type: ignore[attr-defined]
+    assert len(re.findall(r'<polygon class="region p[13]"', dom)) == sum(
+        len(r["rings"]) for r in shown
+    )
+    assert any(len(r["rings"]) > 1 for r in data["regions"])  # type: ignore[attr-defined]
     assert len(re.findall(r'<circle class="group"', dom)) == groups
     assert len(re.findall(r'<circle class="user"', dom)) == 60
     assert len(re.findall(r'<line class="street"', dom)) == 2 * 21

@@ -49,6 +49,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import shapely
 from numpy.typing import NDArray
 from scipy.spatial import cKDTree
 
@@ -74,6 +75,12 @@ from locpriv.core.cloak.session_records import (
     AuditRecord,
     SessionRecord,
 )
+from locpriv.core.cloak.tile_regions import (
+    point_tiles,
+    tile_grid,
+    tile_region,
+    tile_side_m,
+)
 from locpriv.core.cloak.types import (
     CloakConfig,
     CloakOutcome,
@@ -84,6 +91,7 @@ from locpriv.core.cloak.types import (
 )
 from locpriv.core.cloak.users import UserTable
 from locpriv.errors import CloakInfeasible, CloakTimeout, Overloaded, UnknownUser
+from locpriv.wire.messages import MAX_REGION_PARTS
 
 __all__ = [
     "CloakConfig",
@@ -732,6 +740,8 @@ class Cloaker:
                 )
                 cands = cands[g == g[int(np.flatnonzero(cands == i)[0])]]
                 pools.insert(0, cands)
+            if cfg.session_tile_factor > 0:
+                pools = [self._tile_set(pools, i, p.k, seed)]
             for members in pools:
                 ids = [self.table.slot_ids[int(snap.slots[j])] for j in members]
                 session = _Session(
@@ -747,6 +757,18 @@ class Cloaker:
                 if first is not None:
                     return first, ""
         return region, reason
+
+    def _tile_set(self, pools: list[I64], i: int, k: int, seed: int) -> I64:
+        """A session of tiles' fixed set: row ``i``, the requester, and ``k - 1 +
+        session_tile_spare`` others drawn at random (from a stream of the session's ``seed``)
+        from the first of ``pools`` (snapshot rows, best first; each a group or leaf that
+        every member of it gets, whoever asks) that holds ``k`` users, or all of it."""
+        pool = next((g for g in pools if len(g) >= k), pools[-1])
+        others = pool[pool != i]
+        want = k - 1 + self.config.session_tile_spare
+        drawn = np.random.default_rng([seed, 2]).permutation(others)[:want]
+        out: I64 = np.concatenate([[i], drawn]).astype(np.int64)
+        return out
 
     def _rekey(
         self, snap: _Snapshot, i: int, p: CloakParams, got: CloakRegion | None, factor: float
@@ -857,23 +879,11 @@ class Cloaker:
         session.rev = self.revision.value
         if session.audits:
             self._audit(session)
-        rows: list[int] = []
-        names: list[str] = []
-        for uid in session.members:
-            slot = self.table.ids.get(uid)
-            j = -1 if slot is None else snap.index(self.table, slot)
-            if j >= 0:
-                rows.append(j)
-                names.append(uid)
-        if i not in rows:  # the requester is always a member; add her back if she was new
-            rows.append(i)
-            names.append(self.table.slot_ids[int(snap.slots[i])] or "")
-        idx = np.asarray(rows, dtype=np.int64)
+        if cfg.session_tile_factor > 0:
+            return self._tile_attempt(snap, i, session, p, now)
+        rows, names, got, age = self._member_rows(snap, i, session, now)
+        idx = got.idx
         me = rows.index(i)
-        got = _Rows.of(snap, idx)
-        age = max(now, snap.time) - got.t + cfg.epoch_s  # margins from the snapshot's fixes
-        reach, _ = self._worst(got.motion, age, me)
-        got.hold_newest(snap, self.table, me, max(now, snap.time), float(reach[me]))
         xy, mo = got.xy, got.motion
         rng = np.random.default_rng(session.seed)  # the same grid for the whole session
         # the requester's drawn margin, per request, from a stream of its own
@@ -1018,6 +1028,93 @@ class Cloaker:
             poly, float(poly.area), int(inside.sum()), float(got.t[chosen].min()), snap.time
         )
         return region, ""
+
+    def _member_rows(
+        self, snap: _Snapshot, i: int, session: _Session, now: float
+    ) -> tuple[list[int], list[str], _Rows, F64]:
+        """The snapshot rows of ``session``'s members that the snapshot knows, the requester
+        (row ``i``) among them even if she joined it only now: ``(rows, their user ids, their
+        :class:`_Rows`, each fix's age in s)``, the requester held at her latest report where
+        it lies beyond her margin (:meth:`_Rows.hold_newest`)."""
+        cfg = self.config
+        rows: list[int] = []
+        names: list[str] = []
+        for uid in session.members:
+            slot = self.table.ids.get(uid)
+            j = -1 if slot is None else snap.index(self.table, slot)
+            if j >= 0:
+                rows.append(j)
+                names.append(uid)
+        if i not in rows:  # the requester is always a member; add her back if she was new
+            rows.append(i)
+            names.append(self.table.slot_ids[int(snap.slots[i])] or "")
+        me = rows.index(i)
+        got = _Rows.of(snap, np.asarray(rows, dtype=np.int64))
+        age = max(now, snap.time) - got.t + cfg.epoch_s  # margins from the snapshot's fixes
+        reach, _ = self._worst(got.motion, age, me)
+        got.hold_newest(snap, self.table, me, max(now, snap.time), float(reach[me]))
+        return rows, names, got, age
+
+    def _tile_attempt(
+        self, snap: _Snapshot, i: int, session: _Session, p: CloakParams, now: float
+    ) -> tuple[CloakRegion | None, str]:
+        """A session region of tiles (``session_tile_factor`` > 0;
+        :mod:`~locpriv.core.cloak.tile_regions`): every tile of the session's grid within a
+        member's worst-case margin (:meth:`_worst`; the requester's at least another member's,
+        drawn: :meth:`_requester_floor`) of her fix. More tiles than a wire region carries
+        (``MAX_REGION_PARTS + 1``, 64; large k) give way to their box, a grid box too. The set
+        never grows; members the snapshot no longer knows leave it, members whose fixes may
+        lie farther than ``session_margin_m`` (:meth:`_loose`) leave it, and while the region
+        would reach ``a_max_m2`` so do members with the widest margins, those whose fixes are
+        too old to vouch for (:meth:`_worst`) first; never below ``k``."""
+        cfg = self.config
+        rows, names, got, age = self._member_rows(snap, i, session, now)
+        me = rows.index(i)
+        margin, stale = self._worst(got.motion, age, me)
+        draw = np.random.default_rng([session.seed, session.count, 1])
+        margin[me] = max(float(margin[me]), self._requester_floor(margin, me, draw, stale))
+        grid = tile_grid(
+            tile_side_m(p.a_min_m2, cfg.session_tile_factor),
+            np.random.default_rng([session.seed, 3]),  # the same offset for the whole session
+        )
+        # members whose fixes may lie beyond any margin are not vouched for and leave the set
+        # (covering them would let one who claims a poor fix inflate every region holding
+        # her); while the region would reach a_max_m2, members leave largest margin first,
+        # those whose fixes are too old to vouch for before the others (one who makes herself
+        # seem fast, to widen her margins, cannot wedge a session); never below k
+        keep = ~self._loose(self._fix_error(got.motion), me)
+        if int(keep.sum()) < session.k:
+            keep[:] = True
+        order = np.lexsort((-margin, ~stale))  # stale first, then by margin, widest first
+        droppable = [int(r) for r in order if keep[r] and r != me]
+        hi = p.a_max_m2 * (1 - 1e-6)
+        session.last = now  # a session lasts while requests keep coming, answered or not
+        cap = MAX_REGION_PARTS + 1  # more tiles than a wire region carries: their box
+        while True:
+            got_region = tile_region(got.xy[keep], margin[keep], grid, cap)
+            if got_region.area_m2 < hi or not droppable or int(keep.sum()) <= session.k:
+                break
+            keep[droppable.pop(0)] = False
+        tiles, union, area, keys = got_region
+        left = int(keep.sum())
+        if left < session.k or area >= hi:
+            why = (
+                f"session members left: {left} of them still known, k={session.k} needed"
+                if left < session.k
+                else f"the session's members' tiles cover {area:.0f} m² >= a_max_m2"
+            )
+            return None, f"{why}; the session ends after {session.session_s:g} s without requests"
+        pts = np.column_stack([snap.x, snap.y])
+        if tiles:
+            inside = np.isin(point_tiles(pts, grid), keys)
+        else:
+            inside = shapely.intersects_xy(union, pts[:, 0], pts[:, 1])
+        inside[i] = True  # at her latest fix (a session region holds the requester)
+        session.members = [names[int(r)] for r in np.flatnonzero(keep)]
+        session.count += 1
+        self.session_counts["tiles" if tiles else "tile_boxes"] += 1
+        t1 = float(got.t[keep].min())
+        return CloakRegion(union, area, int(inside.sum()), t1, snap.time, tiles=tiles), ""
 
     def _scale(self, mo: _Motion) -> F64:
         """How much faster than ``session_speed_m_s`` each of the rows of ``mo`` may move

@@ -11,11 +11,14 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 import shapely
+from numpy.typing import NDArray
 
 from locpriv.errors import ConfigError, LocprivError
 
 __all__ = [
+    "Box",
     "CloakConfig",
     "CloakOutcome",
     "CloakParams",
@@ -41,19 +44,39 @@ class CloakParams:
     session_s: float = 0.0
 
 
+Box = tuple[float, float, float, float]
+"""An axis-aligned box ``(x0, y0, x1, y1)`` in local metres."""
+
+
 @dataclass(frozen=True, slots=True)
 class CloakRegion:
     """A cloaking region in local metres and the time interval ``[t1, t2]`` (s) it covers.
 
     Invariants: the requester's snapshot position is covered by ``polygon``; ``users >= k``
-    current users lie in it; ``a_min_m2 < area_m2 < a_max_m2``; ``t1 <= t2``.
+    current users lie in it; ``a_min_m2 < area_m2 < a_max_m2``; ``t1 <= t2``. A session's
+    region of tiles (``CloakConfig.session_tile_factor``) lists them in ``tiles`` (boxes that
+    do not overlap, each of more than ``a_min_m2``); ``polygon`` is then their union.
     """
 
-    polygon: shapely.Polygon
+    polygon: shapely.Polygon | shapely.MultiPolygon
     area_m2: float
     users: int
     t1: float
     t2: float
+    tiles: tuple[Box, ...] = ()
+
+    @property
+    def wire_shape(self) -> shapely.Polygon | shapely.MultiPolygon:
+        """What goes on the wire: ``polygon``, or for tiles a MultiPolygon of one square per
+        tile (their union may have holes, which a wire region cannot carry)."""
+        if not self.tiles:
+            return self.polygon
+        return shapely.MultiPolygon([shapely.box(*b) for b in self.tiles])
+
+    def covers_xy(self, x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Which of the points ``(x, y)`` (metres) the region covers, edges included."""
+        out: NDArray[np.bool_] = shapely.intersects_xy(self.polygon, x, y)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +245,18 @@ class CloakConfig:
     more fix requests (``benchmarks/bench_session_knobs.py --knob '{}' --knob
     '{"session_fresh_s": 10.0}' --tag fresh_s``; docs/algorithms.md, "Fresh reports on
     request")."""
+    session_tile_factor: float = 1.01
+    """0: a session's regions are boxes (above). > 1: they are unions of tiles, squares of side
+    ``session_tile_factor * sqrt(a_min_m2)`` on a grid offset at random once per session: each
+    region is every tile within her worst-case margin of a member of a set fixed when the
+    session starts (the requester and ``k - 1 +`` :attr:`session_tile_spare` others drawn at
+    random from her group), so its area does not grow with the session's age. Each member
+    is hidden only within her own tiles (each of more than ``a_min_m2``), not within the
+    whole region: docs/algorithms.md, "Regions made of tiles"."""
+    session_tile_spare: int = 2
+    """With :attr:`session_tile_factor` > 1: members a set of tiles draws beyond ``k``, so that
+    as many can leave (go silent, or be devices an adversary parked beside the requester)
+    and ``k`` remain."""
     session_fix_wait_s: float = 2.0
     """With ``session_fresh_s`` > 0: the longest a session request waits for its members'
     fresh reports, seconds."""
@@ -266,6 +301,7 @@ class CloakConfig:
             self.session_fresh_s,
             self.session_fix_wait_s,
             self.session_fix_every_s,
+            self.session_tile_spare,
         )
         if not all(v >= 0 for v in knobs):  # nan fails too
             raise ConfigError(
@@ -273,8 +309,8 @@ class CloakConfig:
                 " session_rekey_factor, session_slack, session_drift_m_s, session_floor_m,"
                 " session_forecast_s, session_speed_factor, session_spare,"
                 " session_spare_fast_users, session_fix_error_m, session_accuracy_factor,"
-                " session_fresh_s, session_fix_wait_s and"
-                " session_fix_every_s must be >= 0"
+                " session_fresh_s, session_fix_wait_s, session_fix_every_s and"
+                " session_tile_spare must be >= 0"
             )
         if self.session_fix_error_m > self.session_margin_m:
             raise ConfigError(
@@ -289,6 +325,8 @@ class CloakConfig:
             raise ConfigError('session_requester_quantile must be "draw" or in [0, 1]')
         if self.session_pool_factor < 1 or self.session_candidate_factor < 1:
             raise ConfigError("session_pool_factor and session_candidate_factor must be >= 1")
+        if not (self.session_tile_factor == 0 or 1 < self.session_tile_factor <= 100):
+            raise ConfigError("session_tile_factor must be 0 (boxes) or in (1, 100]")
         if self.session_shrink_requests < 1:
             raise ConfigError("session_shrink_requests must be >= 1")
         check_params(self, self.default)
