@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from numpy.typing import NDArray
 
 from locpriv.core.cloak.cloaker import Cloaker
 from locpriv.core.cloak.tile_regions import tile_side_m
@@ -25,7 +24,6 @@ TILES = {"session_tile_factor": 1.01}
 """Tiles just over A_min (101 m for A_min = 1 ha; the shipped setting, spelled out)."""
 BOX = {"session_tile_factor": 0.0}
 """One-box session regions (the design before 2026-12-06)."""
-F64 = NDArray[np.float64]
 
 
 @pytest.mark.parametrize(
