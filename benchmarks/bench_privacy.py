@@ -16,8 +16,9 @@
   populations, shared regions and sessions, against what a blind placement gives;
 * repeated cloaks, cloaking core - 2,000 users random-walk over 4 km x 4 km, 100 ask k = 5
   every minute for 30 minutes; intersection attack success, region area, answered share;
-  without sessions, with worst-case margins and the first group only, and the shipped
-  sessions; then over conditions (1,000-4,000 users, 0.7-3 m/s, k 5-10,
+  without sessions, with worst-case margins and the first group only, one box per region
+  (``one_box``, the sessions before 2026-12-06) and the shipped sessions (regions of tiles);
+  then over conditions (1,000-4,000 users, 0.7-3 m/s, k 5-10,
   30-60 min), with fixes at every request and every 30 s (stale fixes, walkers turning);
 * session lengths - the issue's goal at defaults over 30, 45 and 60 minute sessions: the
   default walkers (k = 5), fixes at every request and every 30 s, three walk seeds, with the
@@ -91,11 +92,17 @@ OUT = Path(__file__).resolve().parent / "results" / "bench_privacy.json"
 WALKER_SESSION_S = 3600.0
 """The walker conditions' ``session_s``."""
 
-NO_STILL_MARGINS: dict[str, Any] = {"session_risk": 1e-12}
+ONE_BOX: dict[str, Any] = {"session_tile_factor": 0.0}
+"""Sessions of one box per region, the design before regions of tiles became the default
+(2026-12-06): every session row has it beside the tiles' ("one_box")."""
+
+NO_STILL_MARGINS: dict[str, Any] = {"session_risk": 1e-12, **ONE_BOX}
+DISTANCE_RANKING: dict[str, Any] = {"session_joint_box": False, **ONE_BOX}
+"""One-box sessions whose members are ranked each by her own distance (no joint box)."""
 """Sessions whose thin margins ignore how long a member stayed put (a budget so small that
 every margin is the ordinary ``floor + drift * age``)."""
 
-WORST_CASE_SESSIONS: dict[str, Any] = {"session_slack": 0, "session_adopt": False}
+WORST_CASE_SESSIONS: dict[str, Any] = {"session_slack": 0, "session_adopt": False, **ONE_BOX}
 """Sessions without thin regions and adoption: every member kept off the edges by the
 worst-case margin, the set the first group only (what those two parts buy)."""
 
@@ -119,13 +126,15 @@ def requester_guess_figures(records: Sequence[QueryRecord], trajectories: Any) -
     """The requester-finding guesses over every region of the attacked sessions but their
     first (:class:`~simulators.attacks.GuessTally`): hits of the user nearest the centre and
     of the one nearest an edge, among everyone inside and among the session's candidates,
-    each over what a guess at random among those gets (1: chance)."""
+    each over what a guess at random among those gets (1: chance). A region of tiles is
+    guessed on its tiles' bounding box."""
     tally = GuessTally()
     for user, rs in region_sessions(records).items():
         for r in rs:
-            if r.inside is None or r.region_xy is None:
+            rings = r.region_rings_xy or ((r.region_xy,) if r.region_xy else ())
+            if r.inside is None or not rings:
                 continue
-            ring = np.asarray(r.region_xy, dtype=float)
+            ring = np.concatenate([np.asarray(g, dtype=float) for g in rings])  # tiles: all
             bounds = (ring[:, 0].min(), ring[:, 1].min(), ring[:, 0].max(), ring[:, 1].max())
             x, y = trajectories.at(r.t_anon_s if r.t_anon_s is not None else r.t_request_s)
             tally.add(user, bounds, np.column_stack([x, y]), r.inside, user)
@@ -181,11 +190,19 @@ def _city_all(quick: bool) -> dict[str, Any]:
             # what the margins of those who stayed put buy: everyone the ordinary thin margin
             ("no_still_margins", seed, CITY_SESSION_S, NO_STILL_MARGINS, quick),
             # what choosing the set by its joint box buys: members each by her own distance
-            ("distance_ranking", seed, CITY_SESSION_S, {"session_joint_box": False}, quick),
+            (
+                "distance_ranking",
+                seed,
+                CITY_SESSION_S,
+                {"session_joint_box": False, **ONE_BOX},
+                quick,
+            ),
+            # one box per region: the sessions before regions of tiles
+            ("one_box", seed, CITY_SESSION_S, ONE_BOX, quick),
         ]
     jobs += [
         ("worst_case_sessions", seeds[0], CITY_SESSION_S, WORST_CASE_SESSIONS, quick),
-        ("rekeyed_3x", seeds[0], CITY_SESSION_S, {"session_rekey_factor": 3.0}, quick),
+        ("rekeyed_3x", seeds[0], CITY_SESSION_S, {"session_rekey_factor": 3.0, **ONE_BOX}, quick),
     ]
     with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as ex:
         rows = list(ex.map(_city_job, jobs))
@@ -198,7 +215,7 @@ def _city_all(quick: bool) -> dict[str, Any]:
             r["area_ratio"] = r["area_m2_median"] / base
             r["by_requester"] = _kind_shares(r.pop("areas_by_kind"), base)
     after = [per["after"] for per in out["seeds"].values()]
-    for design in ("after", NO_FIX_ANSWERS, "no_still_margins", "distance_ranking"):
+    for design in ("after", "one_box", NO_FIX_ANSWERS, "no_still_margins", "distance_ranking"):
         out[f"{design}_mean"] = {
             key: float(np.mean([per[design][key] for per in out["seeds"].values()]))
             for key in ("area_ratio", "answered_rate", "success_rate")
@@ -329,6 +346,7 @@ def _conditions(quick: bool) -> dict[str, Any]:
         }
         designs: list[tuple[str, dict[str, Any], float | None]] = [
             ("worst_case", WORST_CASE_SESSIONS, FIX_REPLY_S),
+            ("one_box", ONE_BOX, FIX_REPLY_S),
             ("after", {}, FIX_REPLY_S),
         ]
         if kw["update_s"] > 0:  # with fixes at every request nobody is asked
@@ -373,10 +391,15 @@ def _lengths(quick: bool) -> dict[str, Any]:
                 r = repeated_cloaks_attack(
                     session_s=WALKER_SESSION_S, fix_reply_s=FIX_REPLY_S, **kw
                 )
+                box = repeated_cloaks_attack(
+                    session_s=WALKER_SESSION_S, fix_reply_s=FIX_REPLY_S, cloak=ONE_BOX, **kw
+                )
                 cells.append(
                     {
                         "seed": seed,
                         "area_ratio": r.area_m2_median / base.area_m2_median,
+                        "one_box_area_ratio": box.area_m2_median / base.area_m2_median,
+                        "one_box_narrowed": box.success_rate,
                         "answered": r.answered_rate,
                         "narrowed": r.success_rate,
                         "oracle_joint_20m_ratio": base.oracle_joint_area_m2_median
@@ -560,8 +583,9 @@ def _core() -> dict[str, Any]:
     out["worst_case_sessions"] = dataclasses.asdict(
         repeated_cloaks_attack(session_s=600.0, cloak=WORST_CASE_SESSIONS)
     )
+    out["one_box"] = dataclasses.asdict(repeated_cloaks_attack(session_s=600.0, cloak=ONE_BOX))
     out["rekeyed_3x"] = dataclasses.asdict(
-        repeated_cloaks_attack(session_s=600.0, cloak={"session_rekey_factor": 3.0})
+        repeated_cloaks_attack(session_s=600.0, cloak={"session_rekey_factor": 3.0, **ONE_BOX})
     )
     return out
 
