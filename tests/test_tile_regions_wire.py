@@ -14,6 +14,7 @@ import pytest
 import shapely
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import ValidationError
+from shapely.geometry import Point, Polygon
 
 from locpriv.core.cloak.cloaker import CloakConfig, Cloaker, CloakParams
 from locpriv.core.geo import LocalProjection, LonLat, area_m2, region_from_wire, region_to_wire
@@ -34,6 +35,7 @@ from locpriv.wire.messages import (
     PrivacyProfile,
     QueryAnswer,
     QueryRequest,
+    Region,
     RegionLocation,
     WireModel,
     WithinQuery,
@@ -210,3 +212,34 @@ def test_a_token_sealing_64_tiles_fits_an_echoed_id_and_old_tokens_open() -> Non
     plain = AESGCM(key).encrypt(nonce, b'{"a":1}', b"locpriv/ds-token/v1")
     legacy = "s1." + base64.urlsafe_b64encode(nonce + plain).rstrip(b"=").decode()
     assert Sealer(key).open(legacy) == {"a": 1}
+
+
+def test_a_self_crossing_part_is_refused_or_hulled_never_a_crash() -> None:
+    """A hostile region whose parts cross themselves (a bow tie): DS answers it over its
+    convex hull, as it does one such ring, and the user's checks refuse it as a region."""
+    bow = [(2.1686, 41.3874), (2.1698, 41.3883), (2.1698, 41.3874), (2.1686, 41.3883)]
+    square = [(2.17, 41.39), (2.171, 41.39), (2.171, 41.391), (2.17, 41.391)]
+    wire = Region(ring=square, parts=[bow, bow])
+    q = WithinQuery(category="cafe", radius_m=100.0)
+    ds = DSCore(INDEX)
+    query = DSQuery(
+        correlation_id="c",
+        reply_to=TOPICS.reply("x"),
+        query=q,
+        location=RegionLocation(region=wire),
+    )
+    (reply,) = ds.receive(query, T0)
+    assert isinstance(reply.message, QueryAnswer) and reply.message.candidates
+    hull = PROJ.geometry_to_xy(
+        shapely.convex_hull(shapely.MultiPolygon([Polygon(square), Polygon(bow)]))
+    )
+    got = {p.id for p in reply.message.pois}
+    for poi in INDEX.pois:
+        if (
+            poi.category == "cafe"
+            and hull.distance(Point(*PROJ.point_to_xy(poi.lon, poi.lat))) < 99
+        ):
+            assert poi.id in got
+    asked = Asked(position=LonLat(2.1705, 41.3905), query=q, profile=None, sent=T0)
+    problem = region_problem(asked, region_from_wire(wire), 2e4, 5, T0, T0, T0, PROJ)
+    assert problem is not None and "valid" in problem

@@ -152,9 +152,14 @@ def region_to_wire(shape_lonlat: RegionShape) -> Region:
 
 def region_from_wire(region: Region) -> RegionShape:
     """A wire region to shapely, lon/lat degrees: its polygon, or the union of its rings when
-    it has ``parts`` (a Polygon or MultiPolygon, valid where every ring is)."""
+    it has ``parts`` (a Polygon or MultiPolygon, valid where every ring is; with a ring that
+    is not a valid polygon, the rings as an invalid MultiPolygon, which the user's checks
+    refuse and DS answers by its convex hull, as for one such ring)."""
     if region.parts:
-        union = shapely.union_all([Polygon(r) for r in region.rings])
+        polys = [Polygon(r) for r in region.rings]
+        if not all(p.is_valid for p in polys):  # a self-crossing ring: no union (GEOS raises)
+            return MultiPolygon(polys)  # invalid, as one such ring is: refused or hulled
+        union = shapely.union_all(polys)
         assert isinstance(union, Polygon | MultiPolygon)
         return union
     return Polygon(region.ring)
