@@ -50,6 +50,7 @@ Example ``locpriv.toml`` (every key optional; defaults shown)::
     session_tile_factor = 1.01         # >1: session regions are tiles of this x sqrt(a_min)
                                        # around a fixed set (0: one box; algorithms.md)
     session_tile_spare = 2             # ... the set holds k + this many members
+    session_tile_min_m = 100.0         # ... tiles never smaller, whatever a_min is asked
     default_k = 10
     default_a_min_m2 = 1e4
     default_a_max_m2 = 4e6
@@ -188,6 +189,7 @@ class CloakSection(_Section):
     session_fix_wait_s: float = Field(2.0, ge=0, le=60)
     session_tile_factor: float = Field(1.01, ge=0, le=100)
     session_tile_spare: int = Field(2, ge=0, le=1000)
+    session_tile_min_m: float = Field(100.0, ge=0, le=100_000)
     session_fix_every_s: float = Field(10.0, ge=0, le=86_400)
     default_k: int = Field(10, ge=1)
     default_a_min_m2: float = Field(1e4, ge=0)
@@ -353,6 +355,7 @@ class ServiceConfig(_Section):
             session_fix_every_s=c.session_fix_every_s,
             session_tile_factor=c.session_tile_factor,
             session_tile_spare=c.session_tile_spare,
+            session_tile_min_m=c.session_tile_min_m,
             default=CloakParams(
                 k=c.default_k,
                 a_min_m2=c.default_a_min_m2,

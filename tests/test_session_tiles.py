@@ -113,7 +113,7 @@ def test_tiles_are_each_over_a_min_and_on_one_grid_per_session(users: int, k: in
     ids = [f"u{i}" for i in range(users)]
     ck = Cloaker(CloakConfig(world=(0, 0, side, side), **TILES), rng=np.random.default_rng(k))
     p = CloakParams(k=k, a_min_m2=a_min, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
-    step = tile_side_m(a_min, TILES["session_tile_factor"])
+    step = tile_side_m(a_min, TILES["session_tile_factor"], CloakConfig().session_tile_min_m)
     offsets: dict[int, set[tuple[float, float]]] = {}
     for m in range(8):
         xy = np.clip(xy + rng.normal(0, 40, xy.shape), 0, side)
@@ -283,3 +283,34 @@ def test_a_member_who_jumps_about_cannot_wedge_a_session_of_tiles() -> None:
         inside = got.region.covers_xy(xy[honest, 0], xy[honest, 1])
         kept &= set(honest[inside].tolist())
     assert len(kept) >= k and 0 in kept
+
+
+@pytest.mark.parametrize("a_min_m2", [0.0, 1.0, 100.0, 2500.0])
+def test_a_tiny_a_min_does_not_shrink_the_tiles_that_hold_the_other_members(
+    a_min_m2: float,
+) -> None:
+    """An ordinary login asks her session for a_min_m2 of 0 to 2,500 m²: each tile still has
+    a side of at least ``session_tile_min_m`` (100 m), so the members of her set are each
+    placed to within a tile of 1 ha at best, not to within the few metres a tile of her A_min
+    would give (the member nearest each tile's centre is on average tens of metres off)."""
+    side, users = 3000.0, 1500
+    rng = np.random.default_rng(8)
+    xy = rng.uniform(0, side, (users, 2))
+    ids = [f"u{i}" for i in range(users)]
+    ck = Cloaker(CloakConfig(world=(0, 0, side, side), **TILES), rng=np.random.default_rng(9))
+    p = CloakParams(k=5, a_min_m2=a_min_m2, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
+    errors = []
+    for m in range(3):
+        ck.update_many(ids, xy, now=60.0 * m, accuracy_m=np.zeros(users))
+        for a in range(10):
+            got = ck.request((m, a), ids[a], p, 60.0 * m + 0.5)
+            assert got is not None and got.region is not None
+            r = got.region
+            boxes = r.tiles or (tuple(r.polygon.bounds),)
+            assert all(b[2] - b[0] >= 100.0 - 1e-9 for b in boxes)
+            members = [int(u[1:]) for u in ck._sessions[ids[a]].members]
+            for x0, y0, x1, y1 in boxes:  # the adversary's estimate: each tile's centre
+                cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+                d = np.hypot(xy[members, 0] - cx, xy[members, 1] - cy)
+                errors.append(float(d.min()))
+    assert np.mean(errors) > 25.0, np.mean(errors)

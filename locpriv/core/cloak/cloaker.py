@@ -1074,7 +1074,7 @@ class Cloaker:
         draw = np.random.default_rng([session.seed, session.count, 1])
         margin[me] = max(float(margin[me]), self._requester_floor(margin, me, draw, stale))
         grid = tile_grid(
-            tile_side_m(p.a_min_m2, cfg.session_tile_factor),
+            tile_side_m(p.a_min_m2, cfg.session_tile_factor, cfg.session_tile_min_m),
             np.random.default_rng([session.seed, 3]),  # the same offset for the whole session
         )
         # members whose fixes may lie beyond any margin are not vouched for and leave the set

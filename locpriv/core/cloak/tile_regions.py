@@ -46,9 +46,10 @@ tuple as a box session's :func:`~locpriv.core.cloak.history.session_grid`)."""
 _SHIFT = np.int64(1 << 32)
 
 
-def tile_side_m(a_min_m2: float, factor: float) -> float:
-    """The side (m) of a session's tiles: ``factor * sqrt(a_min_m2)``, at least 1 m."""
-    return max(factor * math.sqrt(max(a_min_m2, 0.0)), 1.0)
+def tile_side_m(a_min_m2: float, factor: float, min_m: float) -> float:
+    """The side (m) of a session's tiles: ``factor * sqrt(a_min_m2)``, at least ``min_m``
+    (and 1 m)."""
+    return max(factor * math.sqrt(max(a_min_m2, 0.0)), min_m, 1.0)
 
 
 def tile_grid(side_m: float, rng: np.random.Generator) -> Grid:

@@ -253,6 +253,11 @@ class CloakConfig:
     random from her group), so its area does not grow with the session's age. Each member
     is hidden only within her own tiles (each of more than ``a_min_m2``), not within the
     whole region: docs/algorithms.md, "Regions made of tiles"."""
+    session_tile_min_m: float = 100.0
+    """With :attr:`session_tile_factor` > 1: the least side of a tile, metres, whatever
+    ``a_min_m2`` the requester asks. A tile holds the other members, not only her, so their
+    floor is the operator's, not hers: asked for a tiny ``a_min_m2``, a session would
+    otherwise place each of its members to within a few metres."""
     session_tile_spare: int = 2
     """With :attr:`session_tile_factor` > 1: members a set of tiles draws beyond ``k``, so that
     as many can leave (go silent, or be devices an adversary parked beside the requester)
@@ -302,6 +307,7 @@ class CloakConfig:
             self.session_fix_wait_s,
             self.session_fix_every_s,
             self.session_tile_spare,
+            self.session_tile_min_m,
         )
         if not all(v >= 0 for v in knobs):  # nan fails too
             raise ConfigError(
@@ -309,8 +315,8 @@ class CloakConfig:
                 " session_rekey_factor, session_slack, session_drift_m_s, session_floor_m,"
                 " session_forecast_s, session_speed_factor, session_spare,"
                 " session_spare_fast_users, session_fix_error_m, session_accuracy_factor,"
-                " session_fresh_s, session_fix_wait_s, session_fix_every_s and"
-                " session_tile_spare must be >= 0"
+                " session_fresh_s, session_fix_wait_s, session_fix_every_s,"
+                " session_tile_spare and session_tile_min_m must be >= 0"
             )
         if self.session_fix_error_m > self.session_margin_m:
             raise ConfigError(
