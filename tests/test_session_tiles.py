@@ -253,11 +253,11 @@ def test_more_tiles_than_a_region_carries_give_their_box() -> None:
 
 def test_a_member_who_jumps_about_cannot_wedge_a_session_of_tiles() -> None:
     """Three members of an asker's set (an adversary's logins) report positions that jump
-    kilometres between fixes a tenth of a second apart, to widen their margins (the cloaker
-    scales a member's margins by how fast she is seen to move) and so every region holding
-    them: every request is still answered under A_max (with A_max at 1 km², members with
-    the widest margins leave the set first, never below k), and the intersection of the honest
-    users in her regions still holds k."""
+    kilometres between fixes a tenth of a second apart: every request is still answered under
+    an A_max of 1 km² and the intersection of the honest users in her regions still holds k.
+    (The cloaker's speed estimate does not take such jumps at face value, so their margins
+    stay small here and the rule that drops the widest margins near A_max is not reached:
+    this test does not exercise it.)"""
     side, users, k = 3000.0, 800, 5
     rng = np.random.default_rng(21)
     xy = rng.uniform(0, side, (users, 2))
@@ -314,3 +314,32 @@ def test_a_tiny_a_min_does_not_shrink_the_tiles_that_hold_the_other_members(
                 d = np.hypot(xy[members, 0] - cx, xy[members, 1] - cy)
                 errors.append(float(d.min()))
     assert np.mean(errors) > 25.0, np.mean(errors)
+
+
+def test_a_member_gone_silent_leaves_rather_than_overflow_the_region() -> None:
+    """Two members of an asker's set stop reporting. Their worst-case margins grow by 3 m/s a
+    second until covering them would take the region past A_max (1 km²): they leave the set,
+    widest margin first, every request is answered under A_max, and the honest users left in
+    all her regions still number k (the silent ones, wherever they walked, are not counted)."""
+    side, users, k = 3000.0, 800, 5
+    rng = np.random.default_rng(4)
+    xy = rng.uniform(0, side, (users, 2))
+    ids = [f"u{i}" for i in range(users)]
+    ck = Cloaker(CloakConfig(world=(0, 0, side, side), **TILES), rng=np.random.default_rng(5))
+    p = CloakParams(k=k, a_min_m2=1e4, a_max_m2=1e6, max_delay_s=0.0, session_s=600.0)
+    ck.update_many(ids, xy, now=0.0, accuracy_m=np.full(users, 5.0))
+    assert ck.request(0, ids[0], p, 0.5) is not None
+    silent = [int(u[1:]) for u in ck._sessions[ids[0]].members[1:3]]
+    talk = np.setdiff1d(np.arange(users), silent)
+    kept = set(talk.tolist())
+    for m in range(1, 5):
+        xy = np.clip(xy + rng.normal(0, 30, xy.shape), 0, side)
+        ck.update_many(
+            [ids[i] for i in talk], xy[talk], now=60.0 * m, accuracy_m=np.full(len(talk), 5.0)
+        )
+        got = ck.request(m, ids[0], p, 60.0 * m + 0.5)
+        assert got is not None and got.region is not None, got
+        assert got.region.area_m2 < 1e6
+        kept &= set(talk[got.region.covers_xy(xy[talk, 0], xy[talk, 1])].tolist())
+    assert not {ids[i] for i in silent} & set(ck._sessions[ids[0]].members)
+    assert len(kept) >= k and 0 in kept
