@@ -125,21 +125,49 @@ def areas() -> dict[str, Any]:
         shapes.append(
             (f"convex {n}-gon", [(cx + r * math.cos(a), cy + r * math.sin(a)) for a in angles])
         )
-    for name, pts in shapes:
-        ring = []
-        for px, py in pts:
-            lon, lat = inv.transform(px, py)
-            ring.append([float(lon), float(lat)])
+
+    def lonlat(pts: list[tuple[float, float]]) -> list[list[float]]:
+        return [[float(v) for v in inv.transform(px, py)] for px, py in pts]
+
+    def planar_geodesic(ring: list[list[float]]) -> tuple[float, float]:
         xs, ys = fwd.transform([p[0] for p in ring], [p[1] for p in ring])
         planar = _shoelace([float(v) for v in xs], [float(v) for v in ys])
         geodesic, _ = GEOD.polygon_area_perimeter([p[0] for p in ring], [p[1] for p in ring])
+        return planar, abs(float(geodesic))
+
+    for name, pts in shapes:
+        ring = lonlat(pts)
+        planar, geodesic = planar_geodesic(ring)
         cases.append(
             {
                 "config": cfg["name"],
                 "name": name,
                 "ring": ring,
                 "area_m2": round(planar, 6),
-                "geodesic_area_m2": round(abs(float(geodesic)), 6),
+                "geodesic_area_m2": round(geodesic, 6),
+            }
+        )
+
+    def tile(i: int, j: int, side: float = 101.0, x0: float = 37.0, y0: float = -12.0) -> Any:
+        x, y = x0 + i * side, y0 + j * side
+        return [(x, y), (x + side, y), (x + side, y + side), (x, y + side)]
+
+    tiled = [  # regions of session tiles: a ring and parts that share edges or stand apart
+        ("tiles: two sharing an edge", [tile(0, 0), tile(1, 0)]),
+        ("tiles: an L of three", [tile(0, 0), tile(1, 0), tile(1, 1)]),
+        ("tiles: three apart", [tile(0, 0), tile(3, 1), tile(-2, 4)]),
+    ]
+    for name, rings_xy in tiled:
+        rings = [lonlat(r) for r in rings_xy]
+        sums = [planar_geodesic(r) for r in rings]
+        cases.append(
+            {
+                "config": cfg["name"],
+                "name": name,
+                "ring": rings[0],
+                "parts": rings[1:],
+                "area_m2": round(sum(p for p, _ in sums), 6),
+                "geodesic_area_m2": round(sum(g for _, g in sums), 6),
             }
         )
     return {
@@ -149,7 +177,9 @@ def areas() -> dict[str, Any]:
             " equidistant projection (see tiles.json) and take the shoelace area"
             " |sum(x_i*y_(i+1) - x_(i+1)*y_i)| / 2 of the projected polygon (m², to 1e-6)."
             " geodesic_area_m2 is the ellipsoidal (WGS84) area of the same ring, for comparison"
-            " (within about 1e-5 relative inside 25 km of the origin)."
+            " (within about 1e-5 relative inside 25 km of the origin). A region with parts"
+            " (session tiles: rings that never overlap, though they may share edges) has the"
+            " sum of its rings' areas, ring and parts alike."
         ),
         "configs": [cfg],
         "cases": cases,
@@ -167,6 +197,25 @@ def _cloak(**extra: Any) -> dict[str, Any]:
 
 
 _DS_AT = {"kind": "centroid", "lat": LAT, "lon": LON, "radius_m": 500.0}
+
+
+def _square(lon: float, lat: float) -> list[list[float]]:
+    """A ring of about 100 m x 100 m from its south-west corner (degrees, 4 decimals)."""
+    e, n = round(lon + 0.0012, 4), round(lat + 0.0009, 4)
+    return [[lon, lat], [e, lat], [e, n], [lon, n]]
+
+
+_TILES = [_square(LON, LAT), _square(2.1698, LAT), _square(2.1722, 41.3892)]
+"""Three tiles of a region: two sharing an edge, one apart."""
+
+
+def _ds_region(rings: list[list[list[float]]], empty_parts: bool = False) -> dict[str, Any]:
+    """A DS query over a region of ``rings`` (the first is ``ring``, the rest ``parts``)."""
+    region: dict[str, Any] = {"ring": rings[0]}
+    if len(rings) > 1 or empty_parts:
+        region["parts"] = rings[1:]
+    query = {"kind": "within", "category": "cafe", "radius_m": 200.0}
+    return _ds(location={"kind": "region", "region": region}, query=query)
 
 
 def _ds(**extra: Any) -> dict[str, Any]:
@@ -390,6 +439,42 @@ def messages() -> dict[str, Any]:
             "ds/query",
             _ds(reply_to="locpriv/v1/svc/reply/anyone"),
             _err("invalid_field", "reply_to", to="errors"),
+            service="ds",
+        ),
+        # regions of tiles (ring + parts) and the long ids a mediator's sealed token needs
+        _case(
+            "DS: a region of tiles",
+            "ds/query",
+            _ds_region(_TILES),
+            {"valid": True},
+            service="ds",
+        ),
+        _case(
+            "DS: a region of tiles with a degenerate part",
+            "ds/query",
+            _ds_region([_TILES[0], [[2.1698, 41.3874], [2.171, 41.3874], [2.1698, 41.3874]]]),
+            _err("invalid_field", "location.region.parts"),
+            service="ds",
+        ),
+        _case(
+            "DS: a region with an empty parts list",
+            "ds/query",
+            _ds_region(_TILES[:1], empty_parts=True),
+            _err("invalid_field", "location.region.parts"),
+            service="ds",
+        ),
+        _case(
+            "DS: a correlation id as long as a mediator's sealed token for 64 tiles",
+            "ds/query",
+            _ds(correlation_id="s2." + "A" * 6000),
+            {"valid": True},
+            service="ds",
+        ),
+        _case(
+            "DS: a correlation id past 16384 characters",
+            "ds/query",
+            _ds(correlation_id="A" * 16385),
+            _err("invalid_field", "correlation_id"),
             service="ds",
         ),
     ]
