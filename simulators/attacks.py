@@ -46,6 +46,7 @@ from locpriv.protocols.p4.types import PeerConfig
 from locpriv.wire.messages import NearestQuery, PeerRequest
 from simulators.city import CITY_SESSION_S, city_figures, city_run
 from simulators.fixes import Fixes
+from simulators.tracking import RegionTracker, TrackingFigures, tracking_figures
 
 __all__ = [
     "BrokerTrackingResult",
@@ -400,6 +401,9 @@ class RepeatedCloaksResult:
     """... and the same statistic on a decoy, what it scores when nothing leaks."""
     session_counts: Mapping[str, int] = field(default_factory=dict)
     """What the cloaker's sessions did (``Cloaker.session_counts``)."""
+    tracking: TrackingFigures | None = None
+    """Everyone inside each asker's first region, followed through her later regions by an
+    adversary who knew where they were then (:mod:`simulators.tracking`; side √A_min)."""
 
 
 def party_leads(users: int, askers: int, size: int) -> NDArray[np.int64]:
@@ -594,6 +598,7 @@ def repeated_cloaks_attack(
     )
     index = {u: i for i, u in enumerate(ids)}
     regions: list[list[frozenset[int]]] = [[] for _ in range(askers)]
+    trackers: dict[int, RegionTracker] = {}
     tally = GuessTally()
     areas: list[float] = []
     frames: list[tuple[F64, F64]] = []
@@ -634,6 +639,10 @@ def repeated_cloaks_attack(
         inside = out.region.covers_xy(xy[:, 0], xy[:, 1])  # a box, or a session's tiles
         rows = np.flatnonzero(inside).tolist()
         regions[a].append(frozenset(rows))
+        if a in trackers:
+            trackers[a].follow(out.region.polygon, xy)
+        else:
+            trackers[a] = RegionTracker.first(a, np.asarray(rows, dtype=np.int64), xy)
         tally.add(a, (x0, y0, x1, y1), xy, rows, a)
         areas.append(out.region.area_m2)
 
@@ -730,6 +739,7 @@ def repeated_cloaks_attack(
         rank_among_candidates_over_chance=guesses["rank_among_candidates_over_chance"],
         rank_decoy_over_chance=guesses["rank_decoy_over_chance"],
         session_counts=dict(cloaker.session_counts),
+        tracking=tracking_figures(list(trackers.values()), math.sqrt(a_min_m2)),
     )
 
 
