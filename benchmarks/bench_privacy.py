@@ -51,6 +51,11 @@
   with reports that give their accuracy and with reports that do not; the shipped margins
   also on 4,000 walkers, on people who stay and walk and where a fifth cycle; and the city
   (every seed) with fixes scattered by 10 m (accuracy said and unsaid) and 20 m (said);
+* member tracking - the default walkers at 1,000, 2,000 and 4,000 users, fixes at every
+  request and every 30 s: an adversary who knew where everyone inside a requester's first
+  region was follows them through her later regions (one-shot regions, one box per
+  session, the shipped tiles); the requester's median error after 30 minutes and the share
+  of everyone tracked located within √A_min, against the prior (``simulators.tracking``);
 * P4 broker tracking - a day of dwell-and-move devices; how long the broker follows one
   device under one identity, and its position error;
 * P4 accuracy with and without keyed noise - the ``demo`` scenario, P4 only, on the virtual
@@ -449,6 +454,54 @@ scattered fixes (dense, people who stay and walk, a fifth cycling): reports that
 accuracy and reports that do not."""
 
 
+TRACKING_USERS = (1000, 2000, 4000)
+"""Walker densities of the tracking section (over 4 km x 4 km)."""
+
+TRACKING_SEEDS = (0, 1, 2)
+"""Walk seeds of the tracking section (its figures are the means over them)."""
+
+
+def _tracking(quick: bool) -> dict[str, Any]:
+    """Following people through a requester's regions (:mod:`simulators.tracking`): the
+    default walkers (k = 5, 30 minutes, asking every minute) at three densities with fixes at
+    every request and every 30 s; one-shot regions, one box per session and the shipped
+    tiles; an adversary who knew where everyone inside each requester's first region was
+    follows them; median errors (m) at the last region and the share within √A_min (100 m),
+    with the prior (the position once known) beside them; means over three walk seeds."""
+    out: dict[str, Any] = {}
+    designs: list[tuple[str, dict[str, Any]]] = [
+        ("one_shot", {"session_s": 0.0}),
+        ("one_box", {"session_s": 1800.0, "cloak": ONE_BOX}),
+        ("tiles", {"session_s": 1800.0}),
+    ]
+    for users in TRACKING_USERS[::2] if quick else TRACKING_USERS:
+        for update_s in (0.0, 30.0):
+            row: dict[str, Any] = {}
+            for design, over in designs:
+                waits = bool(update_s and over["session_s"])  # nobody is asked otherwise
+                kw = {**over, "fix_reply_s": FIX_REPLY_S} if waits else over
+                per = []
+                for seed in TRACKING_SEEDS[:1] if quick else TRACKING_SEEDS:
+                    r = repeated_cloaks_attack(
+                        users=users,
+                        update_s=update_s,
+                        askers=40 if quick else 100,
+                        minutes=30.0,
+                        seed=seed,
+                        **kw,
+                    )
+                    assert r.tracking is not None
+                    per.append({**dataclasses.asdict(r.tracking), "narrowed": r.success_rate})
+                row[design] = {
+                    key: float(np.mean([p[key] for p in per]))
+                    for key in per[0]
+                    if isinstance(per[0][key], float | int)
+                }
+                row[design]["rules"] = [p["rule"] for p in per]
+            out[f"users={users},fixes={'30s' if update_s else 'fresh'}"] = row
+    return out
+
+
 def _scattered(quick: bool) -> dict[str, Any]:
     """The intersection attack on sessions whose members' fixes scatter (the adversary knows
     where everyone really is), by scatter and design: narrowed share, area over the
@@ -610,6 +663,8 @@ def _section(name: str, q: bool, result: dict[str, Any]) -> Any:
         return _lengths(q)
     if name == "scattered_fixes":
         return _scattered(q)
+    if name == "member_tracking":
+        return _tracking(q)
     if name == "repeated_cloaks_city":
         return _city_all(q)
     if name == "scattered_fixes_city":
@@ -633,6 +688,7 @@ SECTIONS = (
     "repeated_cloaks_conditions",
     "session_lengths",
     "scattered_fixes",
+    "member_tracking",
     "repeated_cloaks_city",
     "scattered_fixes_city",
     "broker_tracking",
@@ -862,6 +918,19 @@ def main() -> int:
             f"{key:24} {e['edges']:6d} {e['midway']:7d} {e['at_member']:7d}"
             f" {e['at_offset']:7d} {e['blind']:6.2f}"
         )
+    print(
+        f"\n{'tracking after 30 min (median error m':40} {'one-shot':>16} {'one box':>16}"
+        f" {'tiles':>16} {'prior':>10}"
+    )
+    print(f"{' requester / share of all within 100 m)':40}")
+    for key, row in result["member_tracking"].items():
+        cells = [
+            f"{row[d]['requester_error_m_median']:.0f} / {row[d]['within_side']:.3f}"
+            for d in ("one_shot", "one_box", "tiles")
+        ]
+        t = row["tiles"]
+        prior = f"{t['requester_prior_error_m_median']:.0f} / {t['prior_within_side']:.3f}"
+        print(f"{'walkers ' + key:40} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16} {prior:>10}")
     if only:  # what this run took, not the full run's figure the results file keeps
         print(f"({time.perf_counter() - t0:.0f} s for {', '.join(only)}; the last full run took"
               f" {result['seconds']:.0f} s)")  # fmt: skip
