@@ -100,22 +100,3 @@ async def broker_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
 def topics() -> Topics:
     """Topics under a prefix unique to this test."""
     return Topics(f"t{uuid.uuid4().hex[:10]}")
-
-
-@pytest.fixture
-def one_box_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every :class:`~locpriv.core.cloak.types.CloakConfig` built in the test defaults to
-    sessions of one box per region (``session_tile_factor = 0``), the design before regions
-    of tiles became the default (2026-12-06): the modules that test its box-specific parts
-    (the joint box, thin margins and their audit, adoption, the shrinking set, the spare) use
-    it; a config that names ``session_tile_factor`` keeps its own."""
-    import inspect
-
-    from locpriv.core.cloak.types import CloakConfig
-
-    init = CloakConfig.__init__
-    names = list(inspect.signature(init).parameters)[1:]  # all have defaults
-    defaults = list(init.__defaults__ or ())
-    assert len(defaults) == len(names)
-    defaults[names.index("session_tile_factor")] = 0.0
-    monkeypatch.setattr(init, "__defaults__", tuple(defaults))

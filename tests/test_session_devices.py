@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _box_sessions import box
 
 from locpriv.core.cloak.cloaker import Cloaker
 from locpriv.core.cloak.types import CloakConfig, CloakParams
 from locpriv.core.cloak.users import FIX_SCATTER_M, SPEED_BASELINE_S, SPEED_MEMORY_S, UserTable
 from simulators.attacks import repeated_cloaks_attack
 
-pytestmark = pytest.mark.usefixtures("one_box_sessions")
 """Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
 since 2026-12-06, are tested in tests/test_session_tiles.py."""
 
@@ -59,7 +59,7 @@ def test_sessions_hold_k_among_fast_people_and_lost_fixes(
     """Fixes every 30 s, 100 askers, k = 5 for 30 minutes, the shipped settings: at most 1 %
     of the sessions narrowed below k, and (but where everyone moves at 5 m/s) at least 95 %
     of the requests answered."""
-    r = repeated_cloaks_attack(session_s=SESSION_S, update_s=30.0, **conditions)
+    r = repeated_cloaks_attack(session_s=SESSION_S, update_s=30.0, **conditions, cloak=box())
     assert r.sessions == 100
     assert r.success_rate <= 0.01, r
     assert r.answered_rate >= answered, r
@@ -71,9 +71,11 @@ def test_the_attack_finds_margins_sized_for_pedestrians_around_cyclists() -> Non
     before members' speeds were learned, ``session_speed_factor = 0``) leave most sessions
     narrowed; margins sized by each member's seen speed leave none."""
     kw: dict[str, Any] = {"speed_m_s": 5.0, "update_s": 30.0, "askers": 40}
-    blind = repeated_cloaks_attack(session_s=SESSION_S, cloak={"session_speed_factor": 0.0}, **kw)
+    blind = repeated_cloaks_attack(
+        session_s=SESSION_S, cloak=box({"session_speed_factor": 0.0}), **kw
+    )
     assert blind.success_rate >= 0.5, blind
-    seen = repeated_cloaks_attack(session_s=SESSION_S, **kw)
+    seen = repeated_cloaks_attack(session_s=SESSION_S, **kw, cloak=box())
     assert seen.success_rate == 0.0, seen
 
 
@@ -86,10 +88,12 @@ def test_a_spare_member_holds_k_when_stays_end_in_cars() -> None:
     about) at most 1 %."""
     kw: dict[str, Any] = {"fast_share": 0.2, "fast_m_s": 10.0, "dwell_share": 0.5, "update_s": 30.0}
     bare = [
-        repeated_cloaks_attack(session_s=SESSION_S, cloak={"session_spare": 0}, seed=s, **kw)
+        repeated_cloaks_attack(session_s=SESSION_S, cloak=box({"session_spare": 0}), seed=s, **kw)
         for s in range(4)
     ]
-    spare = [repeated_cloaks_attack(session_s=SESSION_S, seed=s, **kw) for s in range(4)]
+    spare = [
+        repeated_cloaks_attack(session_s=SESSION_S, seed=s, **kw, cloak=box()) for s in range(4)
+    ]
     assert np.mean([r.success_rate for r in bare]) > 0.01
     assert np.mean([r.success_rate for r in spare]) <= 0.01
     assert min(r.answered_rate for r in spare) >= 0.95
@@ -100,10 +104,10 @@ def test_the_spare_is_off_among_pedestrians() -> None:
     member stays off: the same regions as with ``session_spare = 0``; on whatever the
     population (``session_spare_fast_users = 0``), it costs area."""
     kw: dict[str, Any] = {"update_s": 30.0, "askers": 30, "minutes": 15.0}
-    shipped = repeated_cloaks_attack(session_s=SESSION_S, **kw)
-    off = repeated_cloaks_attack(session_s=SESSION_S, cloak={"session_spare": 0}, **kw)
+    shipped = repeated_cloaks_attack(session_s=SESSION_S, **kw, cloak=box())
+    off = repeated_cloaks_attack(session_s=SESSION_S, cloak=box({"session_spare": 0}), **kw)
     always = repeated_cloaks_attack(
-        session_s=SESSION_S, cloak={"session_spare_fast_users": 0}, **kw
+        session_s=SESSION_S, cloak=box({"session_spare_fast_users": 0}), **kw
     )
     assert shipped.area_m2_median == off.area_m2_median
     assert always.area_m2_median > shipped.area_m2_median
@@ -120,7 +124,7 @@ def _session_areas(*, fast: int, still: int, **cloak: Any) -> list[float]:
     far[:, 1] = rng.uniform(-1000.0, 1000.0, still + fast)
     ids = [f"w{i}" for i in range(400)] + [f"f{i}" for i in range(still + fast)]
     world = (-20000.0, -20000.0, 20000.0, 20000.0)
-    cloaker = Cloaker(CloakConfig(world=world, **cloak), rng=np.random.default_rng(4))
+    cloaker = Cloaker(CloakConfig(world=world, **box(cloak)), rng=np.random.default_rng(4))
     params = CloakParams(k=5, a_min_m2=1.0e4, a_max_m2=4.0e7, max_delay_s=5.0, session_s=3600.0)
     walk = np.random.default_rng(5)
     areas = []
@@ -352,6 +356,7 @@ def test_sessions_whose_reports_say_their_accuracy_hold_k(
         scatter_m=scatter_m,
         says_accuracy=True,
         **conditions,
+        cloak=box(),
     )
     assert r.sessions == 100
     assert r.success_rate <= 0.01, r
@@ -369,6 +374,6 @@ def test_said_accuracies_are_what_holds_k_through_the_scatter() -> None:
         fix_reply_s=1.0,
         scatter_m=10.0,
         says_accuracy=True,
-        cloak={"session_accuracy_factor": 0.0},
+        cloak=box({"session_accuracy_factor": 0.0}),
     )
     assert r.success_rate >= 0.3, r

@@ -16,12 +16,12 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from _box_sessions import ONE_BOX
 from numpy.typing import NDArray
 
 from locpriv.core.cloak.cloaker import Cloaker
 from locpriv.core.cloak.types import CloakConfig, CloakParams
 
-pytestmark = pytest.mark.usefixtures("one_box_sessions")
 """Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
 since 2026-12-06, are tested in tests/test_session_tiles.py."""
 
@@ -67,6 +67,7 @@ def _run(
         epoch_s=1.0,
         session_fresh_s=fresh_s,
         session_fix_error_m=error_m,
+        **ONE_BOX,
     )
 
     def fixes(rows: list[int]) -> F64:
@@ -162,7 +163,7 @@ def test_a_device_is_asked_at_most_once_per_fix_every_s() -> None:
     rng = np.random.default_rng(3)
     xy = rng.uniform(0.0, 800.0, (n, 2))  # dense: sessions share members
     ids = [f"u{i}" for i in range(n)]
-    cfg = CloakConfig(world=(0.0, 0.0, 800.0, 800.0), epoch_s=1.0, session_fresh_s=5.0)
+    cfg = CloakConfig(world=(0.0, 0.0, 800.0, 800.0), epoch_s=1.0, session_fresh_s=5.0, **ONE_BOX)
     ck = Cloaker(cfg, rng=np.random.default_rng(4), phase=0.4)
     ck.update_many(ids, xy, now=0.0)
     p = CloakParams(k=K, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=5.0, session_s=600.0)
@@ -188,8 +189,10 @@ def test_off_at_zero_and_first_requests_do_not_wait() -> None:
     xy = rng.uniform(0.0, 2000.0, (n, 2))
     ids = [f"u{i}" for i in range(n)]
     world = (0.0, 0.0, 2000.0, 2000.0)
-    off = Cloaker(CloakConfig(world=world, session_fresh_s=0.0), rng=np.random.default_rng(6))
-    on = Cloaker(CloakConfig(world=world), rng=np.random.default_rng(6))  # default: 2 s
+    off = Cloaker(
+        CloakConfig(world=world, session_fresh_s=0.0, **ONE_BOX), rng=np.random.default_rng(6)
+    )
+    on = Cloaker(CloakConfig(world=world, **ONE_BOX), rng=np.random.default_rng(6))  # default: 2 s
     for ck in (off, on):
         ck.update_many(ids, xy, now=0.0)
         first = ck.request("a", ids[0], P, 30.0)  # a session's first request: answered now
@@ -208,7 +211,9 @@ def test_members_whose_reports_are_seconds_old_are_asked_at_defaults() -> None:
     rng = np.random.default_rng(8)
     xy = rng.uniform(0.0, 2000.0, (n, 2))
     ids = [f"u{i}" for i in range(n)]
-    ck = Cloaker(CloakConfig(world=(0.0, 0.0, 2000.0, 2000.0)), rng=np.random.default_rng(9))
+    ck = Cloaker(
+        CloakConfig(world=(0.0, 0.0, 2000.0, 2000.0), **ONE_BOX), rng=np.random.default_rng(9)
+    )
     assert ck.config.session_fresh_s == 2.0
     ck.update_many(ids, xy, now=0.0)
     first = ck.request("a", ids[0], P, 0.5)
@@ -264,7 +269,7 @@ def test_session_region_holds_the_fix_her_request_brought(seed: int, jump_m: flo
     n = 600
     xy = rng.uniform(500.0, 2500.0, (n, 2))
     ids = [f"u{i}" for i in range(n)]
-    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, session_fresh_s=0.0)
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, session_fresh_s=0.0, **ONE_BOX)
     ck = Cloaker(cfg, rng=np.random.default_rng(seed + 1))
     params = CloakParams(k=K, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
     zero = np.zeros(n)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
+from _box_sessions import box
 from numpy.typing import NDArray
 
 from locpriv.core.cloak.cloaker import Cloaker, CloakParams
@@ -17,7 +17,6 @@ from locpriv.core.cloak.history import joint_box_ranks, motion_scores
 from locpriv.core.cloak.types import CloakConfig
 from simulators.attacks import GuessTally, intersection_attack
 
-pytestmark = pytest.mark.usefixtures("one_box_sessions")
 """Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
 since 2026-12-06, are tested in tests/test_session_tiles.py."""
 
@@ -76,7 +75,7 @@ def _street_town(
 
     ids = [f"u{i}" for i in range(users)]
     cloaker = Cloaker(
-        CloakConfig(world=(0.0, 0.0, side, side), session_joint_box=joint_box, **cloak),
+        CloakConfig(world=(0.0, 0.0, side, side), session_joint_box=joint_box, **box(cloak)),
         rng=np.random.default_rng(seed + 1),
     )
     params = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)

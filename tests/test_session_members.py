@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _box_sessions import ONE_BOX, box
 
 from locpriv.config import load_config
 from locpriv.core.cloak.cloaker import Cloaker, CloakParams
@@ -18,7 +19,6 @@ from locpriv.core.cloak.types import CloakConfig
 from locpriv.errors import ConfigError
 from simulators.attacks import repeated_cloaks_attack, session_area_bound
 
-pytestmark = pytest.mark.usefixtures("one_box_sessions")
 """Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
 since 2026-12-06, are tested in tests/test_session_tiles.py."""
 
@@ -56,8 +56,8 @@ def test_sessions_hold_k_over_densities_and_speeds(conditions: dict[str, float])
     with sessions no asker is narrowed below k, and (nearly) every request is answered. The
     area paid grows with how far members walk apart (docs/algorithms.md)."""
     kw = {key: (int(val) if key in ("users", "k") else val) for key, val in conditions.items()}
-    before = repeated_cloaks_attack(session_s=0.0, askers=40, **kw)  # type: ignore[arg-type]
-    after = repeated_cloaks_attack(session_s=3600.0, askers=40, **kw)  # type: ignore[arg-type]
+    before = repeated_cloaks_attack(session_s=0.0, askers=40, **kw, cloak=box())  # type: ignore[arg-type]
+    after = repeated_cloaks_attack(session_s=3600.0, askers=40, **kw, cloak=box())  # type: ignore[arg-type]
     assert before.success_rate >= 0.5  # the attack works on one-shot cloaks
     assert after.success_rate <= 0.01
     assert after.answered_rate >= 0.95
@@ -80,8 +80,10 @@ def test_sessions_on_random_walkers_cost_less_than_committing_to_the_nearest_k(
     (bench_privacy's conditions, 100 askers: online 6.2x/10.4x/19.9x/9.1x, shipped
     4.4x/7.5x/14.3x/6.9x, joint box 1.9x/3.1x/4.8x/2.7x)."""
     kw = {key: (int(val) if key in ("users", "k") else val) for key, val in conditions.items()}
-    before = repeated_cloaks_attack(session_s=0.0, askers=40, oracle_margin_m=20.0, **kw)  # type: ignore[arg-type]
-    after = repeated_cloaks_attack(session_s=3600.0, askers=40, **kw)  # type: ignore[arg-type]
+    before = repeated_cloaks_attack(
+        session_s=0.0, askers=40, oracle_margin_m=20.0, **kw, cloak=box()
+    )  # type: ignore[arg-type]
+    after = repeated_cloaks_attack(session_s=3600.0, askers=40, **kw, cloak=box())  # type: ignore[arg-type]
     assert after.success_rate <= 0.01 and after.answered_rate >= 0.95
     assert after.area_m2_median < before.oracle_online_area_m2_median
     assert before.oracle_joint_area_m2_median <= before.oracle_area_m2_median
@@ -98,9 +100,9 @@ def test_adopted_bystanders_and_thin_margins_cost_less_than_the_group_alone() ->
         session_s=600.0,
         askers=40,
         update_s=30.0,
-        cloak={"session_slack": 0, "session_adopt": False},
+        cloak=box({"session_slack": 0, "session_adopt": False}),
     )
-    now = repeated_cloaks_attack(session_s=600.0, askers=40, update_s=30.0)
+    now = repeated_cloaks_attack(session_s=600.0, askers=40, update_s=30.0, cloak=box())
     assert before.success_rate <= 0.01 and now.success_rate <= 0.01
     assert now.answered_rate >= 0.95
     assert now.area_m2_median <= 0.8 * before.area_m2_median
@@ -124,10 +126,11 @@ def test_the_attack_finds_regions_whose_thin_margins_are_too_thin() -> None:
     }
     kw = {"session_s": 600.0, "askers": 100, "update_s": 30.0, "users": 4000}
     narrowed = sum(
-        repeated_cloaks_attack(cloak=bare, seed=seed, **kw).success_rate * 100 for seed in (1, 3)
+        repeated_cloaks_attack(cloak=box(bare), seed=seed, **kw).success_rate * 100
+        for seed in (1, 3)
     )
     assert narrowed >= 4  # of 200 sessions
-    ok = repeated_cloaks_attack(seed=1, **kw)
+    ok = repeated_cloaks_attack(seed=1, **kw, cloak=box())
     assert ok.success_rate <= 0.01
 
 
@@ -136,9 +139,9 @@ def test_rekeying_sessions_is_measured_as_the_risk_it_is() -> None:
     lets an adversary who links the requester's requests across the restart narrow nearly
     every session below k, and does not even buy smaller regions (each restart pays a first
     region over a whole group again): why it is off by default."""
-    base = repeated_cloaks_attack(session_s=600.0, askers=40)
+    base = repeated_cloaks_attack(session_s=600.0, askers=40, cloak=box())
     rekeyed = repeated_cloaks_attack(
-        session_s=600.0, askers=40, cloak={"session_rekey_factor": 3.0}
+        session_s=600.0, askers=40, cloak=box({"session_rekey_factor": 3.0})
     )
     assert base.success_rate <= 0.01
     assert rekeyed.success_rate >= 0.5
@@ -153,7 +156,6 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
     empty.write_text("")
     unset = load_config(empty).cloak_config()
     # the shipped file sets every session key to the core's default, as an empty file does
-    # (the fields' own defaults: this module's fixture makes CloakConfig() build one box)
     for f in dataclasses.fields(CloakConfig):
         if f.name.startswith("session_"):
             assert getattr(shipped, f.name) == f.default == getattr(unset, f.name), f.name
@@ -207,7 +209,7 @@ def test_session_knobs_from_the_config_file(tmp_path: Path) -> None:
             "session_spare_fast_users",
         )
     }
-    r = repeated_cloaks_attack(session_s=600.0, askers=20, cloak=cloak)
+    r = repeated_cloaks_attack(session_s=600.0, askers=20, cloak=box(cloak))
     assert r.success_rate <= 0.01 and r.answered_rate >= 0.95
     for bad in (
         "session_candidate_factor = 0",
@@ -340,7 +342,9 @@ def test_session_regions_are_not_centred_on_the_requester(users: int) -> None:
     side, askers = 4000.0, 200
     xy = rng.uniform(0, side, (users, 2))
     ids = [f"u{i}" for i in range(users)]
-    cloaker = Cloaker(CloakConfig(world=(0.0, 0.0, side, side)), rng=np.random.default_rng(6))
+    cloaker = Cloaker(
+        CloakConfig(world=(0.0, 0.0, side, side), **ONE_BOX), rng=np.random.default_rng(6)
+    )
     params = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
     hits, edge_hits, chance = [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
     for step in range(4):

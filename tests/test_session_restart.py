@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _box_sessions import box
 from numpy.typing import NDArray
 
 from locpriv.core.cloak.cloaker import Cloaker
 from locpriv.core.cloak.session_records import SessionRecord, SessionRecords
 from locpriv.core.cloak.types import CloakConfig, CloakParams
 
-pytestmark = pytest.mark.usefixtures("one_box_sessions")
 """Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
 since 2026-12-06, are tested in tests/test_session_tiles.py."""
 
@@ -50,7 +50,7 @@ def _sessions_across_a_restart(
     xy = rng.uniform(0.0, SIDE, (n, 2))
     heading = rng.uniform(0.0, 2 * np.pi, n)
     ids = [f"u{i}" for i in range(n)]
-    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=60.0, **EXACT)
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=60.0, **box(EXACT))
     ck = Cloaker(cfg, rng=np.random.default_rng(seed + 1), phase=0.4)
     p = CloakParams(k=k, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
     cand: dict[int, set[int]] = {a: set(range(n)) for a in range(askers)}
@@ -91,7 +91,7 @@ def _thin_sessions(seed: int, askers: int) -> tuple[Cloaker, CloakConfig, list[s
     n = 800
     xy = rng.uniform(0.0, SIDE, (n, 2))
     ids = [f"u{i}" for i in range(n)]
-    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=120.0, **EXACT)
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=120.0, **box(EXACT))
     ck = Cloaker(cfg, rng=np.random.default_rng(seed + 1), phase=0.4)
     ck.update_many(ids, xy, now=0.0)
     ck.update_many(ids, xy + 1.0, now=10.0)
@@ -151,7 +151,7 @@ def test_seen_speeds_go_over_a_restart_to_each_users_first_report() -> None:
     """A driver timed by one process is a driver to the next from her first report (not only
     after it has timed a chord of hers): her margins and the spare do not fall back to a
     pedestrian's in the restart's first minute."""
-    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=600.0, **EXACT)
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE, SIDE), epoch_s=1.0, user_ttl_s=600.0, **box(EXACT))
     first = Cloaker(cfg, phase=0.4)
     rng = np.random.default_rng(5)
     walkers = rng.uniform(0.0, SIDE, (50, 2))

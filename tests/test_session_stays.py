@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _box_sessions import ONE_BOX, box
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
@@ -21,7 +22,6 @@ from locpriv.core.cloak.history import moving_time, still_margins
 from locpriv.core.cloak.types import CloakConfig
 from simulators.attacks import exact, parked_insiders_attack, repeated_cloaks_attack
 
-pytestmark = pytest.mark.usefixtures("one_box_sessions")
 """Sessions of one box per region (``session_tile_factor = 0``); regions of tiles, the default
 since 2026-12-06, are tested in tests/test_session_tiles.py."""
 
@@ -66,8 +66,12 @@ def test_sessions_hold_k_among_people_who_stay_and_leave(conditions: dict[str, f
     kw = {key: (int(val) if key in ints else val) for key, val in conditions.items()}
     narrowed = sessions = 0
     for seed in (0, 1, 2):
-        before = repeated_cloaks_attack(session_s=0.0, askers=40, update_s=30.0, seed=seed, **kw)  # type: ignore[arg-type]
-        after = repeated_cloaks_attack(session_s=3600.0, askers=40, update_s=30.0, seed=seed, **kw)  # type: ignore[arg-type]
+        before = repeated_cloaks_attack(
+            session_s=0.0, askers=40, update_s=30.0, seed=seed, **kw, cloak=box()
+        )  # type: ignore[arg-type]
+        after = repeated_cloaks_attack(
+            session_s=3600.0, askers=40, update_s=30.0, seed=seed, **kw, cloak=box()
+        )  # type: ignore[arg-type]
         assert before.success_rate >= 0.5
         assert after.answered_rate >= 0.95
         assert after.area_m2_median <= 5.0 * before.area_m2_median
@@ -102,7 +106,7 @@ def _stay_town(
     left = rng.uniform(0.0, 600.0, n)
     heading = rng.uniform(0.0, 2 * np.pi, n)
     phase = rng.uniform(0.0, 30.0, n)
-    cfg = CloakConfig(world=(0.0, 0.0, SIDE_M, SIDE_M), **(cloak or {}))
+    cfg = CloakConfig(world=(0.0, 0.0, SIDE_M, SIDE_M), **box(cloak))
     cloaker = Cloaker(cfg, rng=np.random.default_rng(seed + 1))
     askers = range(60)
     areas: list[list[float]] = [[] for _ in askers]
@@ -216,14 +220,14 @@ def test_margins_without_a_risk_budget_are_seen_by_the_attack(
         "minutes": 60.0,
     }
     seeds = (0, 1, 2, 3, 4)
-    budgeted = sum(repeated_cloaks_attack(seed=s, **kw).success_rate for s in seeds)
+    budgeted = sum(repeated_cloaks_attack(seed=s, **kw, cloak=box()).success_rate for s in seeds)
     assert budgeted == 0.0
 
     def floor_for_anyone_still(age: F64, still: F64, standard: F64, **knobs: Any) -> F64:
         return np.where(np.asarray(still) > 0, knobs["floor_m"], standard)
 
     monkeypatch.setattr(cloaker_module, "still_margins", floor_for_anyone_still)
-    loose = sum(repeated_cloaks_attack(seed=s, **kw).success_rate * 100 for s in seeds)
+    loose = sum(repeated_cloaks_attack(seed=s, **kw, cloak=box()).success_rate * 100 for s in seeds)
     assert loose >= 3  # of 500 sessions
 
 
@@ -245,7 +249,9 @@ def test_each_region_holds_its_requester_whose_fix_is_stale(users: int, speed_m_
     phase = rng.uniform(0.0, 30.0, users)
     heading = rng.uniform(0.0, 2 * np.pi, users)
     walking = rng.random(users) < 0.5
-    cloaker = Cloaker(CloakConfig(world=(0.0, 0.0, side, side)), rng=np.random.default_rng(9))
+    cloaker = Cloaker(
+        CloakConfig(world=(0.0, 0.0, side, side), **ONE_BOX), rng=np.random.default_rng(9)
+    )
     cloaker.update_many(ids, xy, 940.0)
     t = 940.0
     missed = total = answered = 0
@@ -329,9 +335,13 @@ def test_parked_insiders_take_places_in_the_set_of_a_requester_who_stays_put(
     requester who stays put are chosen as members (near her, never moving) and leave fewer
     than k honest users in every session (measured here: 100 % in both towns, honest median 3)."""
     still, walking = town
-    clean = parked_insiders_attack(0, still_users=still, walkers=walking, askers=20, minutes=20)
+    clean = parked_insiders_attack(
+        0, still_users=still, walkers=walking, askers=20, minutes=20, cloak=box()
+    )
     assert clean.sessions == 20 and clean.below_k_rate == 0.0
-    parked = parked_insiders_attack(2, still_users=still, walkers=walking, askers=20, minutes=20)
+    parked = parked_insiders_attack(
+        2, still_users=still, walkers=walking, askers=20, minutes=20, cloak=box()
+    )
     assert parked.below_k_rate >= 0.5
     assert parked.honest_median <= clean.honest_median - 2
 
@@ -348,7 +358,7 @@ def test_the_cloaker_counts_session_regions_by_their_margins(slack: int) -> None
     xy = rng.uniform(0.0, SIDE_M, (n, 2))
     ids = [f"u{i}" for i in range(n)]
     cloaker = Cloaker(
-        CloakConfig(world=(0.0, 0.0, SIDE_M, SIDE_M), session_slack=slack),
+        CloakConfig(world=(0.0, 0.0, SIDE_M, SIDE_M), session_slack=slack, **ONE_BOX),
         rng=np.random.default_rng(5),
     )
     answered = 0
