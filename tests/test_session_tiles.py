@@ -9,10 +9,13 @@ conditions; docs/algorithms.md ("Regions made of tiles") has the figures.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pytest
+from _box_sessions import ONE_BOX
+from numpy.typing import NDArray
 
 from locpriv.core.cloak.cloaker import Cloaker
 from locpriv.core.cloak.tile_regions import tile_side_m
@@ -22,8 +25,23 @@ from simulators.attacks import parked_insiders_attack, repeated_cloaks_attack
 
 TILES = {"session_tile_factor": 1.01}
 """Tiles just over A_min (101 m for A_min = 1 ha; the shipped setting, spelled out)."""
-BOX = {"session_tile_factor": 0.0}
-"""One-box session regions (the design before 2026-12-06)."""
+
+F64 = NDArray[np.float64]
+
+
+def _town(
+    users: int, side: float, seed: int, cloaker_seed: int, cloak: Mapping[str, Any]
+) -> tuple[np.random.Generator, F64, list[str], Cloaker]:
+    """``users`` placed uniformly on a ``side`` x ``side`` square (metres) by the walk's
+    generator (seeded ``seed``, returned for the walk), their ids ``u0``, ``u1``, ... and a
+    cloaker over the square with CloakConfig fields ``cloak``, drawing from ``cloaker_seed``."""
+    rng = np.random.default_rng(seed)
+    xy: F64 = rng.uniform(0, side, (users, 2))
+    ids = [f"u{i}" for i in range(users)]
+    ck = Cloaker(
+        CloakConfig(world=(0, 0, side, side), **cloak), rng=np.random.default_rng(cloaker_seed)
+    )
+    return rng, xy, ids, ck
 
 
 @pytest.mark.parametrize(
@@ -83,10 +101,7 @@ def _session_areas(
 ) -> list[list[float]]:
     """Ten askers' region areas (m²) per minute, walkers at 1.4 m/s on 4 km, fixes each minute."""
     side = 4000.0
-    rng = np.random.default_rng(seed)
-    xy = rng.uniform(0, side, (users, 2))
-    ids = [f"u{i}" for i in range(users)]
-    ck = Cloaker(CloakConfig(world=(0, 0, side, side), **cloak), rng=np.random.default_rng(seed))
+    rng, xy, ids, ck = _town(users, side, seed, seed, cloak)
     p = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
     out: list[list[float]] = [[] for _ in range(10)]
     for m in range(minutes):
@@ -108,10 +123,7 @@ def test_tiles_are_each_over_a_min_and_on_one_grid_per_session(users: int, k: in
     k current users are inside, and a session's tiles keep one grid: its offset does not
     move (edges tell nothing new as members walk); different sessions' offsets differ."""
     side, a_min = 3000.0, 2e4
-    rng = np.random.default_rng(users + k)
-    xy = rng.uniform(0, side, (users, 2))
-    ids = [f"u{i}" for i in range(users)]
-    ck = Cloaker(CloakConfig(world=(0, 0, side, side), **TILES), rng=np.random.default_rng(k))
+    rng, xy, ids, ck = _town(users, side, users + k, k, TILES)
     p = CloakParams(k=k, a_min_m2=a_min, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
     step = tile_side_m(a_min, TILES["session_tile_factor"], CloakConfig().session_tile_min_m)
     offsets: dict[int, set[tuple[float, float]]] = {}
@@ -151,7 +163,7 @@ def test_devices_parked_beside_the_requester_leave_k_honest(
     tiles is drawn at random from her group, with ``session_tile_spare`` members beyond k:
     one more spare than devices per asker leaves at most 5 % of the sessions under k honest
     (the shipped 2 covers one device each); with no spare, more are."""
-    box = parked_insiders_attack(insiders, seed=seed, cloak=BOX)
+    box = parked_insiders_attack(insiders, seed=seed, cloak=ONE_BOX)
     tiles = parked_insiders_attack(
         insiders, seed=seed, cloak={**TILES, "session_tile_spare": spare}
     )
@@ -167,10 +179,7 @@ def test_the_requester_is_not_the_member_at_the_middle_of_the_tiles(users: int) 
     the centre of the tiles' union is the requester about as often as a guess at random
     (at most 1.6x chance), and the one whose tiles are the fewest is no better."""
     side = 3000.0
-    rng = np.random.default_rng(users)
-    xy = rng.uniform(0, side, (users, 2))
-    ids = [f"u{i}" for i in range(users)]
-    ck = Cloaker(CloakConfig(world=(0, 0, side, side), **TILES), rng=np.random.default_rng(7))
+    rng, xy, ids, ck = _town(users, side, users, 7, TILES)
     p = CloakParams(k=5, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
     askers = 60
     kept: list[set[int]] = [set(range(users)) for _ in range(askers)]
@@ -234,10 +243,7 @@ def test_more_tiles_than_a_region_carries_give_their_box() -> None:
     region carries (64), so the session answers their box (on the same grid) and keeps every
     member in it: the intersection over ten minutes still holds k."""
     side, users, k = 3000.0, 600, 40
-    rng = np.random.default_rng(11)
-    xy = rng.uniform(0, side, (users, 2))
-    ids = [f"u{i}" for i in range(users)]
-    ck = Cloaker(CloakConfig(world=(0, 0, side, side), **TILES), rng=np.random.default_rng(2))
+    rng, xy, ids, ck = _town(users, side, 11, 2, TILES)
     p = CloakParams(k=k, a_min_m2=1e4, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
     kept = set(range(users))
     for m in range(10):
@@ -259,10 +265,7 @@ def test_a_member_who_jumps_about_cannot_wedge_a_session_of_tiles() -> None:
     stay small here and the rule that drops the widest margins near A_max is not reached:
     this test does not exercise it.)"""
     side, users, k = 3000.0, 800, 5
-    rng = np.random.default_rng(21)
-    xy = rng.uniform(0, side, (users, 2))
-    ids = [f"u{i}" for i in range(users)]
-    ck = Cloaker(CloakConfig(world=(0, 0, side, side), **TILES), rng=np.random.default_rng(3))
+    rng, xy, ids, ck = _town(users, side, 21, 3, TILES)
     p = CloakParams(k=k, a_min_m2=1e4, a_max_m2=1e6, max_delay_s=0.0, session_s=600.0)
     ck.update_many(ids, xy, now=0.0, accuracy_m=np.full(users, 5.0))
     first = ck.request(0, ids[0], p, 0.5)
@@ -294,10 +297,7 @@ def test_a_tiny_a_min_does_not_shrink_the_tiles_that_hold_the_other_members(
     placed to within a tile of 1 ha at best, not to within the few metres a tile of her A_min
     would give (the member nearest each tile's centre is on average tens of metres off)."""
     side, users = 3000.0, 1500
-    rng = np.random.default_rng(8)
-    xy = rng.uniform(0, side, (users, 2))
-    ids = [f"u{i}" for i in range(users)]
-    ck = Cloaker(CloakConfig(world=(0, 0, side, side), **TILES), rng=np.random.default_rng(9))
+    _, xy, ids, ck = _town(users, side, 8, 9, TILES)
     p = CloakParams(k=5, a_min_m2=a_min_m2, a_max_m2=4e6, max_delay_s=0.0, session_s=600.0)
     errors = []
     for m in range(3):
@@ -322,10 +322,7 @@ def test_a_member_gone_silent_leaves_rather_than_overflow_the_region() -> None:
     widest margin first, every request is answered under A_max, and the honest users left in
     all her regions still number k (the silent ones, wherever they walked, are not counted)."""
     side, users, k = 3000.0, 800, 5
-    rng = np.random.default_rng(4)
-    xy = rng.uniform(0, side, (users, 2))
-    ids = [f"u{i}" for i in range(users)]
-    ck = Cloaker(CloakConfig(world=(0, 0, side, side), **TILES), rng=np.random.default_rng(5))
+    rng, xy, ids, ck = _town(users, side, 4, 5, TILES)
     p = CloakParams(k=k, a_min_m2=1e4, a_max_m2=1e6, max_delay_s=0.0, session_s=600.0)
     ck.update_many(ids, xy, now=0.0, accuracy_m=np.full(users, 5.0))
     assert ck.request(0, ids[0], p, 0.5) is not None
