@@ -488,6 +488,7 @@ def _tracking(quick: bool) -> dict[str, Any]:
                         askers=40 if quick else 100,
                         minutes=30.0,
                         seed=seed,
+                        track=True,
                         **kw,
                     )
                     assert r.tracking is not None

@@ -402,8 +402,9 @@ class RepeatedCloaksResult:
     session_counts: Mapping[str, int] = field(default_factory=dict)
     """What the cloaker's sessions did (``Cloaker.session_counts``)."""
     tracking: TrackingFigures | None = None
-    """Everyone inside each asker's first region, followed through her later regions by an
-    adversary who knew where they were then (:mod:`simulators.tracking`; side √A_min)."""
+    """With ``track``: everyone inside each asker's first region, followed through her later
+    regions by an adversary who knew where they were then (:mod:`simulators.tracking`; side
+    √A_min)."""
 
 
 def party_leads(users: int, askers: int, size: int) -> NDArray[np.int64]:
@@ -540,6 +541,7 @@ def repeated_cloaks_attack(
     fix_reply_s: float | None = None,
     scatter_m: float = 0.0,
     says_accuracy: bool = True,
+    track: bool = False,
 ) -> RepeatedCloaksResult:
     """Users random-walk over a square; ``askers`` of them ask for a k-cloak every
     ``every_s`` for ``minutes``; an adversary who knows every position intersects the users
@@ -579,7 +581,10 @@ def repeated_cloaks_attack(
     ``scatter_m`` > 0: every reported fix lies off the walker by a normal ``scatter_m`` per
     axis (the adversary knows where everyone really is); with ``says_accuracy`` each report
     gives its ``accuracy_m`` as a phone does (:class:`~simulators.fixes.Fixes`), else
-    none (the cloaker assumes ``session_fix_error_m``). Exact fixes say accuracy 0."""
+    none (the cloaker assumes ``session_fix_error_m``). Exact fixes say accuracy 0.
+
+    ``track``: also follow everyone inside each asker's first region through her later
+    regions (``tracking``, :mod:`simulators.tracking`; about 30 % more time with tiles)."""
     from locpriv.core.cloak.cloaker import Cloaker, CloakOutcome
     from locpriv.core.cloak.types import CloakConfig, CloakParams
 
@@ -639,9 +644,9 @@ def repeated_cloaks_attack(
         inside = out.region.covers_xy(xy[:, 0], xy[:, 1])  # a box, or a session's tiles
         rows = np.flatnonzero(inside).tolist()
         regions[a].append(frozenset(rows))
-        if a in trackers:
+        if track and a in trackers:
             trackers[a].follow(out.region.polygon, xy)
-        else:
+        elif track:
             trackers[a] = RegionTracker.first(a, np.asarray(rows, dtype=np.int64), xy)
         tally.add(a, (x0, y0, x1, y1), xy, rows, a)
         areas.append(out.region.area_m2)
@@ -739,7 +744,7 @@ def repeated_cloaks_attack(
         rank_among_candidates_over_chance=guesses["rank_among_candidates_over_chance"],
         rank_decoy_over_chance=guesses["rank_decoy_over_chance"],
         session_counts=dict(cloaker.session_counts),
-        tracking=tracking_figures(list(trackers.values()), math.sqrt(a_min_m2)),
+        tracking=tracking_figures(list(trackers.values()), math.sqrt(a_min_m2)) if track else None,
     )
 
 

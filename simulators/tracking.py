@@ -63,7 +63,7 @@ class RegionTracker:
         """A later region ``shape`` (metres; a Polygon, or a MultiPolygon of disjoint
         parts) answered when the users stood at ``xy``: each estimate moves into the part
         nearest it (distance 0 when inside one; ties to the first part), by each rule."""
-        parts = np.array(getattr(shape, "geoms", [shape]), dtype=object)
+        parts = shapely.get_parts(shape)
         if len(parts) == 0:
             return
         centres = shapely.get_coordinates(shapely.centroid(parts))

@@ -72,7 +72,7 @@ def _tracking(users: int, update_s: float, **design: Any) -> TrackingFigures:
     if update_s and design.get("session_s"):
         design["fix_reply_s"] = 1.0
     r = repeated_cloaks_attack(
-        users=users, update_s=update_s, askers=30, minutes=30.0, seed=0, **design
+        users=users, update_s=update_s, askers=30, minutes=30.0, seed=0, track=True, **design
     )
     assert r.tracking is not None and r.tracking.tracked >= 100
     return r.tracking
